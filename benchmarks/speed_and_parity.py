@@ -4,7 +4,10 @@ For the first N HellaSwag validation items in full mode with the built-in smollm
 
 1. lm-eval 0.4.13 (hf backend, float32, the converted model folder, its hellaswag task pointed
    at the local data file) -- wall time, per-option log-likelihoods, acc / acc_norm;
-2. ``curate score`` in float32 and in bfloat16, each in its own process (wall time, peak RSS);
+2. ``curate score`` in float32 and in bfloat16, each in its own process (wall time, peak RSS):
+   once for the same scores as lm-eval (``seq_mean=False``, the comparison the targets name)
+   and once as ``curate score`` runs by default (also the study's seq_mean, which needs every
+   context token's log-probability);
 3. parity (largest |difference| of logprob_sum, identical acc / acc_norm), bf16 agreement with
    our float32 predictions, speed ratios, and our time as a multiple of the compute floor:
    (context tokens once + all option tokens) x 2 x parameters / matmul FLOP/s measured here.
@@ -48,11 +51,11 @@ def matmul_flops(dtype: str, size: int = 2048, repeats: int = 5) -> tuple[float,
     return 2 * size ** 3 / wall, 2 * size ** 3 / cpu
 
 
-def run_ours(ws: Path, dtype: str, label: str) -> dict:
+def run_ours(ws: Path, dtype: str, label: str, seq_mean: bool) -> dict:
     """`curate score` in a child process: its summary, wall time and peak resident memory."""
     code = ("import json, sys; from scoring.run import score_workspace; "
             f"s = score_workspace({str(ws)!r}, 'smollm2-135m', ['full'], dtype={dtype!r}, label={label!r}, "
-            "show_progress=False); print('SUMMARY ' + json.dumps(s))")
+            f"seq_mean={seq_mean!r}, show_progress=False); print('SUMMARY ' + json.dumps(s))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
@@ -95,7 +98,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         ws = ingest(Path(tmp) / "ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.items)
         flops = {d: matmul_flops(d) for d in ("float32", "bfloat16")}
-        ours = {d: run_ours(ws, d, f"smollm2-135m@{d}") for d in ("float32", "bfloat16")}
+        runs = {"float32": ("float32", False), "bfloat16": ("bfloat16", False),
+                "float32+seq_mean": ("float32", True), "bfloat16+seq_mean": ("bfloat16", True)}
+        ours = {name: run_ours(ws, d, f"smollm2-135m@{name}", seq) for name, (d, seq) in runs.items()}
         theirs = run_lmeval(ref.path, DATA, args.items, batch_size=args.lmeval_batch_size)
         with open_scores(ws) as store:
             items = store.items()
@@ -119,10 +124,13 @@ def main(argv=None):
                                     == [r["acc_norm"] for r in theirs["items"]]).all()),
         "bf16_agreement": float((lls["bfloat16"].argmax(1) == lls["float32"].argmax(1)).mean()),
         "bf16_agreement_norm": float(((lls["bfloat16"] / chars).argmax(1) == (lls["float32"] / chars).argmax(1)).mean()),
+        "bf16_max_abs_diff": float(np.abs(lls["bfloat16"] - lls["float32"]).max()),
+        "seq_mean_runs_agree": bool(np.abs(lls["float32+seq_mean"] - lls["float32"]).max() < 1e-4),
     }
-    for d, r in ours.items():
+    for name, r in ours.items():
+        d = runs[name][0]
         flop = tokens * 2 * params
-        report[d] = {"seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "score_seconds": r["score_seconds"],
+        report[name] = {"seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"], "score_seconds": r["score_seconds"],
                      "score_cpu_seconds": r["score_cpu_seconds"], "wall_seconds": r["wall_seconds"],
                      "peak_rss_mb": r["peak_rss_mb"],
                      "speedup_vs_lmeval_fp32_wall": theirs["seconds"] / r["seconds"],
@@ -135,16 +143,18 @@ def main(argv=None):
     print(f"\n{len(items)} items, full mode, smollm2-135m ({params / 1e6:.0f}M parameters), {os.cpu_count()} CPUs")
     print(f"lm-eval 0.4.13 float32: {theirs['seconds']:.1f} s wall, {theirs['cpu_seconds']:.1f} CPU-s "
           f"(acc {theirs['acc']:.4f}, acc_norm {theirs['acc_norm']:.4f})")
-    for d in ours:
-        r = report[d]
-        print(f"ours {d:<9} {r['seconds']:.1f} s wall, {r['cpu_seconds']:.1f} CPU-s end to end: "
+    for name in ours:
+        r = report[name]
+        print(f"ours {name:<17} {r['seconds']:.1f} s wall, {r['cpu_seconds']:.1f} CPU-s end to end: "
               f"{r['speedup_vs_lmeval_fp32_wall']:.2f}x lm-eval float32 by wall time, "
               f"{r['speedup_vs_lmeval_fp32_cpu']:.2f}x by CPU time; scoring loop {r['x_floor_cpu']:.2f}x the compute "
               f"floor by CPU time ({r['x_floor_wall']:.2f}x by wall); peak RSS {r['peak_rss_mb']:.0f} MB")
     print(f"parity: max |logprob_sum - lm-eval| = {report['max_abs_diff_vs_lmeval']:.2e}; acc identical "
           f"{report['acc_identical']}, acc_norm identical {report['acc_norm_identical']}")
     print(f"bfloat16 agrees with our float32 predictions on {100 * report['bf16_agreement']:.1f}% of items "
-          f"(acc_norm: {100 * report['bf16_agreement_norm']:.1f}%)")
+          f"(acc_norm: {100 * report['bf16_agreement_norm']:.1f}%); largest |logprob_sum| difference "
+          f"{report['bf16_max_abs_diff']:.3f}")
+    print(f"with seq_mean: logprob_sum identical to without it in float32: {report['seq_mean_runs_agree']}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
     if args.write_fixture:

@@ -29,13 +29,15 @@ def _modes(ctx, param, value: str) -> list[str]:
 @click.option("--label", default=None, help="Model name stored with the scores (default: --model).")
 @click.option("--verify-batch-invariance", "verify", type=click.IntRange(min=0), default=0, metavar="K",
               help="Afterwards re-score K random items one at a time and report the largest difference.")
+@click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
+              help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def score(workspace, model, modes, dtype, device, batch_tokens, limit, label, verify, quiet):
+def score(workspace, model, modes, dtype, device, batch_tokens, limit, label, verify, no_seq_mean, quiet):
     """Score every option of every item of WORKSPACE under each prompt mode."""
     from scoring.run import score_workspace, verify_batch_invariance
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
-                              limit=limit, show_progress=not quiet, label=label)
+                              limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""

@@ -52,15 +52,18 @@ def max_length(model, tokenizer) -> int:
     return int(limit) if limit and limit < 10**9 else 2048
 
 
-def cached_item_ids(ws, label: str, mode: str, key: dict) -> set[str]:
-    """Items of (label, mode) whose stored scores have this content key."""
+def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True) -> set[str]:
+    """Items of (label, mode) whose stored scores have this content key (and a seq_mean, when
+    one is wanted: a run with --no-seq-mean leaves it empty)."""
     rows = ws.conn.execute(
-        "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, count(*) "
+        "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, "
+        "coalesce(json_extract(r.info_json, '$.seq_mean'), 1) "
         "FROM scores s JOIN score_runs r USING (run_id) WHERE s.model = ? AND s.mode = ? "
         "GROUP BY s.item_id, s.run_id", (label, mode))
     hashes = {it: h for it, h in ws.conn.execute("SELECT item_id, content_hash FROM items")}
-    return {item_id for item_id, content, mh, th, dt, _ in rows
-            if content == hashes.get(item_id) and (mh, th, dt) == (key["model_hash"], key["tokenizer_hash"], key["dtype"])}
+    return {item_id for item_id, content, mh, th, dt, has_seq_mean in rows
+            if content == hashes.get(item_id) and (has_seq_mean or not seq_mean)
+            and (mh, th, dt) == (key["model_hash"], key["tokenizer_hash"], key["dtype"])}
 
 
 def batches(units: list[Unit], batch_tokens: int) -> list[list[Unit]]:
@@ -137,7 +140,9 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                     label: str | None = None, seq_mean: bool = True) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes``.
 
-    ``label`` is the model name stored with the scores (default: ``model``). Returns a summary:
+    ``label`` is the model name stored with the scores (default: ``model``). ``seq_mean=False``
+    skips the study's whole-sequence mean (it needs every context token's log-probability, so
+    it costs extra output-projection work): only lm-eval's numbers are computed. Returns a summary:
     items, options, computed and cached unit counts (one unit = one item in one mode), input
     tokens, seconds, run_id, process index/count.
     """
@@ -176,14 +181,14 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
                     tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len,
+                          "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len, "seq_mean": seq_mean,
                           "processes": world, "versions": versions()})
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
         pending, units = 0, []
         for mode in modes:
-            done = cached_item_ids(ws, label, mode, key)
+            done = cached_item_ids(ws, label, mode, key, seq_mean=seq_mean)
             todo = [i for i in mine if items[i]["item_id"] not in done]
             pending += len(todo)
             units += [(i, mode, items[i]["item_id"] not in done) for i in mine]

@@ -1,0 +1,79 @@
+"""A Llama-family decoder over packed tokens: transformers' numbers with less overhead.
+
+The generic path (``engine.generic_hidden``) feeds transformers a padded (rows x longest) batch,
+so every linear layer also runs on the padding, and each norm is several passes over memory. On a
+CPU with a 135M model those extra passes cost about as much as the matrix products. Here the same
+weights (the model's own modules, nothing copied) run over the real tokens only; the norm is
+torch's ``rms_norm``; only attention sees the padded layout, through
+``scaled_dot_product_attention`` with the engine's block mask.
+
+Used for models whose blocks are exactly Llama's (``supports``); anything else takes the generic
+path. tests/test_scoring_fast.py checks both against a plain one-sequence transformers forward.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+ROPE_TYPES = ("default", "llama3", "linear")  # static frequencies: inv_freq is fixed at load
+
+
+def supports(model) -> bool:
+    """Whether ``model`` is a plain Llama decoder this module reproduces exactly."""
+    config = model.config
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    return (config.model_type == "llama" and config.hidden_act == "silu"
+            and not getattr(config, "mlp_bias", False) and getattr(config, "pretraining_tp", 1) == 1
+            and rope.get("rope_type", "default") in ROPE_TYPES)
+
+
+class PackedLlama:
+    """Runs a transformers Llama model's layers over packed tokens."""
+
+    def __init__(self, model):
+        self.base, config = model.model, model.config
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+
+    def rotary(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin per token (T, 1, head_dim / 2), computed as transformers does (float32,
+        then cast), so the rotated values match to the last bit."""
+        rope = self.base.rotary_emb
+        freqs = positions[:, None].float() * rope.inv_freq.float()
+        cos, sin = freqs.cos() * rope.attention_scaling, freqs.sin() * rope.attention_scaling
+        return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
+
+    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor):
+        """Final hidden states (T, d) of T packed tokens.
+
+        ``slots[t]`` is token t's place in the padded (rows x length) attention layout and
+        ``mask`` the boolean (rows, length, length) block mask over that layout."""
+        rows, length = mask.shape[0], mask.shape[1]
+        n_q, n_kv, dim = self.heads, self.kv_heads, self.head_dim
+        x = self.base.embed_tokens(ids)
+        cos, sin = self.rotary(positions, x.dtype)
+        # On a CPU torch's attention kernel is faster in float32 than in bfloat16 (and exact);
+        # q, k and v are small, so the upcast costs little.
+        attn_dtype = torch.float32 if x.device.type == "cpu" else x.dtype
+        for layer in self.base.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            h = rms_norm(layer.input_layernorm, x)
+            qk = torch.cat([attn.q_proj(h).view(len(ids), n_q, dim), attn.k_proj(h).view(len(ids), n_kv, dim)], 1)
+            first, second = qk[..., :dim // 2], qk[..., dim // 2:]
+            rotated = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+            padded = x.new_zeros(rows * length, n_q + 2 * n_kv, dim, dtype=attn_dtype)
+            padded[slots, :n_q + n_kv] = rotated.to(attn_dtype)
+            padded[slots, n_q + n_kv:] = attn.v_proj(h).view(len(ids), n_kv, dim).to(attn_dtype)
+            padded = padded.view(rows, length, n_q + 2 * n_kv, dim).transpose(1, 2)
+            out = F.scaled_dot_product_attention(padded[:, :n_q], padded[:, n_q:n_q + n_kv], padded[:, n_q + n_kv:],
+                                                 attn_mask=mask[:, None], enable_gqa=n_q != n_kv)
+            out = out.transpose(1, 2).reshape(rows * length, n_q * dim)[slots].to(x.dtype)
+            x = x + attn.o_proj(out)
+            h = rms_norm(layer.post_attention_layernorm, x)
+            x = x + mlp.down_proj(F.silu(mlp.gate_proj(h)) * mlp.up_proj(h))
+        return rms_norm(self.base.norm, x)
+
+
+def rms_norm(norm, x: torch.Tensor) -> torch.Tensor:
+    """A LlamaRMSNorm module's function in one fused call."""
+    return F.rms_norm(x, x.shape[-1:], norm.weight, norm.variance_epsilon)
