@@ -1,12 +1,12 @@
 """The forward pass: many requests per batch, each context computed once.
 
-Each request becomes one row ``[prefix, cont_1[:-1], cont_2[:-1], ...]``. A block attention
-mask lets every continuation see the prefix and its own earlier tokens only, and position ids
-restart after the prefix for each continuation, so each continuation gets exactly the numbers
-it would get alone after the prefix (as lm-eval computes it), while the prefix is computed once.
+Each request is a prefix and its continuations. Attention lets every continuation see the
+prefix and its own earlier tokens only, and position ids restart after the prefix for each
+continuation, so each continuation gets exactly the numbers it would get alone after the
+prefix (as lm-eval computes it), while the prefix is computed once (``scoring.layout``).
 
 Two ways to get the hidden states: Llama-family models run through ``scoring.llama`` on the
-real tokens only; any other causal LM runs through its own transformers forward on the padded
+real tokens only; any other causal LM runs through its own transformers forward on padded
 rows. Either way only the hidden states that predict a wanted token reach the output
 projection, and the log-softmax is taken in float32 a few rows at a time (see ``head``), so no
 (tokens x vocabulary) tensor is ever kept for a whole batch.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from scoring import llama
+from scoring import layout, llama
 from scoring.encode import Request
 
 HEAD_ROWS = 256   # hidden states per output-projection product (large enough to run at full speed)
@@ -37,59 +37,46 @@ class Result:
 
 @dataclass
 class Packed:
-    """A batch laid out for the model.
+    """A batch's real tokens in packed order (see ``scoring.layout``) and what to read off them.
 
-    ``ids``/``positions`` are (rows, length), padded; ``mask`` is the boolean block mask
-    (rows, length, length); ``fed`` holds the flat padded index of each real token, in order
-    (its position in ``fed`` is the token's packed index). Each wanted prediction has the
-    packed index of the hidden state that predicts it (``source``), its ``target`` token, and
-    the ``group`` it adds to (one group per request prefix, one per continuation)."""
-    ids: torch.Tensor
-    positions: torch.Tensor
-    mask: torch.Tensor
-    fed: torch.Tensor
+    Each wanted prediction has the packed index of the hidden state that predicts it
+    (``source``), its ``target`` token, and the ``group`` it adds to (one group per request
+    prefix, one per continuation)."""
+    tokens: torch.Tensor      # (tokens,)
+    positions: torch.Tensor   # (tokens,) position ids: a continuation's restart after its prefix
+    spans: list[layout.Span]
     source: np.ndarray
     target: np.ndarray
     group: np.ndarray
     n_groups: int
 
 
-def pack(requests: list[Request], pad_id: int) -> Packed:
-    length = max(max(r.n_input for r in requests), 1)
-    ids = torch.full((len(requests), length), pad_id, dtype=torch.long)
-    pos = torch.zeros((len(requests), length), dtype=torch.long)
-    mask = torch.zeros((len(requests), length, length), dtype=torch.bool)
-    mask[:, torch.arange(length), torch.arange(length)] = True  # padding sees itself: no empty rows
-    fed, source, target, group = [], [], [], []
+def pack(requests: list[Request]) -> Packed:
+    tokens, positions, spans, source, target, group = [], [], [], [], [], []
     groups = 0
-    for b, req in enumerate(requests):
-        first = len(fed)  # packed index of this row's first token
-        fed += range(b * length, b * length + req.n_input)
-        p = len(req.prefix)
-        ids[b, :p] = torch.tensor(req.prefix)
-        pos[b, :p] = torch.arange(p)
-        mask[b, :p, :p] = torch.ones(p, p, dtype=torch.bool).tril()
+    for req in requests:
+        first, p = len(tokens), len(req.prefix)
+        fed = [max(len(c) - 1, 0) for c in req.conts]  # a continuation's last token is predicted, never fed
+        spans.append(layout.Span(first, p, fed))
+        tokens += req.prefix
+        positions += range(p)
         prefix_group, groups = groups, groups + 1
         if req.prefix_lp and p > 1:
             source += range(first, first + p - 1)
             target += req.prefix[1:]
             group += [prefix_group] * (p - 1)
-        start = p
-        for cont in req.conts:
-            n = len(cont) - 1  # the last token is predicted, never fed
-            if n > 0:
-                ids[b, start:start + n] = torch.tensor(cont[:-1])
-                pos[b, start:start + n] = torch.arange(p, p + n)
-                mask[b, start:start + n, :p] = True
-                mask[b, start:start + n, start:start + n] = torch.ones(n, n, dtype=torch.bool).tril()
+        for cont, n in zip(req.conts, fed):
+            start = len(tokens)
+            tokens += cont[:n]
+            positions += range(p, p + n)
             if cont:
-                source += [first + p - 1] + list(range(first + start, first + start + n))
+                source += [first + p - 1] + list(range(start, start + n))
                 target += cont
                 group += [groups] * len(cont)
             groups += 1
-            start += max(n, 0)
-    return Packed(ids, pos, mask, torch.tensor(fed, dtype=torch.long), np.array(source, dtype=np.int64),
-                  np.array(target, dtype=np.int64), np.array(group, dtype=np.int64), groups)
+    return Packed(torch.tensor(tokens, dtype=torch.long), torch.tensor(positions, dtype=torch.long), spans,
+                  np.array(source, dtype=np.int64), np.array(target, dtype=np.int64),
+                  np.array(group, dtype=np.int64), groups)
 
 
 _FAST: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -102,28 +89,28 @@ def fast_path(model):
     return _FAST[model]
 
 
-def hidden_states(model, batch: Packed) -> torch.Tensor:
+def hidden_states(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
     """The final hidden state of every real token, in packed order: (tokens, hidden)."""
     fast = fast_path(model)
     if fast is None:
-        return generic_hidden(model, batch)
+        return generic_hidden(model, batch, pad_id=pad_id)
     device = next(model.parameters()).device
-    fed = batch.fed.to(device)
-    return fast.hidden(batch.ids.to(device).view(-1)[fed], batch.positions.to(device).view(-1)[fed], fed,
-                       batch.mask.to(device))
+    return fast.hidden(batch.tokens.to(device), batch.positions.to(device),
+                       layout.segments(batch.spans, len(batch.tokens)))
 
 
-def generic_hidden(model, batch: Packed) -> torch.Tensor:
-    """``hidden_states`` through the model's own transformers forward on the padded rows, with
-    the block mask as an additive 4D attention mask: works for any causal LM."""
+def generic_hidden(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
+    """``hidden_states`` through the model's own transformers forward on padded rows (the block
+    mask as an additive 4D attention mask): works for any causal LM."""
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
-    mask = batch.mask.to(device)
+    rows = layout.rows(batch.spans, batch.tokens, batch.positions, pad_id)
+    mask = rows.mask.to(device)
     additive = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, torch.finfo(dtype).min)
     base = getattr(model, model.base_model_prefix)
-    hidden = base(input_ids=batch.ids.to(device), position_ids=batch.positions.to(device),
+    hidden = base(input_ids=rows.ids.to(device), position_ids=rows.positions.to(device),
                   attention_mask=additive[:, None], use_cache=False).last_hidden_state
-    return hidden.reshape(-1, hidden.shape[-1])[batch.fed.to(device)]
+    return hidden.reshape(-1, hidden.shape[-1])[rows.fed.to(device)]
 
 
 def logit_transform(model, logits: torch.Tensor) -> torch.Tensor:
@@ -161,7 +148,9 @@ def head(model, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def target_logits(model, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The output logit of ``targets[i]`` at ``states[i]``: one dot product each, in float32."""
+    """The output logit of ``targets[i]`` at ``states[i]``: one dot product each, accumulated in
+    float32. In bfloat16 this is closer to the float32 model's number than the projection's
+    rounded output (measured: mean |logprob_sum - float32| 0.129 against 0.139 on 200 items)."""
     output = model.get_output_embeddings()
     logit = (states.float() * output.weight[targets].float()).sum(dim=-1)
     if output.bias is not None:
@@ -172,8 +161,8 @@ def target_logits(model, states: torch.Tensor, targets: torch.Tensor) -> torch.T
 @torch.inference_mode()
 def score_requests(model, requests: list[Request], *, pad_id: int) -> list[Result]:
     """Score a batch of requests in one forward pass."""
-    batch = pack(requests, pad_id)
-    hidden = hidden_states(model, batch)
+    batch = pack(requests)
+    hidden = hidden_states(model, batch, pad_id=pad_id)
     # One head row per distinct predicting state: a prefix's last state predicts the first
     # token of every continuation.
     rows, inverse = np.unique(batch.source, return_inverse=True)

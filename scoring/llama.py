@@ -4,8 +4,8 @@ The generic path (``engine.generic_hidden``) feeds transformers a padded (rows x
 so every linear layer also runs on the padding, and each norm is several passes over memory. On a
 CPU with a 135M model those extra passes cost about as much as the matrix products. Here the same
 weights (the model's own modules, nothing copied) run over the real tokens only; the norm is
-torch's ``rms_norm``; only attention sees the padded layout, through
-``scaled_dot_product_attention`` with the engine's block mask.
+torch's ``rms_norm``; attention runs per segment (``scoring.layout.segments``: each prefix over
+itself, each continuation over the prefix and itself) through ``scaled_dot_product_attention``.
 
 Used for models whose blocks are exactly Llama's (``supports``); anything else takes the generic
 path. tests/test_scoring_fast.py checks both against a plain one-sequence transformers forward.
@@ -43,32 +43,34 @@ class PackedLlama:
         cos, sin = freqs.cos() * rope.attention_scaling, freqs.sin() * rope.attention_scaling
         return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
 
-    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor):
-        """Final hidden states (T, d) of T packed tokens.
-
-        ``slots[t]`` is token t's place in the padded (rows x length) attention layout and
-        ``mask`` the boolean (rows, length, length) block mask over that layout."""
-        rows, length = mask.shape[0], mask.shape[1]
+    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, segments) -> torch.Tensor:
+        """Final hidden states (T, d) of T packed tokens; attention by ``segments``
+        (a ``scoring.layout.Segments``)."""
         n_q, n_kv, dim = self.heads, self.kv_heads, self.head_dim
         x = self.base.embed_tokens(ids)
         cos, sin = self.rotary(positions, x.dtype)
         # On a CPU torch's attention kernel is faster in float32 than in bfloat16 (and exact);
         # q, k and v are small, so the upcast costs little.
         attn_dtype = torch.float32 if x.device.type == "cpu" else x.dtype
+        groups = [(g.queries.to(x.device), g.keys.to(x.device), g.mask[:, None].to(x.device), g.shape)
+                  for g in segments.groups]
+        query_slot = segments.query_slot.to(x.device)
         for layer in self.base.layers:
             attn, mlp = layer.self_attn, layer.mlp
             h = rms_norm(layer.input_layernorm, x)
             qk = torch.cat([attn.q_proj(h).view(len(ids), n_q, dim), attn.k_proj(h).view(len(ids), n_kv, dim)], 1)
             first, second = qk[..., :dim // 2], qk[..., dim // 2:]
-            rotated = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
-            padded = x.new_zeros(rows * length, n_q + 2 * n_kv, dim, dtype=attn_dtype)
-            padded[slots, :n_q + n_kv] = rotated.to(attn_dtype)
-            padded[slots, n_q + n_kv:] = attn.v_proj(h).view(len(ids), n_kv, dim).to(attn_dtype)
-            padded = padded.view(rows, length, n_q + 2 * n_kv, dim).transpose(1, 2)
-            out = F.scaled_dot_product_attention(padded[:, :n_q], padded[:, n_q:n_q + n_kv], padded[:, n_q + n_kv:],
-                                                 attn_mask=mask[:, None], enable_gqa=n_q != n_kv)
-            out = out.transpose(1, 2).reshape(rows * length, n_q * dim)[slots].to(x.dtype)
-            x = x + attn.o_proj(out)
+            qk = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).to(attn_dtype)
+            q = qk[:, :n_q]
+            kv = torch.cat([qk[:, n_q:], attn.v_proj(h).view(len(ids), n_kv, dim).to(attn_dtype)], 1)
+            outs = []
+            for queries, keys, mask, (n, q_len, k_len) in groups:
+                q_g = q[queries].view(n, q_len, n_q, dim).transpose(1, 2)
+                kv_g = kv[keys].view(n, k_len, 2 * n_kv, dim).transpose(1, 2)
+                out = F.scaled_dot_product_attention(q_g, kv_g[:, :n_kv], kv_g[:, n_kv:], attn_mask=mask,
+                                                     enable_gqa=n_q != n_kv)
+                outs.append(out.transpose(1, 2).reshape(n * q_len, n_q * dim))
+            x = x + attn.o_proj(torch.cat(outs)[query_slot].to(x.dtype))
             h = rms_norm(layer.post_attention_layernorm, x)
             x = x + mlp.down_proj(F.silu(mlp.gate_proj(h)) * mlp.up_proj(h))
         return rms_norm(self.base.norm, x)

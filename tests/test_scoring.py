@@ -191,6 +191,24 @@ def test_export_scores(small_ws, tmp_path):
     assert {"torch", "transformers", "benchcurate"} <= set(json.loads(runs[4])["versions"])
 
 
+def test_no_seq_mean_then_seq_mean(small_ws, tmp_path):
+    """--no-seq-mean stores lm-eval's numbers only; a later default run fills seq_mean in (the
+    same logprob_sum), and a --no-seq-mean run after that finds everything cached."""
+    from curate.store import Workspace
+    from scoring.store import read_scores
+    ws = tmp_path / "ws"
+    shutil.copytree(small_ws, ws)
+    args = ("--model", "smollm2-135m", "--modes", "full", "--limit", "3", "--quiet")
+    assert "3 item-modes computed" in run_cli("score", ws, *args, "--no-seq-mean").stdout
+    first = read_scores(Workspace.open(ws))
+    assert first["seq_mean"].isna().all() and first["logprob_sum"].notna().all()
+    assert "3 item-modes computed" in run_cli("score", ws, *args).stdout
+    second = read_scores(Workspace.open(ws))
+    assert second["seq_mean"].notna().all()
+    assert np.abs(second["logprob_sum"] - first["logprob_sum"]).max() < 1e-4
+    assert "0 item-modes computed, 3 cached" in run_cli("score", ws, *args, "--no-seq-mean").stdout
+
+
 def test_bad_arguments_are_one_line_errors(small_ws, tmp_path):
     proc = run_cli("score", small_ws, "--model", "smollm2-135m", "--modes", "full,bogus", check=False)
     assert proc.returncode == 2 and "bogus" in proc.stderr

@@ -60,12 +60,15 @@ def tiny(config_class, **kwargs):
     return AutoModelForCausalLM.from_config(config).eval()
 
 
-@pytest.mark.parametrize("kwargs", [{"num_key_value_heads": 2, "attention_bias": True},
-                                    {"num_key_value_heads": 4, "attention_bias": False}])
-def test_packed_llama_matches_transformers(kwargs):
+@pytest.mark.parametrize("kwargs, group_keys", [({"num_key_value_heads": 2, "attention_bias": True}, 2048),
+                                                ({"num_key_value_heads": 4, "attention_bias": False}, 40)])
+def test_packed_llama_matches_transformers(kwargs, group_keys, monkeypatch):
+    """With a small key budget the segments split into many attention groups."""
     from transformers import LlamaConfig
 
+    from scoring import layout
     from scoring.engine import fast_path
+    monkeypatch.setattr(layout, "GROUP_KEYS", group_keys)
     model = tiny(LlamaConfig, **kwargs)
     assert fast_path(model) is not None
     check_against_brute_force(model, random_requests(500, 12), tol=1e-4)
@@ -96,9 +99,8 @@ def test_smollm2_packed_equals_generic_on_real_items(tmp_path):
     items = Workspace.open(ws).items()
     requests = [r for mode in ("full", "zero", "placeholder", "choice-only") for i, it in enumerate(items)
                 for r in build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192).requests]
-    batch = engine.pack(requests, tok.pad_token_id)
+    batch = engine.pack(requests)
     with torch.inference_mode():
-        fast = engine.fast_path(model).hidden(batch.ids.view(-1)[batch.fed], batch.positions.view(-1)[batch.fed],
-                                              batch.fed, batch.mask)
-        generic = engine.generic_hidden(model, batch)
+        fast = engine.hidden_states(model, batch)
+        generic = engine.generic_hidden(model, batch, pad_id=tok.pad_token_id)
     assert (fast - generic).abs().max().item() < 1e-4
