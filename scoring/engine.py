@@ -13,7 +13,6 @@ projection, and the log-softmax is taken in float32 a few rows at a time (see ``
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,14 +78,10 @@ def pack(requests: list[Request]) -> Packed:
                   np.array(group, dtype=np.int64), groups)
 
 
-_FAST: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def fast_path(model):
-    """The packed Llama runner for ``model`` (built once per model), or None for other models."""
-    if model not in _FAST:
-        _FAST[model] = llama.PackedLlama(model) if llama.supports(model) else None
-    return _FAST[model]
+    """The packed Llama runner for ``model`` (it only reads the config: cheap), or None for other
+    models."""
+    return llama.PackedLlama(model) if llama.supports(model) else None
 
 
 def hidden_states(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:

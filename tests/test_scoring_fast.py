@@ -17,16 +17,16 @@ from conftest import HELLASWAG
 
 def brute_force(model, request):
     """Each continuation scored alone with a plain forward over prefix + continuation."""
-    sums, greedy, prefix_sum = [], [], 0.0
+    sums, greedy, p = [], [], len(request.prefix)
     with torch.no_grad():
         for cont in request.conts:
             ids = torch.tensor([request.prefix + cont])
             logprobs = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
-            p = len(request.prefix)
             wanted = logprobs[p - 1:p - 1 + len(cont)]
             sums.append(wanted[torch.arange(len(cont)), torch.tensor(cont)].sum().item())
             greedy.append(bool((wanted.argmax(-1) == torch.tensor(cont)).all()))
-            prefix_sum = logprobs[torch.arange(p - 1), torch.tensor(request.prefix[1:], dtype=torch.long)].sum().item()
+    # The prefix's own log-probs do not depend on what follows it: the last forward has them.
+    prefix_sum = logprobs[torch.arange(p - 1), torch.tensor(request.prefix[1:], dtype=torch.long)].sum().item()
     return sums, greedy, prefix_sum
 
 
