@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from scoring import layout, llama
+from scoring.linear import fused_available, linear
 from scoring.encode import Request
 
 HEAD_ROWS = 256   # hidden states per output-projection product (large enough to run at full speed)
@@ -91,7 +92,7 @@ def hidden_states(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
         return generic_hidden(model, batch, pad_id=pad_id)
     device = next(model.parameters()).device
     return fast.hidden(batch.tokens.to(device), batch.positions.to(device),
-                       layout.segments(batch.spans, len(batch.tokens)))
+                       layout.row_groups(batch.spans, len(batch.tokens)))
 
 
 def generic_hidden(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
@@ -109,16 +110,16 @@ def generic_hidden(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
 
 
 def logit_transform(model, logits: torch.Tensor) -> torch.Tensor:
-    """Output logits in float32 with the transforms some architectures apply after the
-    projection (Granite's scaling, Gemma's soft-capping)."""
-    logits = logits.float()
+    """Output logits with the transforms some architectures apply after the projection
+    (Granite's scaling, Gemma's soft-capping), computed in float32; returned as they are when
+    the model has none."""
     config = model.config
     scaling = getattr(config, "logits_scaling", None)
-    if scaling:
-        logits = logits / scaling
     cap = getattr(config, "final_logit_softcapping", None)
+    if scaling:
+        logits = logits.float() / scaling
     if cap:
-        logits = torch.tanh(logits / cap) * cap
+        logits = torch.tanh(logits.float() / cap) * cap
     return logits
 
 
@@ -127,18 +128,21 @@ def head(model, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     The projection runs HEAD_ROWS rows at a time; the reduction then runs REDUCE_ROWS rows at a
     time, so the logits it reads are still in cache (a whole chunk's float32 logits would be
-    read from memory several times over)."""
+    read from memory several times over). The log-sum-exp comes out of torch's fused
+    ``log_softmax`` (two passes over the row) as the top logit minus its log-probability:
+    exact to float32 rounding, as the top log-probability is close to zero."""
     output = model.get_output_embeddings()
     lse = torch.empty(len(states), dtype=torch.float32, device=states.device)
     best = torch.empty(len(states), dtype=torch.long, device=states.device)
+    fused = fused_available(states)
     for start in range(0, len(states), HEAD_ROWS):
-        chunk = output(states[start:start + HEAD_ROWS])
+        chunk = linear(states[start:start + HEAD_ROWS], output, fused=fused)
         for sub in range(0, len(chunk), REDUCE_ROWS):
             logits = logit_transform(model, chunk[sub:sub + REDUCE_ROWS])
             top, arg = logits.max(dim=-1, keepdim=True)
             at = slice(start + sub, start + sub + len(logits))
             best[at] = arg[:, 0]
-            lse[at] = (logits - top).exp_().sum(dim=-1).log_() + top[:, 0]
+            lse[at] = (top.float() - torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(1, arg))[:, 0]
     return lse, best
 
 

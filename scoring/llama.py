@@ -4,8 +4,9 @@ The generic path (``engine.generic_hidden``) feeds transformers a padded (rows x
 so every linear layer also runs on the padding, and each norm is several passes over memory. On a
 CPU with a 135M model those extra passes cost about as much as the matrix products. Here the same
 weights (the model's own modules, nothing copied) run over the real tokens only; the norm is
-torch's ``rms_norm``; attention runs per segment (``scoring.layout.segments``: each prefix over
-itself, each continuation over the prefix and itself) through ``scaled_dot_product_attention``.
+torch's ``rms_norm``; the linear layers go through ``scoring.linear`` (oneDNN with the following
+elementwise step fused in, where that is faster); attention runs on small groups of rows
+(``scoring.layout.row_groups``) through ``scaled_dot_product_attention``.
 
 Used for models whose blocks are exactly Llama's (``supports``); anything else takes the generic
 path. tests/test_scoring_fast.py checks both against a plain one-sequence transformers forward.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from scoring.linear import fused_available, linear, linear_add, linear_mul, linear_silu
 
 ROPE_TYPES = ("default", "llama3", "linear")  # static frequencies: inv_freq is fixed at load
 
@@ -43,36 +46,36 @@ class PackedLlama:
         cos, sin = freqs.cos() * rope.attention_scaling, freqs.sin() * rope.attention_scaling
         return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
 
-    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, segments) -> torch.Tensor:
-        """Final hidden states (T, d) of T packed tokens; attention by ``segments``
-        (a ``scoring.layout.Segments``)."""
+    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, rows) -> torch.Tensor:
+        """Final hidden states (T, d) of T packed tokens; attention by ``rows`` (a
+        ``scoring.layout.RowGroups``)."""
         n_q, n_kv, dim = self.heads, self.kv_heads, self.head_dim
         x = self.base.embed_tokens(ids)
         cos, sin = self.rotary(positions, x.dtype)
         # On a CPU torch's attention kernel is faster in float32 than in bfloat16 (and exact);
         # q, k and v are small, so the upcast costs little.
         attn_dtype = torch.float32 if x.device.type == "cpu" else x.dtype
-        groups = [(g.queries.to(x.device), g.keys.to(x.device), g.mask[:, None].to(x.device), g.shape)
-                  for g in segments.groups]
-        query_slot = segments.query_slot.to(x.device)
+        groups = [(g.index.to(x.device), g.mask[:, None].to(x.device), g.shape) for g in rows.groups]
+        slot = rows.slot.to(x.device)
+        fused = fused_available(x)
         for layer in self.base.layers:
             attn, mlp = layer.self_attn, layer.mlp
             h = rms_norm(layer.input_layernorm, x)
-            qk = torch.cat([attn.q_proj(h).view(len(ids), n_q, dim), attn.k_proj(h).view(len(ids), n_kv, dim)], 1)
+            qk = torch.cat([linear(h, attn.q_proj, fused=fused).view(len(ids), n_q, dim),
+                            linear(h, attn.k_proj, fused=fused).view(len(ids), n_kv, dim)], 1)
             first, second = qk[..., :dim // 2], qk[..., dim // 2:]
-            qk = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).to(attn_dtype)
-            q = qk[:, :n_q]
-            kv = torch.cat([qk[:, n_q:], attn.v_proj(h).view(len(ids), n_kv, dim).to(attn_dtype)], 1)
+            qkv = torch.cat([torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1),
+                             linear(h, attn.v_proj, fused=fused).view(len(ids), n_kv, dim)], 1).to(attn_dtype)
             outs = []
-            for queries, keys, mask, (n, q_len, k_len) in groups:
-                q_g = q[queries].view(n, q_len, n_q, dim).transpose(1, 2)
-                kv_g = kv[keys].view(n, k_len, 2 * n_kv, dim).transpose(1, 2)
-                out = F.scaled_dot_product_attention(q_g, kv_g[:, :n_kv], kv_g[:, n_kv:], attn_mask=mask,
-                                                     enable_gqa=n_q != n_kv)
-                outs.append(out.transpose(1, 2).reshape(n * q_len, n_q * dim))
-            x = x + attn.o_proj(torch.cat(outs)[query_slot].to(x.dtype))
+            for index, mask, (n, length) in groups:
+                heads = qkv[index].view(n, length, n_q + 2 * n_kv, dim).transpose(1, 2)
+                out = F.scaled_dot_product_attention(heads[:, :n_q], heads[:, n_q:n_q + n_kv], heads[:, n_q + n_kv:],
+                                                     attn_mask=mask, enable_gqa=n_q != n_kv)
+                outs.append(out.transpose(1, 2).reshape(n * length, n_q * dim))
+            x = linear_add(torch.cat(outs)[slot].to(x.dtype), attn.o_proj, x, fused=fused)
             h = rms_norm(layer.post_attention_layernorm, x)
-            x = x + mlp.down_proj(F.silu(mlp.gate_proj(h)) * mlp.up_proj(h))
+            gate = linear_silu(h, mlp.gate_proj, fused=fused)
+            x = linear_add(linear_mul(h, mlp.up_proj, gate, fused=fused), mlp.down_proj, x, fused=fused)
         return rms_norm(self.base.norm, x)
 
 

@@ -86,7 +86,8 @@ def test_other_architectures_take_the_generic_path():
 
 def test_smollm2_packed_equals_generic_on_real_items(tmp_path):
     """Both paths over the same real batch (every mode, so empty contexts and the seq_mean
-    rows too) give the same numbers in float32."""
+    rows too) give the same numbers in float32, up to the rounding of different matrix-product
+    kernels (oneDNN on the packed path)."""
     from curate.adapters import get_adapter
     from curate.ingest import ingest
     from curate.store import Workspace
@@ -103,4 +104,4 @@ def test_smollm2_packed_equals_generic_on_real_items(tmp_path):
     with torch.inference_mode():
         fast = engine.hidden_states(model, batch)
         generic = engine.generic_hidden(model, batch, pad_id=tok.pad_token_id)
-    assert (fast - generic).abs().max().item() < 1e-4
+    torch.testing.assert_close(fast, generic, rtol=1e-4, atol=1e-4)
