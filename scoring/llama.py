@@ -38,45 +38,61 @@ class PackedLlama:
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
 
-    def rotary(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin per token (T, 1, head_dim / 2), computed as transformers does (float32,
-        then cast), so the rotated values match to the last bit."""
+    def rotary(self, positions: torch.Tensor) -> torch.Tensor:
+        """Each token's rotation (T, 1, head_dim / 2) as complex numbers: cos and sin computed
+        as transformers computes them, in float32."""
         rope = self.base.rotary_emb
         freqs = positions[:, None].float() * rope.inv_freq.float()
         cos, sin = freqs.cos() * rope.attention_scaling, freqs.sin() * rope.attention_scaling
-        return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
+        return torch.complex(cos, sin)[:, None]
 
     def hidden(self, ids: torch.Tensor, positions: torch.Tensor, rows) -> torch.Tensor:
         """Final hidden states (T, d) of T packed tokens; attention by ``rows`` (a
         ``scoring.layout.RowGroups``)."""
-        n_q, n_kv, dim = self.heads, self.kv_heads, self.head_dim
+        n_q, n_kv, dim, tokens = self.heads, self.kv_heads, self.head_dim, len(ids)
         x = self.base.embed_tokens(ids)
-        cos, sin = self.rotary(positions, x.dtype)
+        turn = self.rotary(positions)
         # On a CPU torch's attention kernel is faster in float32 than in bfloat16 (and exact);
         # q, k and v are small, so the upcast costs little.
         attn_dtype = torch.float32 if x.device.type == "cpu" else x.dtype
         groups = [(g.index.to(x.device), g.mask[:, None].to(x.device), g.shape) for g in rows.groups]
         slot = rows.slot.to(x.device)
         fused = fused_available(x)
+        # Queries, keys and values of all tokens, side by side, and the attention outputs of all rows.
+        qkv = torch.empty((tokens, n_q + 2 * n_kv, dim), dtype=attn_dtype, device=x.device)
+        attended = torch.empty((sum(n * length for _, _, (n, length) in groups), n_q * dim), dtype=x.dtype,
+                               device=x.device)
         for layer in self.base.layers:
             attn, mlp = layer.self_attn, layer.mlp
             h = rms_norm(layer.input_layernorm, x)
-            qk = torch.cat([linear(h, attn.q_proj, fused=fused).view(len(ids), n_q, dim),
-                            linear(h, attn.k_proj, fused=fused).view(len(ids), n_kv, dim)], 1)
-            first, second = qk[..., :dim // 2], qk[..., dim // 2:]
-            qkv = torch.cat([torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1),
-                             linear(h, attn.v_proj, fused=fused).view(len(ids), n_kv, dim)], 1).to(attn_dtype)
-            outs = []
+            rotate_into(qkv[:, :n_q], linear(h, attn.q_proj, fused=fused).view(tokens, n_q, dim), turn)
+            rotate_into(qkv[:, n_q:n_q + n_kv], linear(h, attn.k_proj, fused=fused).view(tokens, n_kv, dim), turn)
+            qkv[:, n_q + n_kv:] = linear(h, attn.v_proj, fused=fused).view(tokens, n_kv, dim)
+            at = 0
             for index, mask, (n, length) in groups:
                 heads = qkv[index].view(n, length, n_q + 2 * n_kv, dim).transpose(1, 2)
                 out = F.scaled_dot_product_attention(heads[:, :n_q], heads[:, n_q:n_q + n_kv], heads[:, n_q + n_kv:],
                                                      attn_mask=mask, enable_gqa=n_q != n_kv)
-                outs.append(out.transpose(1, 2).reshape(n * length, n_q * dim))
-            x = linear_add(torch.cat(outs)[slot].to(x.dtype), attn.o_proj, x, fused=fused)
+                attended[at:at + n * length].view(n, length, n_q, dim).copy_(out.transpose(1, 2))
+                at += n * length
+            x = linear_add(attended[slot], attn.o_proj, x, fused=fused)
             h = rms_norm(layer.post_attention_layernorm, x)
             gate = linear_silu(h, mlp.gate_proj, fused=fused)
             x = linear_add(linear_mul(h, mlp.up_proj, gate, fused=fused), mlp.down_proj, x, fused=fused)
         return rms_norm(self.base.norm, x)
+
+
+def rotate_into(out: torch.Tensor, x: torch.Tensor, turn: torch.Tensor) -> None:
+    """Writes ``x`` (T, heads, head_dim) with its rotary embedding applied into ``out``, computed
+    in float32 as one complex product per pair.
+
+    Llama pairs dimension j with j + head_dim/2; here each pair is stored side by side (the
+    interleaved order). Queries and keys both take that order, so their dot products, all that
+    attention reads of them, are what transformers' order gives."""
+    t, heads, dim = x.shape
+    pairs = torch.empty((t, heads, dim // 2, 2), dtype=torch.float32, device=x.device)
+    pairs.copy_(x.view(t, heads, 2, dim // 2).transpose(2, 3))
+    out.copy_(torch.view_as_real(torch.view_as_complex(pairs) * turn).view(t, heads, dim))
 
 
 def rms_norm(norm, x: torch.Tensor) -> torch.Tensor:

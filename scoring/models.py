@@ -11,6 +11,7 @@ The cache lives in ``$BENCHCURATE_CACHE`` (default ``~/.cache/benchcurate``).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -51,22 +52,21 @@ def builtin_gguf(name: str) -> Path:
 
 def resolve(name: str, revision: str | None = None) -> ModelRef:
     """A ModelRef for a built-in name, a GGUF file, a local model folder or a Hub id."""
-    if name in BUILTINS:
-        gguf = builtin_gguf(name)
-        return ModelRef(name, str(converted_gguf(gguf, name)), file_sha256(gguf))
     path = Path(name)
-    if path.is_file() and path.suffix == ".gguf":
-        return ModelRef(name, str(converted_gguf(path, path.stem)), file_sha256(path))
+    if name in BUILTINS or (path.is_file() and path.suffix == ".gguf"):
+        gguf = builtin_gguf(name) if name in BUILTINS else path
+        digest = file_sha256(gguf)
+        return ModelRef(name, str(converted_gguf(gguf, name if name in BUILTINS else path.stem, digest)), digest)
     if path.is_dir():
         files = [f for f in path.rglob("*") if f.is_file()]
         return ModelRef(name, str(path.resolve()), tree_sha256(files, path))
     return ModelRef(name, name, None, revision)
 
 
-def converted_gguf(gguf: Path, label: str) -> Path:
-    """A plain transformers folder made from ``gguf`` once (atomically) and reused after."""
-    digest = file_sha256(gguf)[7:23]
-    target = cache_dir() / "models" / f"{label}-{digest}"
+def converted_gguf(gguf: Path, label: str, digest: str) -> Path:
+    """A plain transformers folder made from ``gguf`` (whose ``file_sha256`` is ``digest``) once,
+    atomically, and reused after."""
+    target = cache_dir() / "models" / f"{label}-{digest[7:23]}"
     if (target / "config.json").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -95,12 +95,38 @@ def converted_gguf(gguf: Path, label: str) -> Path:
     return target
 
 
-def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
-    """(model, tokenizer) in eval mode on ``device``."""
+FAST_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(ref: ModelRef):
+    """The model's tokenizer. A local folder whose tokenizer is the generic ``tokenizers``-backed
+    class is loaded with that class directly: AutoTokenizer would first load the model config,
+    which imports transformers' whole model stack (seconds per process). Same class, same
+    tokens (tests/test_scoring_fast.py checks)."""
+    folder = Path(ref.path)
+    settings = folder / "tokenizer_config.json"
+    if ref.revision is None and settings.is_file() and (folder / "tokenizer.json").is_file():
+        if json.loads(settings.read_text(encoding="utf-8")).get("tokenizer_class") in FAST_TOKENIZER_CLASSES:
+            from transformers import PreTrainedTokenizerFast
+            return PreTrainedTokenizerFast.from_pretrained(ref.path)
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(ref.path, revision=ref.revision)
+
+
+def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_only: bool = False):
+    """(model, tokenizer) in eval mode on ``device``.
+
+    ``scoring_only``: the caller only runs the model through ``scoring.engine``, so a plain Llama
+    folder may come back as ``scoring.llama_folder.LlamaWeights`` (no transformers forward)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    tokenizer = AutoTokenizer.from_pretrained(ref.path, revision=ref.revision)
+    tokenizer = load_tokenizer(ref)
+    if scoring_only and ref.revision is None:
+        from scoring import llama_folder
+        model = llama_folder.load(ref.path, torch_dtype, device)
+        if model is not None:
+            return model, tokenizer
+    from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype)
     return model.to(device).eval(), tokenizer

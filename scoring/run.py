@@ -167,7 +167,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     if state is not None:
         state.wait_for_everyone()
     ref = resolve(model)
-    lm, tokenizer = load(ref, dtype=dtype, device=device)
+    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
     label = label or model
     key = {"model_hash": model_hash(ref, lm), "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype}
     limit_len = max_length(lm, tokenizer)
@@ -234,7 +234,7 @@ def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str =
     """Re-score ``k`` random stored items of (label, mode) one at a time and compare with the
     stored (batched) numbers: the largest absolute differences of logprob_sum and seq_mean."""
     ref = resolve(model)
-    lm, tokenizer = load(ref, dtype=dtype, device=device)
+    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
     label = label or model
     ws = open_scores(root)
     try:

@@ -105,3 +105,71 @@ def test_smollm2_packed_equals_generic_on_real_items(tmp_path):
         fast = engine.hidden_states(model, batch)
         generic = engine.generic_hidden(model, batch, pad_id=tok.pad_token_id)
     torch.testing.assert_close(fast, generic, rtol=1e-4, atol=1e-4)
+
+
+def scores_of(model, requests):
+    from scoring.engine import score_requests
+    return [(r.prefix_sum, r.cont_sums, r.cont_greedy) for r in score_requests(model, requests, pad_id=0)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_smollm2_loaded_without_transformers_models_scores_identically(dtype):
+    """``load(..., scoring_only=True)`` reads the built-in's folder straight into
+    ``scoring.llama_folder.LlamaWeights``; its tokenizer skips AutoTokenizer. Same numbers to
+    the last bit, same tokenizer."""
+    from scoring.encode import build_unit
+    from scoring.llama_folder import LlamaWeights
+    from scoring.models import load, resolve
+    from scoring.run import tokenizer_hash
+
+    ref = resolve("smollm2-135m")
+    lean, lean_tok = load(ref, dtype=dtype, scoring_only=True)
+    full, tok = load(ref, dtype=dtype)
+    assert isinstance(lean, LlamaWeights) and not isinstance(full, LlamaWeights)
+    assert type(lean_tok) is type(tok) and tokenizer_hash(lean_tok) == tokenizer_hash(tok)
+    assert lean.lm_head.weight is lean.model.embed_tokens.weight  # tied, as in transformers
+    assert torch.equal(lean.model.rotary_emb.inv_freq, full.model.rotary_emb.inv_freq)
+    requests = [r for mode, ctx in (("full", "A man is sitting on a roof. He"), ("zero", ""))
+                for r in build_unit(tok, 0, mode, ctx, [" starts pulling up roofing.", " is using wrap."],
+                                    max_length=8192).requests]
+    assert scores_of(lean, requests) == scores_of(full, requests)
+
+
+def test_llama_folder_reads_only_what_it_reproduces(tmp_path):
+    """A tiny Llama saved by transformers loads (even with a config that leaves out the optional
+    keys) and scores as transformers' own load of the same folder; rope scaling, another
+    architecture or an unknown weight give None (the caller falls back to transformers)."""
+    import json
+
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
+
+    from scoring import llama_folder
+
+    model = tiny(LlamaConfig, num_key_value_heads=2, attention_bias=True, tie_word_embeddings=True)
+    model.save_pretrained(tmp_path / "llama")
+    requests = random_requests(500, 6, seed=2)
+    lean = llama_folder.load(tmp_path / "llama", torch.float32)
+    assert isinstance(lean, llama_folder.LlamaWeights)
+    assert scores_of(lean, requests) == scores_of(model, requests)
+
+    config_path = tmp_path / "llama" / "config.json"
+    saved = json.loads(config_path.read_text())
+    minimal = {k: saved[k] for k in ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                     "num_attention_heads", "num_key_value_heads", "vocab_size", "rms_norm_eps",
+                                     "attention_bias", "tie_word_embeddings")}
+    config_path.write_text(json.dumps({**minimal, "rope_theta": saved["rope_parameters"]["rope_theta"]}))
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "llama").eval()
+    assert scores_of(llama_folder.load(tmp_path / "llama", torch.float32), requests) == scores_of(reloaded, requests)
+
+    config_path.write_text(json.dumps({**saved, "rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                                    "rope_theta": 10000.0}}))
+    assert llama_folder.load(tmp_path / "llama", torch.float32) is None
+    config_path.write_text(json.dumps(saved))
+    from safetensors.torch import load_file, save_file
+    weights = load_file(tmp_path / "llama" / "model.safetensors")
+    save_file({**weights, "model.extra.weight": torch.zeros(2)}, tmp_path / "llama" / "model.safetensors")
+    assert llama_folder.load(tmp_path / "llama", torch.float32) is None
+
+    gpt2 = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4))
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    assert llama_folder.load(tmp_path / "gpt2", torch.float32) is None
