@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 import schemas
 from curate.errors import CurateError, InputError
+
+if TYPE_CHECKING:  # pandas is imported where used: the CLI imports this package for every command
+    import pandas as pd
 
 DEMO_DIR = Path(__file__).parent
 
@@ -84,6 +86,7 @@ def load_decisions(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
     for f in files:
         if not f.is_file():
             raise InputError(f"no {f.name} here (run `curate filter` first)", path=str(folder))
+    import pandas as pd
     return pd.read_parquet(files[0]), pd.read_csv(files[1])["stage"].astype(str).tolist()
 
 
@@ -118,6 +121,7 @@ def score_plants(decisions: pd.DataFrame, plants: dict[int, Plant], stages: list
         mask = [stage in m for m in matched] if count == "matched" else (decisions["first_stage"] == stage).tolist()
         table[stage] = tally(mask)
     table["removed"] = tally((~decisions["kept"].astype(bool)).tolist())
+    import pandas as pd
     frame = pd.DataFrame.from_dict(table, orient="index", columns=columns)
     frame.index.name = "stage"
     return frame

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.errors import CurateError
-from curate.release.diff import diff_manifests
-from curate.release.manifest import check_name_version, read_manifest, verify_dir
-from curate.release.package import build_release
 from curate.release.targets import parse_target
+
+# Building, verifying and diffing releases need pandas and the filter engine (most of a second to
+# import); they are imported where used, so that the CLI, which imports this package for every
+# command, starts quickly.
 
 __all__ = ["make_release", "verify_release", "diff_releases", "fetched"]
 
@@ -25,6 +26,9 @@ def make_release(root, decisions_dir, name: str, version: str, target: str, *, l
     Returns the manifest as written, plus ``"published"`` (where it went: location, commit, tag).
     An existing version is refused before anything is built.
     """
+    from curate.release.manifest import check_name_version
+    from curate.release.package import build_release
+
     check_name_version(name, version)
     tgt = parse_target(str(target))
     tgt.check_new(name, version)
@@ -51,10 +55,15 @@ def fetched(location: str, name: str | None = None, version: str | None = None) 
 
 def verify_release(location: str, name: str | None = None, version: str | None = None) -> list[str]:
     """Problems found re-hashing a release's files against its manifest (empty: intact)."""
+    from curate.release.manifest import verify_dir
+
     with fetched(location, name, version) as folder:
         return verify_dir(folder)
 
 
 def diff_releases(a: str, b: str) -> dict:
     """Items added and removed between releases ``a`` and ``b`` (folders or manifest files)."""
+    from curate.release.diff import diff_manifests
+    from curate.release.manifest import read_manifest
+
     return diff_manifests(read_manifest(a), read_manifest(b))
