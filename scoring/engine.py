@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from scoring import layout, llama
-from scoring.linear import fused_available, linear
 from scoring.encode import Request
+from scoring.linear import fused_available, linear
 
 HEAD_ROWS = 256   # hidden states per output-projection product (large enough to run at full speed)
 REDUCE_ROWS = 8   # logit rows per softmax reduction: 8 x vocabulary floats stay in a core's L2 cache
