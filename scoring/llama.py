@@ -23,7 +23,12 @@ ROPE_TYPES = ("default", "llama3", "linear")  # static frequencies: inv_freq is 
 
 def supports(model) -> bool:
     """Whether ``model`` is a plain Llama decoder this module reproduces exactly."""
-    config = model.config
+    return supports_config(model.config)
+
+
+def supports_config(config) -> bool:
+    """The same question asked of a config (a transformers config or any object with its
+    attributes)."""
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     return (config.model_type == "llama" and config.hidden_act == "silu"
             and not getattr(config, "mlp_bias", False) and getattr(config, "pretraining_tp", 1) == 1

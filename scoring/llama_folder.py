@@ -22,6 +22,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from scoring.llama import supports_config
+
 # LlamaConfig's defaults for the keys a config.json may leave out; the sizes must be present.
 DEFAULTS = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "pretraining_tp": 1,
             "tie_word_embeddings": False, "num_key_value_heads": None, "head_dim": None,
@@ -31,8 +33,9 @@ REQUIRED = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attent
 
 
 def read_config(folder: Path) -> SimpleNamespace | None:
-    """The folder's config with defaults filled in, or None when it is not a plain Llama with
-    unscaled rotary embeddings."""
+    """The folder's config with defaults filled in, or None when it is not a Llama that
+    ``scoring.llama`` runs (``supports_config``) with unscaled rotary embeddings (the only
+    frequencies this module computes itself)."""
     path = folder / "config.json"
     if not path.is_file():
         return None
@@ -50,9 +53,8 @@ def read_config(folder: Path) -> SimpleNamespace | None:
     config["rope_parameters"] = {"rope_type": "default", "rope_theta": float(theta)}
     config["num_key_value_heads"] = config["num_key_value_heads"] or config["num_attention_heads"]
     config["head_dim"] = config["head_dim"] or config["hidden_size"] // config["num_attention_heads"]
-    if config["hidden_act"] != "silu" or config["mlp_bias"] or config["pretraining_tp"] != 1:
-        return None
-    return SimpleNamespace(**config)
+    config = SimpleNamespace(**config)
+    return config if supports_config(config) else None
 
 
 class Norm(nn.Module):

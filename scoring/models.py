@@ -53,10 +53,10 @@ def builtin_gguf(name: str) -> Path:
 def resolve(name: str, revision: str | None = None) -> ModelRef:
     """A ModelRef for a built-in name, a GGUF file, a local model folder or a Hub id."""
     path = Path(name)
+    gguf, label = (builtin_gguf(name), name) if name in BUILTINS else (path, path.stem)
     if name in BUILTINS or (path.is_file() and path.suffix == ".gguf"):
-        gguf = builtin_gguf(name) if name in BUILTINS else path
         digest = file_sha256(gguf)
-        return ModelRef(name, str(converted_gguf(gguf, name if name in BUILTINS else path.stem, digest)), digest)
+        return ModelRef(name, str(converted_gguf(gguf, label, digest)), digest)
     if path.is_dir():
         files = [f for f in path.rglob("*") if f.is_file()]
         return ModelRef(name, str(path.resolve()), tree_sha256(files, path))
@@ -122,7 +122,7 @@ def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_
 
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     tokenizer = load_tokenizer(ref)
-    if scoring_only and ref.revision is None:
+    if scoring_only:  # a local folder (llama_folder returns None for anything else)
         from scoring import llama_folder
         model = llama_folder.load(ref.path, torch_dtype, device)
         if model is not None:
