@@ -122,11 +122,13 @@ def _summary(root, ws=None) -> str:
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["study-csv"]), required=True)
 @click.option("--dir", "directory", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-def import_scores(workspace, fmt, directory):
+@click.option("--replace", is_flag=True,
+              help="Replace stored scores of the same model and mode that came from elsewhere (refused without it).")
+def import_scores(workspace, fmt, directory, replace):
     """Import released per-option scores into WORKSPACE as if scored here."""
     from scoring.study_csv import import_study_csv
 
-    summary = import_study_csv(workspace, directory)
+    summary = import_study_csv(workspace, directory, replace=replace)
     pairs = sorted({(s["model"], s["mode"]) for s in summary})
     for model, mode in pairs:
         cols = ", ".join(s["column"] for s in summary if (s["model"], s["mode"]) == (model, mode))

@@ -31,16 +31,22 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Afterwards re-score K random items one at a time and report the largest difference.")
 @click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
+@click.option("--replace", is_flag=True,
+              help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
+                   "(without it such a run is refused).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def score(workspace, model, modes, dtype, device, batch_tokens, limit, label, verify, no_seq_mean, quiet):
+def score(workspace, model, modes, dtype, device, batch_tokens, limit, label, verify, no_seq_mean, replace, quiet):
     """Score every option of every item of WORKSPACE under each prompt mode."""
     from scoring.run import score_workspace, verify_batch_invariance
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
-                              limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean)
+                              limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
+                              replace=replace)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""
+    if summary["replaced_rows"]:
+        click.echo(f"replaced: deleted {summary['replaced_rows']} stored score rows of {summary['label']!r}")
     click.echo(f"scored {summary['label']} [{dtype}, {device}]{who}: {summary['computed']} item-modes computed, "
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")

@@ -1,9 +1,12 @@
 """Scoring a workspace: what is still to do, in length-sorted batches, committed batch by batch.
 
-A stored score is reused when its content key matches: model hash, tokenizer hash, dtype, mode
-and the item's content hash (all options of an item are written in one transaction, so an
-item is either complete or absent). Each batch commits on its own, so a killed run loses only
-the batch in flight and a second identical run computes nothing.
+A stored score is reused when its content key matches: model hash, tokenizer hash, dtype, the
+engine version (``scoring.ENGINE_VERSION``), mode and the item's content hash (all options of an
+item are written in one transaction, so an item is either complete or absent). A label holds one
+model's scores in one dtype: a run that would store another model, tokenizer or dtype under a
+label that has scores is refused unless ``replace`` deletes them first (``store.check_label``).
+Each batch commits on its own, so a killed run loses only the batch in flight and a second
+identical run computes nothing.
 
 Under ``accelerate launch`` each process scores the items whose row index falls to it
 (``row_index % num_processes``) and writes into the same workspace (SQLite serializes the
@@ -18,10 +21,11 @@ import uuid
 
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
+from scoring import ENGINE_VERSION
 from scoring.encode import Unit, build_unit, build_units
 from scoring.engine import score_requests
 from scoring.models import load, resolve
-from scoring.store import add_run, open_scores, read_scores, write_scores
+from scoring.store import add_run, check_label, open_scores, read_scores, run_source, write_scores
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -54,16 +58,17 @@ def max_length(model, tokenizer) -> int:
 
 def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True) -> set[str]:
     """Items of (label, mode) whose stored scores have this content key (and a seq_mean, when
-    one is wanted: a run with --no-seq-mean leaves it empty)."""
+    one is wanted: a run with --no-seq-mean leaves it empty). Scores of another engine version
+    are not reused."""
     rows = ws.conn.execute(
-        "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, "
+        "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine, "
         "coalesce(json_extract(r.info_json, '$.seq_mean'), 1) "
         "FROM scores s JOIN score_runs r USING (run_id) WHERE s.model = ? AND s.mode = ? "
         "GROUP BY s.item_id, s.run_id", (label, mode))
     hashes = {it: h for it, h in ws.conn.execute("SELECT item_id, content_hash FROM items")}
-    return {item_id for item_id, content, mh, th, dt, has_seq_mean in rows
-            if content == hashes.get(item_id) and (has_seq_mean or not seq_mean)
-            and (mh, th, dt) == (key["model_hash"], key["tokenizer_hash"], key["dtype"])}
+    wanted = (key["model_hash"], key["tokenizer_hash"], key["dtype"], key["engine"])
+    return {item_id for item_id, content, mh, th, dt, engine, has_seq_mean in rows
+            if content == hashes.get(item_id) and (has_seq_mean or not seq_mean) and (mh, th, dt, engine) == wanted}
 
 
 def batches(units: list[Unit], batch_tokens: int) -> list[list[Unit]]:
@@ -137,10 +142,12 @@ def versions() -> dict:
 
 def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32", device: str = "cpu",
                     batch_tokens: int = 4096, limit: int | None = None, show_progress: bool = True,
-                    label: str | None = None, seq_mean: bool = True) -> dict:
+                    label: str | None = None, seq_mean: bool = True, replace: bool = False) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes``.
 
-    ``label`` is the model name stored with the scores (default: ``model``). ``seq_mean=False``
+    ``label`` is the model name stored with the scores (default: ``model``); it must not hold
+    scores of another model, tokenizer or dtype unless ``replace`` deletes them (all of the
+    label's modes) first. ``seq_mean=False``
     skips the study's whole-sequence mean (it needs every context token's log-probability, so
     it costs extra output-projection work): only lm-eval's numbers are computed. Returns a summary:
     items, options, computed and cached unit counts (one unit = one item in one mode), input
@@ -169,7 +176,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     ref = resolve(model)
     lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
     label = label or model
-    key = {"model_hash": model_hash(ref, lm), "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype}
+    key = {"model_hash": model_hash(ref, lm), "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
+           "engine": ENGINE_VERSION}
     limit_len = max_length(lm, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     run_id = shared_run_id(state)
@@ -177,12 +185,19 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     try:
         items = ws.items()[:limit] if limit else ws.items()
         mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
+        # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
+        # the label's scores and the others wait for it before they write.
+        replaced = 0
         with ws.transaction():
+            if rank == 0 or not replace:
+                replaced = check_label(ws, label, run_source({"origin": "scored", **key}), replace=replace)
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
-                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device,
+                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
                           "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len, "seq_mean": seq_mean,
-                          "processes": world, "versions": versions()})
+                          "processes": world, "versions": versions(), "replaced_rows": replaced})
+        if replace and state is not None:
+            state.wait_for_everyone()
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
@@ -224,6 +239,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                 "seconds": round(time.perf_counter() - start, 3),
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
                 "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
+                "replaced_rows": replaced,
                 "process": rank, "processes": world, "torch_threads": torch.get_num_threads()}
     finally:
         ws.close()

@@ -6,6 +6,12 @@ context), its ``n_tokens``/``n_chars``/``n_bytes``, ``is_greedy`` and the refere
 Per-token, per-char and per-byte means are derived by ``scoring.normalize``, never stored.
 ``study_sum``/``study_byte_mean`` hold the study's other released variants when imported.
 Any column may be NULL when its source did not provide it (imports give only what they have).
+
+Each run has a *source*: what its numbers depend on besides the items (``run_source``). A label
+holds the scores of one source: scoring or importing another source under it is refused unless
+the caller replaces the label's scores (``check_label``), and readers refuse a (label, mode)
+whose rows come from different sources or engine versions (``require_one_source``). So a
+float32 and a bfloat16 run, or two models, never mix silently under one name.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import json
 
 import pandas as pd
 
+from curate.errors import CurateError
 from curate.store import Workspace, now
 
 MIGRATIONS = [
@@ -48,6 +55,11 @@ MIGRATIONS = [
         );
         CREATE INDEX scores_run ON scores(run_id);
     """),
+    # The scoring engine's version (scoring.ENGINE_VERSION) of each computed run; NULL for runs
+    # recorded before it was kept (their scores are recomputed) and for imports.
+    ("scores-002-engine", """
+        ALTER TABLE score_runs ADD COLUMN engine INTEGER;
+    """),
 ]
 
 VALUE_COLUMNS = ("logprob_sum", "n_tokens", "n_chars", "n_bytes", "is_greedy", "seq_mean",
@@ -62,12 +74,91 @@ def open_scores(root) -> Workspace:
 
 
 def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, model_hash=None,
-            tokenizer_hash=None, dtype=None, device=None) -> None:
+            tokenizer_hash=None, dtype=None, device=None, engine=None) -> None:
     """Record a run (idempotent: an existing run id keeps its first record)."""
     ws.conn.execute(
-        "INSERT OR IGNORE INTO score_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO score_runs (run_id, model, origin, model_hash, tokenizer_hash, dtype, device, "
+        "info_json, created_at, engine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, model, origin, model_hash, tokenizer_hash, dtype, device,
-         json.dumps(info, sort_keys=True), now()))
+         json.dumps(info, sort_keys=True), now(), engine))
+
+
+# --- what a label holds ----------------------------------------------------------------------
+
+def run_source(run) -> tuple:
+    """What a run's numbers depend on besides the items. Computed runs: the model's weights, its
+    tokenizer and the dtype; imports: their format (one import per label and mode). Runs with
+    one source give interchangeable scores (up to the engine version, kept apart)."""
+    if run["origin"] == "scored":
+        return ("scored", run["model_hash"], run["tokenizer_hash"], run["dtype"])
+    return (run["origin"],)
+
+
+def describe_source(source: tuple) -> str:
+    if source[0] != "scored":
+        return f"scores {source[0]}"
+    _, model_hash, tokenizer_hash, dtype = source
+    return f"{dtype} scores of model {_short(model_hash)} (tokenizer {_short(tokenizer_hash)})"
+
+
+def _short(digest) -> str:
+    text = str(digest)
+    return text[:19] + "..." if text.startswith("sha256:") else text
+
+
+def label_runs(ws: Workspace, label: str) -> pd.DataFrame:
+    """The runs whose rows are stored under ``label``: one row per (mode, run) with its item count
+    and the run's record (the columns of ``score_sources``, and the run's info)."""
+    return pd.read_sql_query(
+        "SELECT s.mode, count(DISTINCT s.item_id) AS items, r.* FROM scores s JOIN score_runs r USING (run_id) "
+        "WHERE s.model = ? GROUP BY s.mode, s.run_id ORDER BY s.mode, r.created_at", ws.conn, params=(label,))
+
+
+def check_label(ws: Workspace, label: str, source: tuple, *, replace: bool = False, flag: str = "--replace") -> int:
+    """Refuse to store ``source``'s scores under ``label`` when the label holds scores of another
+    source (in any mode); with ``replace``, delete all of the label's scores first (call inside
+    the caller's transaction). Returns the rows deleted."""
+    other = [(run["run_id"], run["mode"], run_source(run)) for run in label_runs(ws, label).to_dict("records")
+             if run_source(run) != source]
+    if not other:
+        return 0
+    if not replace:
+        run_id, mode, held = other[0]
+        raise CurateError(
+            f"label {label!r} already holds {describe_source(held)} (mode {mode}, run {run_id}); this run would store "
+            f"{describe_source(source)}. Use another --label to keep both, or {flag} to delete the stored scores "
+            f"of {label!r} first")
+    return ws.conn.execute("DELETE FROM scores WHERE model = ?", (label,)).rowcount
+
+
+def score_sources(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Which runs ``scores`` (a ``read_scores`` frame) come from: one row per (model, mode, run)
+    with the run's origin, dtype, device, engine, hashes and its number of items."""
+    cols = ["run_id", "origin", "model_hash", "tokenizer_hash", "dtype", "device", "engine", "created_at"]
+    counts = scores.groupby(["model", "mode", "run_id"], sort=True)["item_id"].nunique().rename("items").reset_index()
+    out = counts.merge(runs[[c for c in cols if c in runs.columns]], on="run_id", how="left")
+    return out.astype(object).where(out.notna(), None)
+
+
+def require_one_source(sources: pd.DataFrame) -> pd.DataFrame:
+    """``sources`` (from ``score_sources`` or ``label_runs``) unchanged, or a CurateError naming
+    the runs when a label mixes scores of different sources (across any of its modes) or a
+    (label, mode) mixes engine versions (a re-score after an engine change, not finished)."""
+    for model, group in sources.groupby("model", sort=True):
+        kinds = {run_source(r): r for r in group.to_dict("records")}
+        if len(kinds) > 1:
+            (a, ra), (b, rb) = list(kinds.items())[:2]
+            raise CurateError(
+                f"model {model!r}: its stored scores mix {describe_source(a)} (mode {ra['mode']}, run {ra['run_id']}, "
+                f"{ra['items']} items) and {describe_source(b)} (mode {rb['mode']}, run {rb['run_id']}, "
+                f"{rb['items']} items); re-score it under one setting with --replace, or under separate --labels")
+        for mode, part in group.groupby("mode", sort=True):
+            engines = sorted({"none" if e is None or e != e else str(int(e)) for e in part["engine"]})
+            if part["origin"].iloc[0] == "scored" and len(engines) > 1:
+                raise CurateError(
+                    f"model {model!r}, mode {mode!r}: stored scores come from engine versions {', '.join(engines)} "
+                    f"(runs {', '.join(part['run_id'])}); finish re-scoring it (curate score) before analysing")
+    return sources
 
 
 def write_scores(ws: Workspace, rows: list[dict]) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from curate.errors import InputError
 from curate.items import sha256_text
-from scoring.store import add_run, open_scores, write_scores
+from scoring.store import add_run, check_label, open_scores, write_scores
 
 MODE_FOLDERS = {"full_prompt": "full", "zero_prompt": "zero", "placeholder_prompt": "placeholder"}
 VARIANT_PREFIXES = (("byte_mean_", "study_byte_mean"), ("sum_", "study_sum"))
@@ -72,12 +72,13 @@ def read_matrix(path: Path, items: list[dict]) -> np.ndarray:
     return values
 
 
-def import_study_csv(root_ws, directory: str | Path, *, progress=None) -> list[dict]:
+def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: bool = False) -> list[dict]:
     """Import every study file under ``directory`` into the workspace, in one transaction.
 
     Files must line up with the workspace's items (same count, row order); they cannot be
     checked item by item beyond that, so the workspace must hold the full split in order.
-    Returns one summary dict per (model, mode, column) imported.
+    A model that holds scores from elsewhere (computed here, or another import format) is
+    refused unless ``replace``. Returns one summary dict per (model, mode, column) imported.
     """
     directory = Path(directory)
     files = find_files(directory)
@@ -97,6 +98,7 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None) -> list[d
             for (model, mode), columns in sorted(merged.items()):
                 digest = sha256_text("".join(sorted(f"{p.name}:{_file_hash(p)}" for p, _ in columns.values())))
                 run_id = f"study-csv:{model}:{mode}:{digest[7:19]}"
+                check_label(ws, model, ("imported:study-csv",), replace=replace)
                 add_run(ws, run_id=run_id, model=model, origin="imported:study-csv",
                         info={"directory": str(directory.resolve()), "mode": mode,
                               "files": {c: p.name for c, (p, _) in columns.items()}, "sha256": digest})

@@ -34,7 +34,7 @@ from curate.atomic import write_text
 from curate.errors import CurateError
 from curate.exports import write_records
 from curate.items import MODES
-from scoring.store import open_scores, read_runs, read_scores
+from scoring.store import open_scores, read_runs, read_scores, require_one_source, score_sources
 
 SCHEMA_VERSION = 1
 
@@ -96,6 +96,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     if scores.empty:
         raise CurateError(f"{root}: no scores{' for the models/modes asked' if models or modes else ''}; "
                           "score or import some first (curate import-scores)")
+    sources = require_one_source(score_sources(scores, runs))  # one source per label; names the runs read
 
     gold = pd.Series({it["item_id"]: it["gold"] for it in items})
     norm = accuracy.primary_normalization(scores, normalization)
@@ -113,7 +114,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     metrics = {
         "about": ABOUT, "schema_version": SCHEMA_VERSION, "toolkit_version": curate.__version__,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "provenance": _provenance(root, items, meta, scores, runs, pd.concat([round1, round2])),
+        "provenance": _provenance(root, items, meta, sources, pd.concat([round1, round2])),
         "settings": {"normalization": norm, "modes": mode_order, "models": sorted(scores["model"].unique()),
                      "alpha": alpha, "n_resamples": n_resamples, "seed": seed, "length_units": list(length_units),
                      "core_mode": core_mode, "core_threshold": core_threshold},
@@ -182,12 +183,12 @@ def _core(preds, mode, threshold, norm, out) -> tuple[dict, list | None, str]:
     return result, ids, plots.core_curve(curve, mode, out / "core_curve.png").name
 
 
-def _provenance(root, items, meta, scores, runs, records) -> dict:
+def _provenance(root, items, meta, sources, records) -> dict:
     digest = hashlib.sha256("\n".join(it["content_hash"] for it in items).encode()).hexdigest()
-    used = set(scores["run_id"].unique())
     return {"workspace": str(Path(root).resolve()), **meta, "items": len(items),
             "items_digest": f"sha256:{digest}",
-            "score_runs": _records(runs[runs["run_id"].isin(used)][["run_id", "model", "origin", "created_at"]]),
+            "score_runs": _records(sources[["model", "mode", "run_id", "origin", "dtype", "device", "engine", "items",
+                                            "model_hash", "created_at"]]),
             "annotations": _records(records.groupby(["annotator", "round", "run_id", "status"], dropna=False)
                                     .size().rename("records").reset_index())}
 

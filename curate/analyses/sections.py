@@ -26,6 +26,10 @@ def report_blocks(m: dict, out: Path) -> list:
               ("p", f"Predictions are the argmax option. Unless a table says otherwise they use the "
                     f"`{s['normalization']}` normalization. Intervals are 95% Wilson score intervals; "
                     f"tests use alpha = {s['alpha']}.")]
+    runs = pd.DataFrame(prov["score_runs"])
+    blocks += [("p", "Scores read: each model and mode from one source (`origin` scored here, or imported), "
+                     "with the run that stored them."),
+               ("table", runs[["model", "mode", "origin", "dtype", "device", "engine", "items", "run_id"]])]
 
     acc = pd.DataFrame(m["accuracy"]["rows"])
     blocks += [("h2", "1. Accuracy"), ("img", out / m["plots"]["accuracy"], "Accuracy per model and mode")]

@@ -81,7 +81,7 @@ class Inputs:
 
     def _load_predictions(self, model: str, mode: str, normalization: str) -> pd.DataFrame:
         from scoring.normalize import predictions
-        from scoring.store import read_scores
+        from scoring.store import label_runs, read_scores, require_one_source
 
         scores = read_scores(self.ws, models=[model], modes=[mode]) if "scores" in self._tables else None
         if scores is None or scores.empty:
@@ -95,8 +95,13 @@ class Inputs:
             raise CurateError(f"model {model!r}, mode {mode!r}: no {normalization!r} prediction for "
                               f"{len(missing)} of {len(self.item_ids)} items (first: {missing[0]}); "
                               f"score them or choose a normalization they have")
+        # One source per model (all its modes), or an error naming the runs; record what was read.
+        runs = {r["run_id"]: r for r in require_one_source(label_runs(self.ws, model)).to_dict("records")}
         for run_id in sorted(set(scores["run_id"])):
-            self.used["score_runs"].setdefault(run_id, {"model": model, "mode": mode, "normalizations": []})
+            run = runs[run_id]
+            self.used["score_runs"].setdefault(run_id, {
+                "model": model, "mode": mode, "normalizations": [], "origin": run["origin"], "dtype": run["dtype"],
+                "engine": None if pd.isna(run["engine"]) else int(run["engine"]), "model_hash": run["model_hash"]})
             norms = self.used["score_runs"][run_id]["normalizations"]
             if normalization not in norms:
                 norms.append(normalization)

@@ -1,0 +1,131 @@
+"""What identifies stored scores: a label holds one model's scores in one dtype, scores of another
+engine version are recomputed, and readers refuse a label whose rows come from different sources.
+
+Runs the real engine on SmolLM2 over a few HellaSwag items (in-process, to keep it quick)."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pytest
+
+from conftest import HELLASWAG, PAPER_SCORES, run_cli
+
+MODES = ["choice-only"]  # the shortest prompts: these tests are about bookkeeping, not numbers
+
+
+@pytest.fixture(scope="module")
+def base_ws(tmp_path_factory):
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+    return ingest(tmp_path_factory.mktemp("ident") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
+                  limit=4)
+
+
+@pytest.fixture()
+def ws(base_ws, tmp_path):
+    root = tmp_path / "ws"
+    shutil.copytree(base_ws, root)
+    return root
+
+
+def score(ws, **kw):
+    from scoring.run import score_workspace
+    return score_workspace(ws, "smollm2-135m", kw.pop("modes", MODES), show_progress=False, **kw)
+
+
+def rows_by_dtype(ws) -> dict:
+    with sqlite3.connect(ws / "workspace.db") as c:
+        return dict(c.execute("SELECT r.dtype, count(*) FROM scores s JOIN score_runs r USING (run_id) "
+                              "GROUP BY r.dtype").fetchall())
+
+
+def test_another_dtype_under_one_label_is_refused_then_replaced_or_kept_apart(ws):
+    from curate.errors import CurateError
+    assert score(ws)["computed"] == 4
+    with pytest.raises(CurateError, match=r"label 'smollm2-135m' already holds float32 scores .* would store "
+                                          r"bfloat16 scores .* another --label .* --replace"):
+        score(ws, dtype="bfloat16")
+    assert rows_by_dtype(ws) == {"float32": 16}  # nothing was written by the refused run
+    kept = score(ws, dtype="bfloat16", label="smollm2-135m@bf16")
+    assert kept["computed"] == 4 and rows_by_dtype(ws) == {"float32": 16, "bfloat16": 16}
+    replaced = score(ws, dtype="bfloat16", replace=True)
+    assert replaced["replaced_rows"] == 16 and replaced["computed"] == 4
+    assert rows_by_dtype(ws) == {"bfloat16": 32}
+    assert score(ws, dtype="bfloat16")["computed"] == 0  # and the replacement is cached as usual
+
+
+def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws):
+    args = ["score", ws, "--model", "smollm2-135m", "--modes", "choice-only", "--limit", "2", "--quiet"]
+    run_cli(*args)
+    proc = run_cli(*args, "--dtype", "bfloat16", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "already holds float32" in proc.stderr
+    out = run_cli(*args, "--dtype", "bfloat16", "--replace").stdout
+    assert "deleted 8 stored score rows of 'smollm2-135m'" in out
+
+
+def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, monkeypatch, tmp_path):
+    import scoring.run
+    from curate.analyses.report import analyze_workspace
+    from curate.errors import CurateError
+    score(ws)
+    monkeypatch.setattr(scoring.run, "ENGINE_VERSION", 99)
+    partial = score(ws, limit=2)  # a re-score after an engine change, stopped half-way
+    assert partial["computed"] == 2
+    with pytest.raises(CurateError, match=r"mode 'choice-only': stored scores come from engine versions 2, 99"):
+        analyze_workspace(ws, tmp_path / "report", core_mode="none")
+    score(ws)  # finishes the re-score (whole batches rerun, so possibly more than the 2 stale items)
+    with sqlite3.connect(ws / "workspace.db") as c:
+        assert c.execute("SELECT DISTINCT r.engine FROM scores s JOIN score_runs r USING (run_id)").fetchall() == [(99,)]
+    assert score(ws)["computed"] == 0
+    metrics = analyze_workspace(ws, tmp_path / "report", core_mode="none")
+    (run,) = metrics["provenance"]["score_runs"]
+    assert run["engine"] == 99 and run["dtype"] == "float32" and run["origin"] == "scored" and run["items"] == 4
+    assert "Scores read" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_readers_refuse_a_label_that_mixes_sources(ws, tmp_path):
+    """A workspace written before labels were checked can hold float32 rows in one mode and
+    bfloat16 rows in another under one label: analyze and filter refuse it, naming both."""
+    from curate.analyses.report import analyze_workspace
+    from curate.errors import CurateError
+    from curate.filter.engine import run_filter
+    score(ws, modes=["choice-only", "zero"])
+    with sqlite3.connect(ws / "workspace.db") as c:  # what an old toolkit could leave behind
+        c.execute("UPDATE score_runs SET dtype = 'bfloat16'")
+        c.execute("INSERT INTO score_runs SELECT 'old-fp32', model, origin, model_hash, tokenizer_hash, 'float32', "
+                  "device, info_json, created_at, engine FROM score_runs")
+        c.execute("UPDATE scores SET run_id = 'old-fp32' WHERE mode = 'zero'")
+    pattern = r"model 'smollm2-135m': its stored scores mix .*bfloat16 scores.* and float32 scores.*--replace"
+    with pytest.raises(CurateError, match=pattern):
+        analyze_workspace(ws, tmp_path / "report", core_mode="none")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("name: t\nstages:\n- name: scorer-wrong\n  when:\n    correct:\n      models: [smollm2-135m]\n"
+                     "      mode: choice-only\n      normalization: sum\n      at_most: 0\n")
+    with pytest.raises(CurateError, match=pattern):
+        run_filter(ws, rules, tmp_path / "decisions")
+
+
+def test_import_into_a_scored_label_is_refused_unless_replaced(tmp_path, hellaswag_ws):
+    """The study's files name real models; a label already scored here is not silently overwritten."""
+    from curate.errors import CurateError
+    from scoring.store import add_run, open_scores, write_scores
+    from scoring.study_csv import import_study_csv
+    ws = tmp_path / "ws"
+    shutil.copytree(hellaswag_ws, ws)
+    with open_scores(ws) as store, store.transaction():
+        item = store.items()[0]
+        add_run(store, run_id="mine", model="EleutherAI/pythia-1b", origin="scored", model_hash="sha256:x",
+                tokenizer_hash="sha256:y", dtype="float32", info={}, engine=2)
+        write_scores(store, [{"model": "EleutherAI/pythia-1b", "mode": "full", "item_id": item["item_id"],
+                              "option_index": 0, "logprob_sum": -1.0, "content_hash": item["content_hash"],
+                              "run_id": "mine"}])
+    folder = tmp_path / "scores" / "full_prompt"
+    folder.mkdir(parents=True)
+    shutil.copy(PAPER_SCORES / "full_prompt" / "EleutherAI--pythia-1b.csv", folder)
+    with pytest.raises(CurateError, match=r"label 'EleutherAI/pythia-1b' already holds float32 scores"):
+        import_study_csv(ws, tmp_path / "scores")
+    import_study_csv(ws, tmp_path / "scores", replace=True)
+    with sqlite3.connect(ws / "workspace.db") as c:
+        assert c.execute("SELECT count(*), count(DISTINCT run_id) FROM scores").fetchone() == (4 * 10042, 1)
+    import_study_csv(ws, tmp_path / "scores")  # the same import again: the same source, accepted
