@@ -65,6 +65,8 @@ class Scoring:
     dtype: str = "float32"
     device: str = "cpu"
     batch_tokens: int | None = None  # None: the scorer's own default
+    max_memory: str | None = None    # with device auto: where the model may go (curate score --max-memory)
+    self_check: int = 2
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     annotators = tuple(Annotator(a["annotator"], tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
     s, f, r = data.get("scoring"), data.get("filter"), data.get("release")
-    scoring = Scoring(tuple(s["models"]), tuple(s["modes"]), **_given(s, "dtype", "device", "batch_tokens")) if s else None
+    scoring = Scoring(tuple(s["models"]), tuple(s["modes"]), **_given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check")) if s else None
     release = None
     if r:
         [(kind, target)] = r["target"].items()

@@ -14,7 +14,9 @@ The continuation is ``" " + option`` (the hellaswag task's target delimiter).
 The study's whole-sequence mean (``seq_mean``) is over ``tokenizer(context + " " + option)``
 with the tokenizer's default special tokens. When those tokens are exactly the lm-eval
 sequence, it comes from the same forward pass; otherwise (an empty context, a token merged
-across the boundary) an extra sequence is scored for it alone.
+across the boundary) an extra sequence is scored for it alone. A sequence longer than the model's
+window is cut from the left as lm-eval cuts its own: to its last ``max_length + 1`` tokens, and
+the option is flagged ``truncated``.
 """
 from __future__ import annotations
 
@@ -160,7 +162,13 @@ def build_unit(encode, item_index: int, mode: str, context: str, options: list[s
     unit.requests.extend(r for r in groups.values())
     if not seq_mean:
         return unit
-    wholes = [encode(context + " " + option) for option in options]
+    wholes = []
+    for j, option in enumerate(options):
+        whole = encode(context + " " + option)
+        if len(whole) > max_length + 1:  # as lm-eval truncates: the last max_length + 1 tokens
+            whole = whole[-(max_length + 1):]
+            unit.flags[j].add("truncated")
+        wholes.append(whole)
     unit.seq_len = [len(w) for w in wholes]
     shared = len(unit.requests) == 1 and all(
         w == pairs[0][0] + cont for w, (_, cont) in zip(wholes, pairs)) and "truncated" not in set().union(*unit.flags)

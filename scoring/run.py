@@ -21,13 +21,14 @@ import uuid
 
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
+from curate.store import Workspace
 from scoring import ENGINE_VERSION
 from scoring.encode import Unit, build_unit, build_units
-from scoring.engine import score_requests
-from scoring.models import load, resolve
-from scoring.store import add_run, check_label, open_scores, read_scores, run_source, write_scores
-
-DTYPES = ("float32", "bfloat16", "float16")
+from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
+from scoring.models import DTYPES, check_device, load, placement, resolve
+from scoring.reference import self_check
+from scoring.store import (add_run, check_label, open_scores, other_sources, read_scores, run_source,
+                           write_scores)
 
 
 def tokenizer_hash(tokenizer) -> str:
@@ -37,13 +38,6 @@ def tokenizer_hash(tokenizer) -> str:
     specials = {"bos": tokenizer.bos_token_id, "eos": tokenizer.eos_token_id,
                 "added": sorted(map(str, tokenizer.all_special_tokens)), "class": type(tokenizer).__name__}
     return sha256_text(body + canonical_json(specials))
-
-
-def model_hash(ref, model) -> str:
-    if ref.weights_hash:
-        return ref.weights_hash
-    commit = getattr(model.config, "_commit_hash", None) or ref.revision
-    return f"hub:{ref.path}@{commit or 'unpinned'}"
 
 
 def max_length(model, tokenizer) -> int:
@@ -111,6 +105,19 @@ def assemble(unit: Unit, results, item: dict, *, label: str, run_id: str) -> lis
     return rows
 
 
+def refuse_inexact(model, units: list[Unit], items) -> None:
+    """A CurateError naming the first unit with a sequence longer than the engine reproduces
+    exactly for this model (``scoring.engine.exact_length``), before anything is scored."""
+    limit = exact_length(model)
+    for unit in units if limit else []:
+        longest = max(longest_sequence(r) for r in unit.requests)
+        if longest > limit:
+            raise CurateError(
+                f"item {items[unit.item_index]['item_id']} ({unit.mode}): a sequence of {longest} tokens, but "
+                f"{architecture(model)} rescales its rotary embedding past {limit} tokens by the length of each "
+                f"forward pass, which batched scoring cannot reproduce exactly, so items this long are not scored with this model")
+
+
 def distributed(device: str):
     """(process index, process count, accelerate state or None): one process unless started by
     ``accelerate launch --multi_gpu --num_processes N`` (its torchrun launcher; on a machine
@@ -142,16 +149,23 @@ def versions() -> dict:
 
 def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32", device: str = "cpu",
                     batch_tokens: int = 4096, limit: int | None = None, show_progress: bool = True,
-                    label: str | None = None, seq_mean: bool = True, replace: bool = False) -> dict:
+                    label: str | None = None, seq_mean: bool = True, replace: bool = False,
+                    self_check_items: int = 2, max_memory=None) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes``.
 
     ``label`` is the model name stored with the scores (default: ``model``); it must not hold
     scores of another model, tokenizer or dtype unless ``replace`` deletes them (all of the
     label's modes) first. ``seq_mean=False``
     skips the study's whole-sequence mean (it needs every context token's log-probability, so
-    it costs extra output-projection work): only lm-eval's numbers are computed. Returns a summary:
-    items, options, computed and cached unit counts (one unit = one item in one mode), input
-    tokens, seconds, run_id, process index/count.
+    it costs extra output-projection work): only lm-eval's numbers are computed.
+
+    Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
+    that fit one batch) are also scored by the model's own plain forward
+    (``scoring.reference.self_check``); a difference over the dtype's tolerance stops the run.
+    ``device="auto"`` places the model over the visible GPUs (``max_memory``: where it may go,
+    see ``scoring.models.parse_max_memory``). Returns a summary: items, options, computed and
+    cached unit counts (one unit = one item in one mode), input tokens, seconds, run_id, process
+    index/count, the self-check's result.
     """
     import torch
     from tqdm import tqdm
@@ -163,21 +177,27 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         raise CurateError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     if batch_tokens < 1:
         raise CurateError("--batch-tokens must be positive")
+    if self_check_items < 0:
+        raise CurateError("--self-check must be 0 (skip) or a number of items")
+    check_device(device)
     start = time.perf_counter()
     rank, world, state = distributed(device)
     if state is not None and device == "cuda":
         device = str(state.device)
-    # A missing or bad workspace fails before the model loads; the first process creates the
-    # score tables while the others wait (two processes must not run one migration).
+    Workspace.open(root).close()  # a missing or bad workspace fails before the model loads
+    ref = resolve(model)
+    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True, max_memory=max_memory)
+    runner = runner_for(lm)  # an architecture the engine cannot reproduce is refused here
+    # Nothing is written before the model has loaded. The first process creates the score tables
+    # while the others wait (two processes must not run one migration).
     if rank == 0:
         open_scores(root).close()
     if state is not None:
         state.wait_for_everyone()
-    ref = resolve(model)
-    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
     label = label or model
-    key = {"model_hash": model_hash(ref, lm), "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
+    key = {"model_hash": ref.weights_hash, "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
            "engine": ENGINE_VERSION}
+    source = run_source({"origin": "scored", **key})
     limit_len = max_length(lm, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     run_id = shared_run_id(state)
@@ -185,42 +205,53 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     try:
         items = ws.items()[:limit] if limit else ws.items()
         mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
-        # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
-        # the label's scores and the others wait for it before they write.
-        replaced = 0
-        with ws.transaction():
-            if rank == 0 or not replace:
-                replaced = check_label(ws, label, run_source({"origin": "scored", **key}), replace=replace)
-            add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
-                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
-                    info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len, "seq_mean": seq_mean,
-                          "processes": world, "versions": versions(), "replaced_rows": replaced})
-        if replace and state is not None:
-            state.wait_for_everyone()
+        # A label holding another source's scores is refused now, or (``replace``) all its rows
+        # will be deleted, so none of them counts as done.
+        stale = other_sources(ws, label, source)
+        if stale and not replace:
+            check_label(ws, label, source)
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
         pending, units = 0, []
         for mode in modes:
-            done = cached_item_ids(ws, label, mode, key, seq_mean=seq_mean)
+            done = set() if stale else cached_item_ids(ws, label, mode, key, seq_mean=seq_mean)
             todo = [i for i in mine if items[i]["item_id"] not in done]
             pending += len(todo)
             units += [(i, mode, items[i]["item_id"] not in done) for i in mine]
-        plan = []
+        plan, checked = [], {"items": 0, "note": "nothing to compute"}
         if pending:
             built = build_units(tokenizer, [(i, mode, items[i]["prompts"][mode], items[i]["options"])
                                             for i, mode, _ in units], max_length=limit_len, seq_mean=seq_mean)
             missing = {(i, mode) for i, mode, todo in units if todo}
             plan = [b for b in batches(built, batch_tokens)
                     if any((u.item_index, u.mode) in missing for u in b)]
+            refuse_inexact(lm, [u for b in plan for u in b], items)
+            checked = self_check(lm, [u for b in plan for u in b if u.max_row <= batch_tokens][:self_check_items],
+                                 dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "
+                                 f"({u.mode})")
+        # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
+        # the label's scores and the others wait for it before they write.
+        replaced = 0
+        with ws.transaction():
+            if rank == 0 or not replace:
+                replaced = check_label(ws, label, source, replace=replace)
+            add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
+                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
+                    info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
+                          "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len, "seq_mean": seq_mean,
+                          "processes": world, "versions": versions(), "replaced_rows": replaced,
+                          "architecture": architecture(lm), "runner": runner, "self_check": checked,
+                          "device_map": placement(lm), "max_memory": max_memory})
+        if replace and state is not None:
+            state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
         computed = sum(len(b) for b in plan)
         bar = tqdm(total=computed, unit="item", desc=f"scoring {label}", disable=not show_progress or rank != 0,
                    dynamic_ncols=True)
         for batch in plan:
             requests = [r for u in batch for r in u.requests]
-            results = score_requests(lm, requests, pad_id=pad_id)
+            results = score_requests(lm, requests, pad_id=pad_id, max_tokens=batch_tokens)
             rows, k = [], 0
             for unit in batch:
                 rows += assemble(unit, results[k:k + len(unit.requests)], items[unit.item_index],
@@ -239,7 +270,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                 "seconds": round(time.perf_counter() - start, 3),
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
                 "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
-                "replaced_rows": replaced,
+                "replaced_rows": replaced, "self_check": checked, "runner": runner,
                 "process": rank, "processes": world, "torch_threads": torch.get_num_threads()}
     finally:
         ws.close()
