@@ -252,7 +252,7 @@ def device_map(ref: ModelRef, torch_dtype, max_memory: dict | None) -> dict | No
     with init_empty_weights():
         skeleton = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     skeleton.tie_weights()
-    placed = infer_auto_device_map(skeleton, max_memory=budget, dtype=torch_dtype,
+    placed = infer_auto_device_map(skeleton, max_memory=dict(budget), dtype=torch_dtype,
                                    no_split_module_classes=skeleton._no_split_modules or [])
     allowed = set(budget) | ({"disk"} if max_memory and "disk" in max_memory else set())
     outside = sorted({str(d) for d in placed.values() if d not in allowed})

@@ -192,3 +192,96 @@ def test_architecture_scored_as_its_own_forward(name, tokenizer, items, hellaswa
             assert row["seq_mean"] is None, where
         assert row["is_greedy"] == ref["is_greedy"], where
     assert any(ref["is_greedy"] for ref in expected), f"{name}: no greedy option was built"
+
+
+# --- what the engine cannot reproduce is refused, never scored -----------------------------------
+
+def saved(folder, model, tokenizer):
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def score_rows(ws) -> int:
+    import sqlite3
+    with sqlite3.connect(ws / "workspace.db") as c:
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return sum(c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("scores", "score_runs") if t in tables)
+
+
+def test_rope_rescaled_by_length_is_refused_past_its_length(tokenizer, tmp_path):
+    """Phi-3's ``longrope`` switches its rotary frequencies by the longest position in the forward
+    pass, which depends on what shares a batch: past its original length it is refused with the
+    reason, and nothing is stored; within it, scored exactly (the short item)."""
+    from curate.errors import CurateError
+    from curate.ingest import ingest
+    from curate.adapters import get_adapter
+    from scoring.run import score_workspace
+    rope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [4.0] * 8, "rope_theta": 10000.0,
+            "original_max_position_embeddings": 32}
+    folder = saved(tmp_path / "phi3", tiny("phi3", tokenizer, rope_parameters=rope, original_max_position_embeddings=32),
+                   tokenizer)
+    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=2)
+    with pytest.raises(CurateError, match=r"item hellaswag/validation/\d+ \(full\): a sequence of \d+ tokens, but "
+                                          r"Phi3ForCausalLM \(phi3\) rescales its rotary embedding past 32 tokens"):
+        score_workspace(ws, folder, ["full"], show_progress=False)
+    assert score_rows(ws) == 0
+    short = tmp_path / "short.jsonl"
+    short.write_text('{"q": "He ran", "choices": ["home.", "off."], "answer": 0}\n')
+    ws2 = ingest(tmp_path / "ws2", data=str(short), adapter=get_adapter("generic", question="q", choices="choices",
+                                                                        answer="answer", answer_format="index"))
+    summary = score_workspace(ws2, folder, ["full", "zero"], show_progress=False)
+    assert summary["computed"] == 2 and summary["self_check"]["max_abs_diff"] < 1e-4
+
+
+class LookAhead:
+    """A decoder no runner can serve: after its last layer every position adds the mean hidden
+    state of the whole sequence, later tokens included (a made-up architecture, registered with
+    transformers under its own model type for this test)."""
+
+    @staticmethod
+    def register():
+        from transformers import AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+
+        class LookAheadConfig(GPT2Config):
+            model_type = "lookahead_gpt2"
+
+        class LookAheadModel(GPT2LMHeadModel):
+            config_class = LookAheadConfig
+
+            def __init__(self, config):
+                super().__init__(config)
+                self.transformer.register_forward_hook(self.mix)
+
+            @staticmethod
+            def mix(module, args, output):
+                output.last_hidden_state = output.last_hidden_state + output.last_hidden_state.mean(1, keepdim=True)
+                return output
+
+        try:
+            AutoConfig.register("lookahead_gpt2", LookAheadConfig)
+            AutoModelForCausalLM.register(LookAheadConfig, LookAheadModel)
+        except ValueError:  # registered by an earlier test in this process
+            pass
+        return LookAheadConfig, LookAheadModel
+
+
+def test_an_architecture_no_runner_reproduces_is_refused(tokenizer, tmp_path):
+    """The probe that picks a runner compares each with the model's own forward; when none agrees
+    the run stops before anything is stored, naming the architecture and each runner's worst
+    difference."""
+    from curate.adapters import get_adapter
+    from curate.errors import CurateError
+    from curate.ingest import ingest
+    from scoring.run import score_workspace
+    config_class, model_class = LookAhead.register()
+    torch.manual_seed(0)
+    model = model_class(config_class(vocab_size=len(tokenizer), n_embd=64, n_layer=2, n_head=4,
+                                     bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)).eval()
+    folder = saved(tmp_path / "lookahead", model, tokenizer)
+    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=2)
+    with pytest.raises(CurateError, match=r"architecture LookAheadModel \(lookahead_gpt2\) cannot be scored exactly "
+                                          r"by this engine \(probe against its own forward: packed: request \d.*; "
+                                          r"padded: request \d.*here.*by the model's own forward"):
+        score_workspace(ws, folder, ["full"], show_progress=False)
+    assert score_rows(ws) == 0
