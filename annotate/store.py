@@ -158,20 +158,27 @@ def record_version(ws: Workspace, annotator: str, round: int, item_id: str) -> i
 
 
 def write_human_annotation(ws: Workspace, record: dict, *, expected_version: int | None = None) -> int:
-    """Write a reviewer's record as the current one and append it to its history, in one
-    transaction; return its version. With ``expected_version`` the write happens only if that is
-    still the latest version (else VersionConflict), so an edit made from a stale page never
-    silently overwrites a newer verdict."""
+    """Write a reviewer's record as the current one and append it to its history; return its
+    version. With ``expected_version`` the write happens only if that is still the latest
+    version (else VersionConflict), so an edit made from a stale page never silently overwrites
+    a newer verdict. Runs in its own transaction, or in the caller's when one is open (an
+    import writing all its records or none)."""
+    if ws.conn.in_transaction:
+        return _write_version(ws, record, expected_version)
     with ws.transaction():
-        current = record_version(ws, record["annotator"], record["round"], record["item_id"])
-        if expected_version is not None and expected_version != current:
-            raise VersionConflict(f"{record['item_id']} round {record['round']}: edited from version "
-                                  f"{expected_version}, but version {current} is the latest", current)
-        write_annotation(ws, record)
-        ws.conn.execute("INSERT INTO annotation_history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (record["annotator"], record["round"], record["item_id"], current + 1, record["status"],
-                         None if record["result"] is None else json.dumps(record["result"]), record["raw"],
-                         record["content_hash"], now()))
+        return _write_version(ws, record, expected_version)
+
+
+def _write_version(ws: Workspace, record: dict, expected_version: int | None) -> int:
+    current = record_version(ws, record["annotator"], record["round"], record["item_id"])
+    if expected_version is not None and expected_version != current:
+        raise VersionConflict(f"{record['item_id']} round {record['round']}: edited from version "
+                              f"{expected_version}, but version {current} is the latest", current)
+    write_annotation(ws, record)
+    ws.conn.execute("INSERT INTO annotation_history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record["annotator"], record["round"], record["item_id"], current + 1, record["status"],
+                     None if record["result"] is None else json.dumps(record["result"]), record["raw"],
+                     record["content_hash"], now()))
     return current + 1
 
 

@@ -424,3 +424,149 @@ def test_review_in_headless_chromium_by_keyboard(ws_copy, tmp_path):
     for reviewer in ("human:alice", "human:bob"):
         assert re.search(rf"round 1 high_quality\s+{reviewer} vs {re.escape(LLM)} n=\d", out), out
     assert "human:alice vs human:bob n=2" in out
+
+
+# --- verdicts in filter rules --------------------------------------------------------------------
+
+def test_rules_can_use_human_verdicts(ws_copy, tmp_path):
+    """rules/human-override.yaml: the scorer stage removes an item unless the reviewer marked it
+    high quality; the reviewer's problem labels and wrong-gold answers remove items."""
+    from scoring.run import score_workspace
+
+    root, _ = ws_copy
+    score_workspace(root, "smollm2-135m", ["full"], show_progress=False)
+    rules = ROOT / "rules" / "human-override.yaml"
+
+    def decide(out):
+        run_cli("filter", root, "--rules", rules, "--annotator", "human:alice", "--out", tmp_path / out)
+        return pd.read_parquet(tmp_path / out / "decisions.parquet").set_index("item_id")
+
+    before = decide("before")
+    assert set(before["first_stage"].dropna()) == {"scorer-disagrees"}  # no verdicts yet
+    removed = before.index[~before["kept"]].tolist()
+    kept = before.index[before["kept"]].tolist()
+    with open_annotations(root) as ws:
+        items = {it["item_id"]: it for it in ws.items()}
+        save_verdict(ws, items[removed[0]], 1, "alice", {"labels": ["high_quality"]})
+        save_verdict(ws, items[removed[1]], 1, "bob", {"labels": ["high_quality"]})   # another reviewer: no effect
+        save_verdict(ws, items[kept[0]], 1, "alice", {"labels": ["nonsense_correct"]})
+        g = items[kept[1]]["gold"]
+        save_verdict(ws, items[kept[1]], 2, "alice", {"best": (g + 1) % 4, "equally_good": [], "all_implausible": False,
+                                                       "worst": (g + 2) % 4})
+    after = decide("after")
+    assert bool(after.loc[removed[0], "kept"]) and after.loc[removed[0], "matched"].tolist() == []
+    assert after.loc[removed[1], "first_stage"] == "scorer-disagrees"
+    assert after.loc[kept[0], "first_stage"] == "reviewer-flagged"
+    assert after.loc[kept[1], "first_stage"] == "reviewer-wrong-gold"
+    unchanged = [i for i in before.index if i not in (removed[0], kept[0], kept[1])]
+    assert (after.loc[unchanged, "kept"] == before.loc[unchanged, "kept"]).all()
+    summary = json.loads((tmp_path / "after" / "summary.json").read_text())
+    assert {a["annotator"] for a in summary["inputs"]["annotators"]} == {"human:alice"}
+
+
+# --- export to and import from external tools ----------------------------------------------------
+
+def test_argilla_round_trip_on_real_items(ws_copy, tmp_path):
+    """Export the removed queue for Argilla, check it with Argilla's own client models, answer it
+    as Argilla records its users' responses (rg.Response; a stand-in for people clicking in
+    Argilla's UI, which needs a server), write it with Argilla's own exporter, import it back."""
+    import uuid
+
+    import argilla as rg
+    from argilla._models import FieldModel, MetadataFieldModel, QuestionModel
+    from argilla.records._io import JsonIO
+    from argilla.records._resource import Record
+
+    root, decisions = ws_copy
+    out = tmp_path / "argilla"
+    run_cli("export", root, "review", "--format", "argilla", "--decisions", decisions, "--out", out)
+    settings = json.loads((out / "settings.json").read_text())
+    for q in settings["questions"]:
+        QuestionModel(**q)
+    for f in settings["fields"]:
+        FieldModel(**f)
+    for m in settings["metadata"]:
+        MetadataFieldModel(**m)
+    names = {f["name"] for f in settings["fields"]} | {q["name"] for q in settings["questions"]}
+    assert len(names) == len(settings["fields"]) + len(settings["questions"])
+    records = [Record.from_dict(r) for r in json.loads((out / "records.json").read_text())]
+    removed = pd.read_parquet(decisions / "decisions.parquet").query("not kept")["item_id"].tolist()
+    assert [r.id for r in records] == removed
+    items = ReviewData.load(root).by_id
+    first = items[removed[0]]
+    assert records[0].fields["context"] == first["prompts"]["full"]
+    assert records[0].fields["options"].splitlines()[first["gold"]].endswith("(marked correct)")
+
+    ann, ben = uuid.uuid4(), uuid.uuid4()
+    answered = []
+    for n, r in enumerate(records[:4]):
+        g = items[r.id]["gold"]
+        other = "ABCD"[(g + 1) % 4]
+        responses = [rg.Response("labels", ["high_quality"] if n % 2 else ["nonsense_prompt", "multiple_plausible"],
+                                 user_id=ann),
+                     rg.Response("note", f"checked {n}", user_id=ann)]
+        if n < 2:
+            responses += [rg.Response("best", "ABCD"[g], user_id=ann), rg.Response("worst", other, user_id=ann),
+                          rg.Response("all_implausible", "no", user_id=ann)]
+        if n == 0:
+            responses += [rg.Response("equally_good", [other], user_id=ann), rg.Response("labels", ["high_quality"],
+                                                                                       user_id=ben)]
+        answered.append(Record(id=r.id, fields=dict(r.fields), metadata=dict(r.metadata), responses=responses))
+    reviewed = tmp_path / "reviewed.json"
+    JsonIO.to_json(answered + records[4:], reviewed)
+
+    out_text = run_cli("import-review", root, "--format", "argilla", "--file", reviewed,
+                       "--user", f"{ann}=ann").stdout
+    assert "imported 7 verdicts" in out_text
+    with open_annotations(root) as ws:
+        got = {(r.annotator, r.round, r.item_id): (r.result, json.loads(r.raw)["note"])
+               for r in read_annotations(ws).itertuples() if r.annotator.startswith("human:")}
+    g0, g1 = items[removed[0]]["gold"], items[removed[1]]["gold"]
+    assert got == {
+        ("human:ann", 1, removed[0]): ({"labels": ["nonsense_prompt", "multiple_plausible"]}, "checked 0"),
+        ("human:ann", 2, removed[0]): ({"best": g0, "equally_good": [(g0 + 1) % 4], "all_implausible": False,
+                                        "worst": (g0 + 1) % 4}, "checked 0"),
+        ("human:ann", 1, removed[1]): ({"labels": ["high_quality"]}, "checked 1"),
+        ("human:ann", 2, removed[1]): ({"best": g1, "equally_good": [], "all_implausible": False,
+                                        "worst": (g1 + 1) % 4}, "checked 1"),
+        ("human:ann", 1, removed[2]): ({"labels": ["nonsense_prompt", "multiple_plausible"]}, "checked 2"),
+        ("human:ann", 1, removed[3]): ({"labels": ["high_quality"]}, "checked 3"),
+        (f"human:{ben}", 1, removed[0]): ({"labels": ["high_quality"]}, ""),
+    }
+    # Importing again adds versions, not records; a response that breaks the rules writes nothing.
+    run_cli("import-review", root, "--format", "argilla", "--file", reviewed, "--user", f"{ann}=ann")
+    bad = json.loads(reviewed.read_text())
+    bad[5]["responses"] = {"best": [{"value": "Z", "user_id": str(ann)}], "worst": [{"value": "A", "user_id": str(ann)}]}
+    reviewed.write_text(json.dumps(bad))
+    proc = run_cli("import-review", root, "--format", "argilla", "--file", reviewed, "--user", f"{ann}=ann", check=False)
+    assert proc.returncode == 2 and "reviewed.json, row 5, field 'best': 'Z' is not an option letter A..D" in proc.stderr
+    with open_annotations(root) as ws:
+        assert len(read_annotations(ws).query("annotator.str.startswith('human:')")) == 7
+        assert len(read_history(ws)) == 14
+
+
+def test_jsonl_round_trip_on_real_items(ws_copy, tmp_path):
+    root, _ = ws_copy
+    out = tmp_path / "queue.jsonl"
+    run_cli("export", root, "review", "--format", "jsonl", "--queue", "sample:5", "--out", out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    data = ReviewData.load(root)
+    assert [r["item_id"] for r in rows] == queues.resolve(data, "sample:5")
+    assert all(r["labels"] is None and r["reviewer"] is None and r["options"] == data.by_id[r["item_id"]]["options"]
+               for r in rows)
+    rows[0] |= {"labels": ["high_quality"], "note": "fine"}
+    rows[1] |= {"reviewer": "carol", "best": rows[1]["gold"], "worst": "A" if rows[1]["gold"] != "A" else "B",
+                "all_implausible": True}
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_cli("import-review", root, "--format", "jsonl", "--file", out, check=False)
+    assert proc.returncode == 2 and "queue.jsonl, row 0, field 'reviewer': no reviewer" in proc.stderr
+    run_cli("import-review", root, "--format", "jsonl", "--file", out, "--reviewer", "dave")
+    with open_annotations(root) as ws:
+        dave, carol = reviewer_verdicts(ws, "dave"), reviewer_verdicts(ws, "carol")
+    assert dave == {rows[0]["item_id"]: {1: {"result": {"labels": ["high_quality"]}, "note": "fine", "version": 1}}}
+    (r2,) = carol[rows[1]["item_id"]].values()
+    assert r2["result"]["all_implausible"] is True and "ABCD"[r2["result"]["best"]] == rows[1]["gold"]
+    rows[2] |= {"labels": ["typo"], "reviewer": "dave", "content_hash": "sha256:0"}
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_cli("import-review", root, "--format", "jsonl", "--file", out, "--reviewer", "dave", check=False)
+    assert proc.returncode == 2 and "row 2, field 'content_hash': " in proc.stderr and "changed since" in proc.stderr

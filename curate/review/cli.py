@@ -43,4 +43,28 @@ def review(workspace, queue, reviewer, port, decisions):
         click.echo("stopped; run the same command again to resume")
     finally:
         server.server_close()
-COMMANDS = (review,)
+@click.command("import-review")
+@WORKSPACE
+@click.option("--format", "fmt", type=click.Choice(["argilla", "jsonl"]), required=True,
+              help="argilla: records.json as Argilla's dataset.records.to_json writes it; jsonl: the shape "
+                   "`curate export WS review --format jsonl` writes, filled in.")
+@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--reviewer", default=None, help="jsonl: the reviewer of lines that name none.")
+@click.option("--user", "users", multiple=True, metavar="USER_ID=NAME",
+              help="argilla: store this user's responses as human:NAME (default human:USER_ID; repeatable).")
+def import_review(workspace, fmt, file, reviewer, users):
+    """Import verdicts made in another tool as human:NAME annotation records (all or none)."""
+    from curate.review.exchange import import_review as run
+
+    names = {}
+    for pair in users:
+        user, sep, name = pair.partition("=")
+        if not sep or not user or not name:
+            raise click.UsageError(f"--user {pair!r}: expected USER_ID=NAME")
+        names[user] = name
+    s = run(workspace, file, fmt, reviewer=reviewer, users=names)
+    click.echo(f"imported {s['records']} verdicts: " + (", ".join(f"{k} {v}" for k, v in s["by_reviewer"].items())
+                                                       or "none (no answered items)"))
+
+
+COMMANDS = (review, import_review)
