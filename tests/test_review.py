@@ -570,3 +570,43 @@ def test_jsonl_round_trip_on_real_items(ws_copy, tmp_path):
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     proc = run_cli("import-review", root, "--format", "jsonl", "--file", out, "--reviewer", "dave", check=False)
     assert proc.returncode == 2 and "row 2, field 'content_hash': " in proc.stderr and "changed since" in proc.stderr
+
+
+# --- the report's item browser -------------------------------------------------------------------
+
+def test_report_links_every_flagged_item_to_a_static_page(ws_copy, tmp_path):
+    root, _ = ws_copy
+    with open_annotations(root) as ws:
+        save_verdict(ws, ws.items()[20], 1, "alice", {"labels": ["nonsense_correct"]}, note="<b>not bold</b>")
+        llm = read_annotations(ws, annotator=LLM)
+    out = tmp_path / "report"
+    run_cli("analyze", root, "--out", out, "--bootstrap", "100")
+    m = json.loads((out / "metrics.json").read_text())
+    flagged = set(llm.loc[llm["result"].map(lambda r: r["labels"] != ["high_quality"]), "item_id"]) | {
+        f"hellaswag/validation/{20}"}
+    pages = m["item_pages"]
+    assert {r["item_id"] for r in pages["rows"]} == flagged and pages["with_page"] == len(flagged)
+    report = (out / "report.html").read_text()
+    for r in pages["rows"]:
+        assert f'<a href="{r["page"]}">{r["item_id"]}</a>' in report
+        page = (out / r["page"]).read_text()
+        item = ReviewData.load(root).by_id[r["item_id"]]
+        assert "Context per prompt mode" in page and "Model choices and log-likelihoods" in page
+        assert all(o.replace("'", "&#x27;").replace('"', "&quot;") in page for o in item["options"])
+    page20 = (out / "items" / "20.html").read_text()
+    assert "human:alice" in page20 and "&lt;b&gt;not bold&lt;/b&gt;" in page20 and "<b>not bold" not in page20
+    assert "<script" not in report and "src=\"http" not in page20 and "href=\"http" not in page20
+    binary = require_chromium()
+    browser = Browser(binary)
+    try:
+        tab = Tab(browser)
+        tab.goto((out / "items" / "index.html").as_uri())
+        assert tab.evaluate("document.querySelectorAll('tbody tr').length") == len(flagged)
+        tab.evaluate("const b = document.getElementById('search'); b.value = 'validation/20 alice'; "
+                     "b.dispatchEvent(new Event('input')); 1")
+        assert tab.evaluate("Array.from(document.querySelectorAll('tbody tr')).filter(r => !r.hidden)"
+                            ".map(r => r.querySelector('a').textContent)") == ["hellaswag/validation/20"]
+        tab.goto((out / "items" / "20.html").as_uri())
+        assert tab.evaluate("document.querySelectorAll('table').length") >= 3 and tab.errors() == []
+    finally:
+        browser.close()
