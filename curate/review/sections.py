@@ -119,7 +119,7 @@ def scores_section(ctx: ItemContext) -> Section | None:
             cells.append(f'<td class="{"pick" if i == pick_primary else ""}">{"<br>".join(parts)}</td>')
         label = "".join(f"<td>{esc(k)}</td>" for k in (key if isinstance(key, tuple) else (key,)))
         rows.append(f"<tr>{label}<td>{'<br>'.join(picks)}</td>{''.join(cells)}</tr>")
-    about = ("Cells: the option's log-likelihood (sum over its tokens)"
+    about = ("Cells: the option's log-likelihood (sum over its tokens, where stored)"
              + (f" and its <code>{esc(primary)}</code> value" if primary not in (None, "sum") else "")
              + f"; the highlighted cell is the model's pick under <code>{esc(primary)}</code>."
              if primary else "Cells: the option's log-likelihood (sum over its tokens).")
