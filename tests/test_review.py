@@ -610,3 +610,10 @@ def test_report_links_every_flagged_item_to_a_static_page(ws_copy, tmp_path):
         assert tab.evaluate("document.querySelectorAll('table').length") >= 3 and tab.errors() == []
     finally:
         browser.close()
+
+
+def test_a_port_in_use_is_a_clear_error(built):
+    root, _ = built
+    with serving(root) as (_, port):
+        proc = run_cli("review", root, "--port", port, check=False, timeout=120)
+    assert proc.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr

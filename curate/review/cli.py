@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from curate.errors import CurateError
+
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 DECISIONS = click.option("--decisions", "decisions", multiple=True,
                          type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -32,7 +34,10 @@ def review(workspace, queue, reviewer, port, decisions):
 
     data = ReviewData.load(workspace, decisions)
     app = ReviewApp(data, reviewer=reviewer, queue=queue or ("removed" if decisions else "all"))
-    server = make_server(app, port)
+    try:
+        server = make_server(app, port)
+    except OSError as exc:
+        raise CurateError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; choose another --port") from None
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     click.echo(f"reviewing {workspace} ({len(data.items)} items), queue {app.queue}: "
                f"{len(app.queue_items(app.queue))} items")
