@@ -3,6 +3,7 @@ scores of three models in full and zero mode, round-1 labels from the local Smol
 annotator (a real LLM annotator that runs offline), and filter decisions."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -44,22 +45,29 @@ def write_study_scores(root: Path, modes=("full", "zero")) -> None:
                                       for it in items for j in range(len(it["options"]))])
 
 
-def review_workspace(root: Path, n_items: int = 30, n_annotated: int = 8) -> tuple[Path, Path]:
-    """(workspace, decisions folder)."""
+@contextmanager
+def one_torch_thread():
+    """Shared cores: one thread avoids OpenMP spin-waits (see test_annotate_local)."""
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def review_workspace(root: Path, n_items: int = 30, n_annotated: int = 8) -> tuple[Path, Path]:
+    """(workspace, decisions folder)."""
     from annotate.run import annotate_workspace
     from annotate_helpers import small_workspace
     from curate.filter import run_filter
 
     small_workspace(root / "ws", n_items)
     write_study_scores(root / "ws")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # shared cores: see test_annotate_local
-    try:
+    with one_torch_thread():
         annotate_workspace(root / "ws", 1, LLM, limit=n_annotated, show_progress=False)
-    finally:
-        torch.set_num_threads(threads)
     (root / "rules.yaml").write_text(RULES)
     run_filter(root / "ws", root / "rules.yaml", root / "decisions")
     return root / "ws", root / "decisions"

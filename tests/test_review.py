@@ -29,7 +29,7 @@ from curate.review.sections import ItemContext, item_sections, sections_html
 from curate.review.server import ReviewApp, make_server
 from curate.review.verdicts import LABEL_TEXT, annotator_name, reviewer_verdicts, save_verdict
 from headless import Browser, Tab, require_chromium
-from review_helpers import LLM, MODELS, review_workspace
+from review_helpers import LLM, MODELS, one_torch_thread, review_workspace
 
 
 @pytest.fixture(scope="module")
@@ -434,7 +434,8 @@ def test_rules_can_use_human_verdicts(ws_copy, tmp_path):
     from scoring.run import score_workspace
 
     root, _ = ws_copy
-    score_workspace(root, "smollm2-135m", ["full"], show_progress=False)
+    with one_torch_thread():
+        score_workspace(root, "smollm2-135m", ["full"], show_progress=False)
     rules = ROOT / "rules" / "human-override.yaml"
 
     def decide(out):
