@@ -213,6 +213,8 @@ def summary_lines(cfg: AuditConfig, outcomes: list[Outcome]) -> list[str]:
         lines.append(f"report     {cfg.analyze_out / 'report.html'}")
     if cfg.filter_out:
         lines.append(f"decisions  {cfg.filter_out / 'decisions.parquet'}")
+        lines.append(f"review     curate review {cfg.workspace} --decisions {cfg.filter_out} --queue removed "
+                     "--reviewer NAME   (then open http://127.0.0.1:8000/)")
     rel = next((o for o in outcomes if o.stage == "release"), None)
     if rel and cfg.release:
         lines.append(f"release    {cfg.release.name} {cfg.release.version} at {cfg.release.spec}")

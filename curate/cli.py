@@ -159,3 +159,6 @@ from scoring.cli import score  # noqa: E402  (stage commands register themselves
 main.add_command(score)
 from curate.export_cli import export  # noqa: E402
 main.add_command(export)
+from curate.review.cli import COMMANDS as _review_commands  # noqa: E402
+for _command in _review_commands:
+    main.add_command(_command)

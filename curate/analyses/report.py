@@ -61,6 +61,9 @@ ABOUT = {
                    "for every model on directional claims), models (all pairs per "
                    "mode, two-sided exact McNemar, Holm and Bonferroni), detectable_difference (minimum "
                    "detectable difference per subset size, alpha, power 0.8)",
+    "item_pages": "items any annotator flagged (problem labels, round-2 flags, refusals): flagged (count), "
+                  "with_page, index (items/index.html, searchable) and rows (item_id, row_index, source, flags, "
+                  "page: items/<row_index>.html with the review app's view of the item, readable without a server)",
     "plots": "file names of the PNG figures in the output folder",
 }
 
@@ -140,6 +143,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
 
     with _stage(bar, "annotations"):
         metrics["annotations"] = _annotations(round1, round2, gold, preds, scores, norm, alpha)
+        metrics["item_pages"] = _item_pages(out, root, items, scores, round1, round2, gold)
     with _stage(bar, "paired comparisons"):
         metrics["comparisons"] = {
             "normalization": norm,
@@ -235,6 +239,19 @@ def _annotations(round1, round2, gold, preds, scores, norm, alpha) -> dict:
         worst = accuracy.worst_predictions(scores, norm)
         result["round2_accuracy"] = _records(accuracy.round2_accuracy(preds, worst, round2, alpha))
     return result
+
+
+def _item_pages(out, root, items, scores, round1, round2, gold) -> dict:
+    """A static page per flagged item (curate.review.browser), listed in the report."""
+    from curate.review.browser import FOLDER, flag_reasons, write_item_pages
+    from curate.review.data import ReviewData
+
+    if round1.empty and round2.empty:
+        return {"flagged": 0, "with_page": 0, "index": None, "rows": []}
+    reasons = flag_reasons(round1, round2, gold)
+    rows = write_item_pages(out, ReviewData(Path(root), items, scores), pd.concat([round1, round2]), reasons)
+    return {"flagged": len(rows), "with_page": sum(r["page"] is not None for r in rows),
+            "index": f"{FOLDER}/index.html" if rows else None, "rows": rows}
 
 
 def _records(df: pd.DataFrame) -> list[dict]:

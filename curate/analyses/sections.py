@@ -8,6 +8,9 @@ import pandas as pd
 
 from curate.analyses import render
 
+#: Flagged items linked from the report itself (all of them are in items/index.html).
+REPORT_LINKS = 500
+
 
 def _p_text(df: pd.DataFrame) -> pd.DataFrame:
     """p-value columns as text, with an exact 0 (below double precision) shown as '< 1e-300'."""
@@ -98,6 +101,16 @@ def report_blocks(m: dict, out: Path) -> list:
                 index=["annotator", "model", "mode"], columns="measure", values="value").reset_index()
             blocks += [("p", "Accuracy, extended accuracy (gold or an option called equally good) and worst-option "
                              "accuracy on the items with a round-2 annotation."), ("table", r2)]
+        pages = m.get("item_pages") or {}
+        if pages.get("rows"):
+            shown = pages["rows"][:REPORT_LINKS]
+            blocks += [("h3", "Flagged items"),
+                       ("p", f"{pages['flagged']} items carry a flag from some annotator; {pages['with_page']} have a "
+                             "page with everything known about them (context per mode, options, model choices, every "
+                             f"annotator's answers), readable without a server. `{pages['index']}` lists them all "
+                             "with a search box" + (f"; the first {len(shown)} are linked here." if len(shown) <
+                                                    len(pages["rows"]) else ".")),
+                       ("links", [(r["item_id"], r["page"], "; ".join(r["flags"])) for r in shown])]
 
     cmp_ = m["comparisons"]
     blocks += [("h2", "6. Paired comparisons"),
