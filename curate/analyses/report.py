@@ -60,7 +60,7 @@ ABOUT = {
                    "two-sided --, paired bootstrap CI, Holm and Bonferroni across models, intersection-union p "
                    "for every model on directional claims), models (all pairs per "
                    "mode, two-sided exact McNemar, Holm and Bonferroni), detectable_difference (minimum "
-                   "detectable difference per subset size, alpha, power 0.8)",
+                   "detectable difference per subset size, alpha, power 0.8; null where no difference is detectable)",
     "plots": "file names of the PNG figures in the output folder",
 }
 
