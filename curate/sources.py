@@ -42,6 +42,39 @@ def tree_sha256(files: list[Path], root: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def public_provenance(provenance: dict) -> dict:
+    """The provenance record without what is local to this machine, for releases: a local
+    source is named by its file or folder name, the files read and their sha256 (and
+    ``copy_of``, the Hub dataset it is a copy of, when the user said so); a Hub source by its
+    id and revision. Never an absolute path."""
+    out = {k: v for k, v in provenance.items() if k != "path"}
+    if provenance.get("path"):
+        out["name"] = Path(provenance["path"]).name
+    return out
+
+
+def source_identity(provenance: dict) -> tuple:
+    """What makes two sources the same data: the content hash of a local source, or the Hub
+    id and resolved revision (the revision asked for when it could not be resolved)."""
+    if provenance.get("sha256"):
+        return ("sha256", provenance["sha256"])
+    return ("hub", provenance.get("repo_id"), provenance.get("resolved_revision") or provenance.get("revision"))
+
+
+def parse_copy_of(spec: str) -> dict:
+    """``OWNER/NAME[@REVISION]`` (the Hub dataset a local file copies) as {repo_id, revision}."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    repo_id, _, revision = spec.partition("@")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        raise InputError(f"--copy-of {spec!r}: not a Hub dataset id ({exc})") from None
+    if "/" not in repo_id or (_ and not revision):
+        raise InputError(f"--copy-of {spec!r}: give OWNER/NAME, optionally @REVISION")
+    return {"repo_id": repo_id, "revision": revision or None}
+
+
 def builder_for(path: Path) -> str:
     name = path.name.lower()
     for suffix in COMPRESSION:

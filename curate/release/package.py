@@ -20,7 +20,8 @@ from curate.filter.decisions import stage_table
 from curate.filter.engine import DECISIONS, RULES, SUMMARY
 from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
-from curate.release.manifest import MANIFEST, hash_files
+from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
+from curate.sources import public_provenance
 from curate.store import Workspace, now
 
 
@@ -45,8 +46,10 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
     return decisions, summary, rules_text
 
 
-def build_release(root, decisions_dir, name: str, version: str, folder: Path, *, license: str | None = None) -> dict:
-    """Write the release into the empty folder ``folder``; returns the manifest."""
+def build_release(root, decisions_dir, name: str, version: str, folder: Path, *, license: str | None = None,
+                  changelog: str | None = None) -> dict:
+    """Write the release into the empty folder ``folder``; returns the manifest. ``changelog``
+    says what changed since the previous version (in the manifest and on the card)."""
     decisions, summary, rules_text = read_decisions(Path(decisions_dir))
     with Workspace.open(root) as ws:
         benchmark, split, source = ws.meta("benchmark"), ws.meta("split"), ws.meta("source")
@@ -67,12 +70,12 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
 
     removed = decisions[~decisions["kept"]]
     manifest = {
-        "manifest_version": 1,
+        "manifest_version": MANIFEST_VERSION,
         "name": name,
         "version": version,
         "created_at": now(),
         "toolkit": {"name": "benchcurate", "version": curate.__version__},
-        "source": {"benchmark": benchmark, "split": split, "license": chosen_license, "provenance": source},
+        "source": {"benchmark": benchmark, "split": split, "license": chosen_license, "provenance": public_provenance(source)},
         "rules": {"name": summary["rules"]["name"], "sha256": summary["rules"]["sha256"], "content": rules_text,
                   "defaults": summary["rules"].get("defaults", {})},
         "stages": summary["stages"],
@@ -80,14 +83,17 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
                    "kept_by_source": {str(k): int(v) for k, v in
                                       decisions[decisions["kept"]]["source"].value_counts().sort_index().items()}},
         "annotators": summary["inputs"]["annotators"],
-        "scoring_runs": [{**r, **runs.get(r["run_id"], {})} for r in summary["inputs"]["score_runs"]],
-        "tokenizers": summary["inputs"]["tokenizers"],
+        "scoring_runs": [_without_local_paths({**r, **runs.get(r["run_id"], {})})
+                         for r in summary["inputs"]["score_runs"]],
+        "tokenizers": [_without_local_paths(t) for t in summary["inputs"]["tokenizers"]],
+        **({"changelog": changelog.strip()} if changelog and changelog.strip() else {}),
         "kept": decisions.loc[decisions["kept"], "item_id"].tolist(),
         "removed": dict(zip(removed["item_id"], removed["matched"])),
         "files": {},
     }
     write_text(folder / "README.md", dataset_card(manifest, {split: data_path}))
     manifest["files"] = hash_files(folder)
+    manifest["content_sha256"] = content_digest(manifest)
     problems = schemas.errors("manifest", manifest)
     if problems:  # a bug, not bad input: never publish a manifest that fails its own schema
         raise CurateError(f"internal error: the manifest does not fit its schema: {problems[0]}")
@@ -96,6 +102,23 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         if path.is_file():
             path.chmod(0o644)
     return manifest
+
+
+#: Keys of run and tokenizer records that hold a path on the machine that made them.
+LOCAL_PATH_KEYS = ("path", "directory")
+
+
+def _without_local_paths(record: dict) -> dict:
+    """``record`` with every path of this machine cut to its last part (a folder's name says
+    which model or files without telling the world where they were); nested records too."""
+    out = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            value = _without_local_paths(value)
+        elif key in LOCAL_PATH_KEYS and isinstance(value, str) and Path(value).is_absolute():
+            value = Path(value).name
+        out[key] = value
+    return out
 
 
 def _score_runs(ws: Workspace) -> dict[str, dict]:
