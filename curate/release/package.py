@@ -21,29 +21,62 @@ from curate.filter.engine import DECISIONS, RULES, SUMMARY
 from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
-from curate.sources import public_provenance
+from curate.sources import file_sha256, public_provenance
 from curate.store import Workspace, now
 
 
 def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
-    """(decisions, summary, rules text), checked to belong together."""
+    """(decisions, summary, rules text), checked to be what `curate filter` wrote and to belong
+    together; a hand-edited or damaged file is named in one line."""
     decisions_dir = Path(decisions_dir)
     summary_path = decisions_dir / SUMMARY
     if not summary_path.is_file():
         raise InputError(f"no {SUMMARY}: not a decisions folder (make one with `curate filter ... --out`)",
                          path=str(decisions_dir))
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    decisions = pd.read_parquet(decisions_dir / DECISIONS)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        names = [s["stage"] for s in summary["stages"]]
+        recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
+        rules_sha, source = summary["rules"]["sha256"], summary["workspace"]["source"]
+        summary["inputs"]["score_runs"], summary["inputs"]["annotators"], summary["inputs"]["tokenizers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"not a summary written by `curate filter` ({type(exc).__name__}: {exc}); run the "
+                         f"filter again", path=str(summary_path)) from None
+    for name, digest in (summary.get("outputs") or {}).items():
+        path = decisions_dir / name
+        if not path.is_file() or file_sha256(path) != digest:
+            raise InputError(f"changed after `curate filter` wrote it (its sha256 is not the one in {SUMMARY}); "
+                             f"run the filter again instead of editing decisions", path=str(path))
+    try:
+        decisions = pd.read_parquet(decisions_dir / DECISIONS)
+        rules_text = (decisions_dir / RULES).read_text(encoding="utf-8")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot be read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                         path=str(decisions_dir)) from None
+    _check_decision_rows(decisions, names, decisions_dir / DECISIONS)
     decisions["matched"] = decisions["matched"].map(list)
-    rules_text = (decisions_dir / RULES).read_text(encoding="utf-8")
-    if sha256_text(rules_text) != summary["rules"]["sha256"]:
+    if sha256_text(rules_text) != rules_sha:
         raise InputError(f"{RULES} differs from the rules the decisions were made with", path=str(decisions_dir))
-    names = [s["stage"] for s in summary["stages"]]
     table = stage_table(decisions, names).to_dict("records")
-    recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
     if table != recorded:
         raise InputError(f"the stage counts in {SUMMARY} do not follow from {DECISIONS}", path=str(decisions_dir))
     return decisions, summary, rules_text
+
+
+def _check_decision_rows(decisions: pd.DataFrame, stages: list[str], path: Path) -> None:
+    """Each row as `curate filter` writes it: kept exactly when no stage matched, first_stage the
+    first stage matched, only stages of the table."""
+    missing = [c for c in ("item_id", "row_index", "source", "kept", "first_stage", "matched") if c not in decisions]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=str(path))
+    if decisions["kept"].dtype != bool:
+        raise InputError(f"column 'kept' is {decisions['kept'].dtype}, not boolean", path=str(path), field="kept")
+    for row, (kept, first, matched) in enumerate(zip(decisions["kept"], decisions["first_stage"], decisions["matched"])):
+        matched = list(matched) if matched is not None else None
+        if matched is None or any(m not in stages for m in matched) or \
+                kept != (not matched) or (first if first == first else None) != (matched[0] if matched else None):
+            raise InputError(f"kept={kept}, first_stage={first!r}, matched={matched} do not agree with each other "
+                             f"and the stages {stages}", path=str(path), row=row)
 
 
 def build_release(root, decisions_dir, name: str, version: str, folder: Path, *, license: str | None = None,
