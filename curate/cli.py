@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import collections
+import errno
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -12,14 +14,35 @@ from curate.errors import CurateError
 
 
 class Group(click.Group):
-    """Prints CurateError as one clear line and exits 2, instead of a traceback."""
+    """Prints CurateError, a full disk and a damaged database as one clear line and exits 2,
+    instead of a traceback. Writes are atomic or transactional, so the failed step left nothing
+    half-written; work committed before it stays and a rerun resumes."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except CurateError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            if not disk_full(exc) and not isinstance(exc, sqlite3.DatabaseError):
+                raise
+            if disk_full(exc):
+                what = "no space left on the device (or over the file size limit) while writing" + \
+                       (f" {exc.filename}" if getattr(exc, "filename", None) else "")
+            else:
+                what = f"the workspace database failed ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')}: {exc}; " \
+                       f"a full disk, a damaged file or a failing device)"
+            click.echo(f"error: {what}; the step that failed was rolled back and nothing is half-written "
+                       f"(work committed before it stays): fix the cause and run the command again", err=True)
+        sys.exit(2)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """A write refused for lack of space or over the file size limit (errno, or SQLite's words)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("database or disk is full", "no space left on device", "file too large"))
 
 
 @click.group(cls=Group)

@@ -10,7 +10,7 @@ from curate.adapters import FieldError
 from curate.errors import InputError
 from curate.items import validation_errors
 from curate.sources import open_source, parse_copy_of
-from curate.store import create_workspace, now
+from curate.store import check_new_workspace, create_workspace, now
 
 
 def build_items(rows, adapter, *, split: str, where: str, limit: int | None = None) -> tuple[list[dict], list[dict]]:
@@ -47,6 +47,7 @@ def ingest(root: str | Path, *, data: str, adapter, split: str = "validation",
     """Create workspace ``root`` from ``data`` (local path or Hub id) using ``adapter``.
     ``copy_of`` (``OWNER/NAME[@REVISION]``) records which Hub dataset a local file copies, so
     releases can name it."""
+    check_new_workspace(Path(root))  # before the reading, which can take a while
     copy = parse_copy_of(copy_of) if copy_of else None
     source = open_source(data, split=split, revision=revision)
     if copy:
