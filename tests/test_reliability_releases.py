@@ -227,3 +227,25 @@ def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
     run_cli("release", bare, "--decisions", tmp_path / "dec2", "--name", "x", "--version", "0.1.0", "--to", tmp_path / "out")
     card = (tmp_path / "out" / "x" / "0.1.0" / "README.md").read_text()
     assert "Released from `validation.jsonl.gz` (sha256 `sha256:8b5fa523" in card and str(tmp_path) not in card
+
+
+def test_committed_release_0_1_1_corrects_the_card_and_keeps_the_items_of_0_1_0():
+    from conftest import ROOT
+    from curate.release.manifest import manifest_problems
+    from curate.sources import file_sha256
+
+    old, new = (ROOT / "releases" / "hellaswag-zero-core" / v for v in ("0.1.0", "0.1.1"))
+    m0, m1 = (json.loads((d / "manifest.json").read_text()) for d in (old, new))
+    # 0.1.0 is as published: its card still hashes to what its manifest recorded.
+    assert file_sha256(old / "README.md") == m0["files"]["README.md"]["sha256"]
+    assert manifest_problems(m0) == [] and manifest_problems(m1) == []
+    assert file_sha256(new / "README.md") == m1["files"]["README.md"]["sha256"]
+    for key in ("kept", "removed", "stages", "counts"):
+        assert m1[key] == m0[key], key
+    assert m1["rules"]["sha256"] == m0["rules"]["sha256"]
+    assert m1["source"]["provenance"]["sha256"] == m0["source"]["provenance"]["sha256"]
+    card = (new / "README.md").read_text()
+    assert "/work/" not in card and "/root/" not in card and m0["source"]["provenance"]["path"] in \
+        (old / "README.md").read_text()
+    assert "absolute path" in m1["changelog"] and m1["changelog"] in card
+    assert [s for s in strings(m1) if s.startswith("/")] == []

@@ -95,6 +95,7 @@ def test_filter_out_refuses_folders_it_does_not_own(ws, tmp_path):
     out = tmp_path / "dec"
     out.mkdir()
     filter_cli(ws, RULES, out, tmp_path, check=True)
+    (out / ".audit-fingerprint").write_text("x\n")                         # hidden files (the audit's) are fine
     filter_cli(ws, RULES.replace("[1, 2]", "[3]"), out, tmp_path, check=True)
     assert json.loads((out / "summary.json").read_text())["stages"][0]["matched"] == 1
 

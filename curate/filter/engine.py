@@ -76,9 +76,11 @@ def check_out_dir(out_dir: Path) -> None:
     if "manifest.json" in names:
         raise CurateError(f"{out_dir}: is a release folder (it holds manifest.json), which filter never writes "
                           f"into; give --out a new folder")
-    if set(names) <= {DECISIONS, STAGES, RULES, SUMMARY} and SUMMARY in names and _is_summary(out_dir / SUMMARY):
+    ours = {DECISIONS, STAGES, RULES, SUMMARY}
+    visible = {n for n in names if not n.startswith(".")}  # hidden: temp files, the audit's fingerprint
+    if visible <= ours and SUMMARY in names and _is_summary(out_dir / SUMMARY):
         return
-    others = [n for n in names if n not in (DECISIONS, STAGES, RULES, SUMMARY)] or names
+    others = [n for n in names if n not in ours] or names
     raise CurateError(f"{out_dir}: exists and is not an earlier `curate filter` output (it holds "
                       f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}); give --out a new or empty folder")
 
