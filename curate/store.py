@@ -124,11 +124,15 @@ class Workspace:
                               f"({', '.join(sorted(CORE_TABLES - tables))} missing): not a benchcurate workspace")
         conn = connect(db)
         ws = cls(root, conn)
-        ws.migrate(MIGRATIONS)
-        for (key,) in conn.execute("SELECT key FROM meta"):  # every later read of meta can trust it
-            ws.meta(key)
-        if format_ == 0:
-            conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
+        try:
+            ws.migrate(MIGRATIONS)
+            for (key,) in conn.execute("SELECT key FROM meta"):  # every later read of meta can trust it
+                ws.meta(key)
+            if format_ == 0:
+                conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
+        except BaseException:
+            conn.close()
+            raise
         return ws
 
     def close(self) -> None:

@@ -60,6 +60,8 @@ def swap_kept_and_removed(m):
     ("counts", lambda m: m["counts"].__setitem__("kept", m["counts"]["kept"] + 1), False,
      "content differs from its recorded digest"),
     ("counts", lambda m: m["stages"][0].__setitem__("removed_here", 2), True, "stage 'listed-rows': the table says"),
+    ("files", lambda m: m["files"].__setitem__("../../etc/passwd", {"sha256": "sha256:" + "0" * 64, "bytes": 1}),
+     True, "files lists paths outside the release: ../../etc/passwd"),
 ])
 def test_verify_checks_the_manifest_against_itself(released, case, change, redigest, expected):
     assert run_cli("release", "verify", released).stdout.startswith("OK")

@@ -72,6 +72,9 @@ def manifest_problems(m: dict) -> list[str]:
         check_name_version(m["name"], m["version"])
     except CurateError as exc:
         out.append(str(exc))
+    outside = [f for f in m["files"] if Path(f).is_absolute() or ".." in Path(f).parts or f == MANIFEST]
+    if outside:
+        out.append(f"files lists paths outside the release: {', '.join(outside[:3])}")
     if sha256_text(m["rules"]["content"]) != m["rules"]["sha256"]:
         out.append("rules.content does not hash to rules.sha256 (the rules text was edited)")
     counts, kept, removed = m["counts"], m["kept"], m["removed"]
@@ -130,7 +133,8 @@ def verify_dir(folder: str | Path) -> list[str]:
     folder = Path(folder)
     manifest = read_manifest(folder)
     problems = [f"{MANIFEST}: {p}" for p in manifest_problems(manifest)]
-    recorded = manifest["files"]
+    recorded = {rel: meta for rel, meta in manifest["files"].items()
+                if not (Path(rel).is_absolute() or ".." in Path(rel).parts or rel == MANIFEST)}
     present = set(release_files(folder))
     for rel, meta in sorted(recorded.items()):
         if rel not in present:

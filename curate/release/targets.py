@@ -14,6 +14,7 @@ refused), publish a built release folder, and fetch a published version back int
 """
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -67,7 +68,13 @@ class LocalTarget:
             shutil.copytree(staging, tmp, dirs_exist_ok=True)
             _check_verified(tmp, str(final))
             self.check_new(name, version)
-            os.rename(tmp, final)
+            try:
+                os.rename(tmp, final)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                raise CurateError(f"{final}: release {name} {version} was published by another process meanwhile; "
+                                  f"versions are immutable") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
