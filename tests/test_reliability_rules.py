@@ -131,7 +131,7 @@ def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, 
         edit_parquet(dec, lambda f: f.__setitem__("kept", ~f["kept"]))
         expected = "changed after `curate filter` wrote it"
     elif case == "drop a column":
-        edit_parquet(dec, lambda f: f.drop(columns=["first_stage"], inplace=True))
+        edit_parquet(dec, lambda f: f.pop("first_stage"))
         expected = "changed after `curate filter` wrote it"
     elif case == "summary not JSON":
         summary_path.write_text(summary_path.read_text()[:-20])
