@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 import schemas
+from curate import strict_yaml
 from curate.errors import CurateError, InputError
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
@@ -128,8 +129,8 @@ def read_yaml(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the config file: {exc}", path=str(path)) from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except _DuplicateKey as exc:
+        data = strict_yaml.load(text)
+    except strict_yaml.DuplicateKey as exc:
         raise InputError(str(exc), path=str(path), field=exc.key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -267,26 +268,6 @@ def _explain(error) -> list[tuple[str, str]]:
     elif error.validator == "pattern":
         message = f"{error.instance!r} is not valid here (expected to match {error.validator_value})"
     return [(_key_path(where) or "<root>", message)]
-
-
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key: str, line: int, first: int):
-        self.key = key
-        super().__init__(f"key {key!r} appears twice (lines {first} and {line}); the second would silently win")
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping key written twice instead of keeping the last one."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise _DuplicateKey(str(key), line, seen[key])
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
 
 
 def describe(config: AuditConfig) -> list[str]:

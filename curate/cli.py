@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import collections
+import errno
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -12,14 +14,35 @@ from curate.errors import CurateError
 
 
 class Group(click.Group):
-    """Prints CurateError as one clear line and exits 2, instead of a traceback."""
+    """Prints CurateError, a full disk and a damaged database as one clear line and exits 2,
+    instead of a traceback. Writes are atomic or transactional, so the failed step left nothing
+    half-written; work committed before it stays and a rerun resumes."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except CurateError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            if not disk_full(exc) and not isinstance(exc, sqlite3.DatabaseError):
+                raise
+            if disk_full(exc):
+                what = "no space left on the device (or over the file size limit) while writing" + \
+                       (f" {exc.filename}" if getattr(exc, "filename", None) else "")
+            else:
+                what = f"the workspace database failed ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')}: {exc}; " \
+                       f"a full disk, a damaged file or a failing device)"
+            click.echo(f"error: {what}; the step that failed was rolled back and nothing is half-written "
+                       f"(work committed before it stays): fix the cause and run the command again", err=True)
+        sys.exit(2)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """A write refused for lack of space or over the file size limit (errno, or SQLite's words)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("database or disk is full", "no space left on device", "file too large"))
 
 
 @click.group(cls=Group)
@@ -35,6 +58,8 @@ def main():
 @click.option("--data", required=True, help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id.")
 @click.option("--split", default="validation", show_default=True)
 @click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
+@click.option("--copy-of", default=None, metavar="OWNER/NAME[@REV]",
+              help="The Hub dataset a local --data file is a copy of; releases name it as the source.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
 @click.option("--name", default=None, help="generic: benchmark name used in item ids (default 'generic').")
 @click.option("--question", default=None, help="generic: question/context column (dotted paths allowed).")
@@ -47,7 +72,7 @@ def main():
 @click.option("--id-columns", default=None, help="generic: the benchmark's own id columns, comma-separated (must be unique).")
 @click.option("--template", default="{question}", show_default=True,
               help="generic: full-mode context; {question} and {column} are filled in.")
-def init(workspace, benchmark, data, split, revision, limit, name, question, choices, answer,
+def init(workspace, benchmark, data, split, revision, copy_of, limit, name, question, choices, answer,
          answer_format, choice_labels, zero_column, source_column, id_columns, template):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
     from curate.adapters import get_adapter
@@ -62,7 +87,8 @@ def init(workspace, benchmark, data, split, revision, limit, name, question, cho
                               zero=zero_column, source=source_column, ids=id_columns or "", template=template)
     else:
         adapter = get_adapter("hellaswag")
-    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit)
+    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit,
+                  copy_of=copy_of)
     click.echo(f"created {root} with {_summary(root)}")
 
 
@@ -94,6 +120,9 @@ def info(workspace):
         where = src.get("path") or src.get("repo_id")
         pin = src.get("sha256") or src.get("resolved_revision") or src.get("revision") or "unpinned"
         click.echo(f"source      {where} [{pin}]")
+        if src.get("copy_of"):
+            copy = src["copy_of"]
+            click.echo(f"copy of     {copy['repo_id']}@{copy['revision'] or '(revision not recorded)'}")
         click.echo(f"created     {ws.meta('created_at')} by benchcurate {ws.meta('toolkit_version')}")
         click.echo(f"items       {_summary(workspace, ws)}")
         click.echo("tables")

@@ -9,8 +9,8 @@ import curate
 from curate.adapters import FieldError
 from curate.errors import InputError
 from curate.items import validation_errors
-from curate.sources import open_source
-from curate.store import create_workspace, now
+from curate.sources import open_source, parse_copy_of
+from curate.store import check_new_workspace, create_workspace, now
 
 
 def build_items(rows, adapter, *, split: str, where: str, limit: int | None = None) -> tuple[list[dict], list[dict]]:
@@ -43,9 +43,17 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
 
 
 def ingest(root: str | Path, *, data: str, adapter, split: str = "validation",
-           revision: str | None = None, limit: int | None = None) -> Path:
-    """Create workspace ``root`` from ``data`` (local path or Hub id) using ``adapter``."""
+           revision: str | None = None, limit: int | None = None, copy_of: str | None = None) -> Path:
+    """Create workspace ``root`` from ``data`` (local path or Hub id) using ``adapter``.
+    ``copy_of`` (``OWNER/NAME[@REVISION]``) records which Hub dataset a local file copies, so
+    releases can name it."""
+    check_new_workspace(Path(root))  # before the reading, which can take a while
+    copy = parse_copy_of(copy_of) if copy_of else None
     source = open_source(data, split=split, revision=revision)
+    if copy:
+        if source.provenance["kind"] != "local":
+            raise InputError("--copy-of describes a local copy; a Hub source names itself", path=data)
+        source.provenance["copy_of"] = copy
     where = source.provenance.get("path") or source.provenance.get("repo_id")
     items, raws = build_items(source.rows, adapter, split=split, where=where, limit=limit)
     meta = {

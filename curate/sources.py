@@ -6,10 +6,13 @@ it line by line to name the exact file, line and field at fault instead of an Ar
 """
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import json
+import lzma
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +43,39 @@ def tree_sha256(files: list[Path], root: Path) -> str:
     for f in sorted(files):
         h.update(f"{f.relative_to(root).as_posix()}\0{file_sha256(f)}\n".encode())
     return "sha256:" + h.hexdigest()
+
+
+def public_provenance(provenance: dict) -> dict:
+    """The provenance record without what is local to this machine, for releases: a local
+    source is named by its file or folder name, the files read and their sha256 (and
+    ``copy_of``, the Hub dataset it is a copy of, when the user said so); a Hub source by its
+    id and revision. Never an absolute path."""
+    out = {k: v for k, v in provenance.items() if k != "path"}
+    if provenance.get("path"):
+        out["name"] = Path(provenance["path"]).name
+    return out
+
+
+def source_identity(provenance: dict) -> tuple:
+    """What makes two sources the same data: the content hash of a local source, or the Hub
+    id and resolved revision (the revision asked for when it could not be resolved)."""
+    if provenance.get("sha256"):
+        return ("sha256", provenance["sha256"])
+    return ("hub", provenance.get("repo_id"), provenance.get("resolved_revision") or provenance.get("revision"))
+
+
+def parse_copy_of(spec: str) -> dict:
+    """``OWNER/NAME[@REVISION]`` (the Hub dataset a local file copies) as {repo_id, revision}."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    repo_id, _, revision = spec.partition("@")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        raise InputError(f"--copy-of {spec!r}: not a Hub dataset id ({exc})") from None
+    if "/" not in repo_id or (_ and not revision):
+        raise InputError(f"--copy-of {spec!r}: give OWNER/NAME, optionally @REVISION")
+    return {"repo_id": repo_id, "revision": revision or None}
 
 
 def builder_for(path: Path) -> str:
@@ -113,44 +149,62 @@ def _open_hub(repo_id: str, split: str, revision: str | None) -> Source:
                          "fingerprint": getattr(rows, "_fingerprint", None)})
 
 
+#: Openers of the compressed files whose lines are checked before `datasets` reads them.
+OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
 def check_json_lines(path: Path) -> None:
     """Refuse, with file/line/field, what would make Arrow fail or silently coerce a JSON file:
-    bytes that are not UTF-8, a line that is not a JSON object, a field whose type changes."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        head = fh.read(1)
-        while head.isspace():
+    bytes that are not UTF-8, a line that is not a JSON object, a field whose type changes, a
+    compressed file that is truncated or corrupt."""
+    suffix = next((s for s in COMPRESSION if path.name.endswith(s)), "")
+    if suffix and suffix not in OPENERS:
+        return  # no stdlib reader: datasets reads it, and its errors are reported plainly
+    opener = OPENERS.get(suffix, open)
+    try:
+        with opener(path, "rb") as fh:
             head = fh.read(1)
-    if head == b"[":  # a single JSON array document: let datasets parse it
-        return
+            while head.isspace():
+                head = fh.read(1)
+        if head == b"[":  # a single JSON array document: let datasets parse it
+            return
+        with opener(path, "rb") as fh:
+            _check_lines(path, fh)
+    except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"cannot be read to the end ({type(exc).__name__}: {exc}); the file is truncated or "
+                         f"corrupt", path=str(path)) from None
+
+
+def _check_lines(path: Path, fh) -> None:
     first_types: dict[str, tuple[str, int]] = {}
-    with opener(path, "rb") as fh:
-        row = -1
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"line {lineno} is not valid UTF-8 (byte {exc.start})",
-                                 path=str(path), row=row + 1) from None
-            if not line.strip():
+    row = -1
+    for lineno, raw in enumerate(fh, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"line {lineno} is not valid UTF-8 (byte {exc.start})",
+                             path=str(path), row=row + 1) from None
+        if not line.strip():
+            continue
+        row += 1
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}",
+                             path=str(path), row=row) from None
+        if not isinstance(record, dict):
+            raise InputError(f"line {lineno} is a JSON {type(record).__name__}, expected an object",
+                             path=str(path), row=row)
+        for key, value in record.items():
+            kind = _json_kind(value)
+            if kind == "null":
                 continue
-            row += 1
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}",
-                                 path=str(path), row=row) from None
-            if not isinstance(record, dict):
-                raise InputError(f"line {lineno} is a JSON {type(record).__name__}, expected an object",
-                                 path=str(path), row=row)
-            for key, value in record.items():
-                kind = _json_kind(value)
-                if kind == "null":
-                    continue
-                seen = first_types.setdefault(key, (kind, row))
-                if seen[0] != kind:
-                    raise InputError(f"is a {kind} here but a {seen[0]} in row {seen[1]}",
-                                     path=str(path), row=row, field=key)
+            seen = first_types.setdefault(key, (kind, row))
+            if seen[0] != kind:
+                raise InputError(f"is a {kind} here but a {seen[0]} in row {seen[1]}",
+                                 path=str(path), row=row, field=key)
 
 
 def _json_kind(value) -> str:

@@ -8,7 +8,9 @@ point huggingface_hub at it with HF_ENDPOINT, which must be set before huggingfa
 imported (the CLI subprocess gets it in its environment).
 
 Hooks for failure tests: ``race`` (someone else commits to main just before our commit lands),
-``corrupt`` (serve different bytes for a path than were committed).
+``corrupt`` (serve different bytes for a path than were committed, at every revision),
+``corrupt_next`` (the same, only for the commits made while it is set: what a faulty upload would
+leave, while older revisions still serve what they hold).
 """
 from __future__ import annotations
 
@@ -26,12 +28,16 @@ class FakeHub:
         self.repos: dict[str, dict] = {}   # repo_id -> {"commits": {oid: files}, "main": oid, "tags": {name: oid}}
         self.race = False
         self.corrupt: dict[str, bytes] = {}
+        self.corrupt_next: dict[str, bytes] = {}
+        self.corrupted: dict[str, dict[str, bytes]] = {}  # commit oid -> path -> bytes served
         self.lock = threading.Lock()
 
     def new_commit(self, repo: dict, files: dict[str, bytes], message: str) -> str:
         oid = hashlib.sha1(f"{len(repo['commits'])}:{message}:{sorted(files)}".encode()).hexdigest()
         repo["commits"][oid] = files
         repo["main"] = oid
+        if self.corrupt_next:
+            self.corrupted[oid] = dict(self.corrupt_next)
         return oid
 
     def create(self, repo_id: str) -> None:
@@ -147,7 +153,7 @@ class FakeHub:
                     files = hub.repos[repo_id]["commits"][oid]
                     if file not in files:
                         return self.reply(404, {"error": "no entry"}, {"X-Error-Code": "EntryNotFound"})
-                    data = hub.corrupt.get(file, files[file])
+                    data = hub.corrupt.get(file, hub.corrupted.get(oid, {}).get(file, files[file]))
                     etag = hashlib.sha1(data).hexdigest()
                     return self.reply(200, data, {"X-Repo-Commit": oid, "ETag": f'"{etag}"'})
 

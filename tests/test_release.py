@@ -218,11 +218,12 @@ def test_failed_hub_push_leaves_no_release(small, hub):
     assert "other.txt" in repo["commits"][repo["main"]]                     # only the other writer's commit
     assert json.loads(repo["commits"][repo["main"]]["manifest.json"])["version"] == "0.1.0"
 
-    # The commit lands but what the tag serves does not verify: the tag is taken back.
-    fake.corrupt["README.md"] = b"something else"
+    # The commit lands but what the tag serves does not verify: the tag is taken back (and main
+    # put back: tests/test_reliability_releases.py).
+    fake.corrupt_next["README.md"] = b"something else"
     failed = release_to_hub(small, env, "0.2.0", dec="dec-b", check=False)
     assert failed.returncode == 2 and "does not verify" in failed.stderr
     assert "hs-small-v0.2.0" not in repo["tags"]
-    fake.corrupt.clear()
+    fake.corrupt_next.clear()
     release_to_hub(small, env, "0.2.0", dec="dec-b")                         # a clean retry succeeds
     assert "hs-small-v0.2.0" in repo["tags"]

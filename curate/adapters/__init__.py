@@ -24,6 +24,11 @@ def require(row: dict, field: str, kind: type | tuple[type, ...]):
     return value
 
 
+def is_index_text(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts '²' or '٣', which int() then refuses or reads."""
+    return text.isascii() and text.isdigit()
+
+
 def _as_tuple(kind):
     return kind if isinstance(kind, tuple) else (kind,)
 

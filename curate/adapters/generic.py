@@ -10,7 +10,7 @@ import re
 import string
 from dataclasses import dataclass, field
 
-from curate.adapters import FieldError
+from curate.adapters import FieldError, is_index_text
 from curate.items import make_item, prompts_from
 
 _MISSING = object()
@@ -83,7 +83,7 @@ class Generic:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise FieldError(self.answer, f"expected an index or a letter, got {type(value).__name__}")
         text = str(value).strip()
-        if fmt in ("auto", "index") and (isinstance(value, int) or text.isdigit()):
+        if fmt in ("auto", "index") and (isinstance(value, int) or is_index_text(text)):
             gold = int(text)
         elif fmt in ("auto", "letter") and len(text) == 1 and text.upper() in string.ascii_uppercase:
             gold = string.ascii_uppercase.index(text.upper())

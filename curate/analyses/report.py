@@ -60,7 +60,7 @@ ABOUT = {
                    "two-sided --, paired bootstrap CI, Holm and Bonferroni across models, intersection-union p "
                    "for every model on directional claims), models (all pairs per "
                    "mode, two-sided exact McNemar, Holm and Bonferroni), detectable_difference (minimum "
-                   "detectable difference per subset size, alpha, power 0.8)",
+                   "detectable difference per subset size, alpha, power 0.8; null where no difference is detectable)",
     "item_pages": "items any annotator flagged (problem labels, round-2 flags, refusals): flagged (count), "
                   "with_page, index (items/index.html, searchable) and rows (item_id, row_index, source, flags, "
                   "page: items/<row_index>.html with the review app's view of the item, readable without a server)",

@@ -12,6 +12,43 @@ from curate.analyses import render
 REPORT_LINKS = 500
 
 
+#: What each normalization's number is, for the report's readers (scoring/normalize.py computes them).
+NORMALIZATION_TEXT = {
+    "sum": "the option's total log-probability given the context (lm-eval `acc`)",
+    "token": "`sum` divided by the option's token count",
+    "char": "`sum` divided by the option's character count (lm-eval `acc_norm`)",
+    "byte": "`sum` divided by the option's UTF-8 byte count",
+    "seq_mean": "the mean log-probability over every predicted token of context + \" \" + option, i.e. minus "
+                "the language-model loss of the whole sequence (the reference study's score)",
+    "study_sum": "the reference study's released total log-probability",
+    "study_byte_mean": "the reference study's released per-byte log-probability",
+}
+
+
+def scores_text(prov: dict, normalization: str) -> str:
+    """Which scores were computed here and which imported, and what the primary normalization is."""
+    runs = prov["score_runs"]
+    imported = sorted({r["model"] for r in runs if str(r.get("origin", "")).startswith("imported")})
+    computed = sorted({r["model"] for r in runs if not str(r.get("origin", "")).startswith("imported")})
+    origins = sorted({r["origin"].split(":", 1)[1] for r in runs if str(r.get("origin", "")).startswith("imported:")})
+    parts = [f"`{normalization}` is {NORMALIZATION_TEXT.get(normalization, 'a stored score column')}."]
+    if imported:
+        parts.append(f"The scores of {len(imported)} model(s) were imported ({', '.join(origins)}), not computed "
+                     f"by benchcurate: {', '.join(imported)}.")
+    if computed:
+        parts.append(f"The scores of {len(computed)} model(s) were computed here: {', '.join(computed)}.")
+    return " ".join(parts)
+
+
+def _mdd_text(rows: list[dict]) -> pd.DataFrame:
+    """The detectable-difference table, with 'not detectable' where no difference is."""
+    df = pd.DataFrame(rows)
+    for col in ("mdd_independent", "mdd_paired"):
+        if col in df:
+            df[col] = ["not detectable" if v is None else v for v in df[col]]
+    return df
+
+
 def _p_text(df: pd.DataFrame) -> pd.DataFrame:
     """p-value columns as text, with an exact 0 (below double precision) shown as '< 1e-300'."""
     cols = [c for c in df.columns if c.startswith("p_")]
@@ -28,7 +65,8 @@ def report_blocks(m: dict, out: Path) -> list:
                     f"{m['toolkit_version']}. Every number below is in `metrics.json`."),
               ("p", f"Predictions are the argmax option. Unless a table says otherwise they use the "
                     f"`{s['normalization']}` normalization. Intervals are 95% Wilson score intervals; "
-                    f"tests use alpha = {s['alpha']}.")]
+                    f"tests use alpha = {s['alpha']}."),
+              ("p", scores_text(prov, s["normalization"]))]
     runs = pd.DataFrame(prov["score_runs"])
     blocks += [("p", "Scores read: each model and mode from one source (`origin` scored here, or imported), "
                      "with the run that stored them."),
@@ -131,6 +169,8 @@ def report_blocks(m: dict, out: Path) -> list:
     blocks += [("h3", "Minimum detectable difference"),
                ("p", "Smallest accuracy difference detectable with power 0.8 (two-sided) at each subset's size: "
                      "between independent samples of that size at the subset's mean accuracy, and paired on the "
-                     "same items at the median share of items on which two models disagree in correctness."),
-               ("table", pd.DataFrame(cmp_["detectable_difference"]))]
+                     "same items at the median share of items on which two models disagree in correctness "
+                     "(Connor 1987: null variance under the null). 'not detectable': no difference up to the "
+                     "largest possible one reaches that power at this size."),
+               ("table", _mdd_text(cmp_["detectable_difference"]))]
     return blocks

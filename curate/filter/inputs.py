@@ -43,18 +43,29 @@ class Inputs:
     # --- annotations -----------------------------------------------------------------------
 
     def annotations(self, annotator: str, round: int) -> dict[str, tuple[str, dict | None]]:
-        """item_id -> (status, result) of ``annotator``'s records in ``round`` (empty when the
-        workspace holds no annotations at all)."""
+        """item_id -> (status, result) of ``annotator``'s records in ``round``. An annotator
+        without a single record in that round is an error, never a condition that silently
+        matches nothing (or everything): the name is most likely wrong."""
         key = (annotator, round)
         if key not in self._annotations:
-            records = {}
+            frame = None
             if "annotations" in self._tables:
                 from annotate.store import read_annotations
                 frame = read_annotations(self.ws, round=round, annotator=annotator)
-                records = dict(zip(frame["item_id"], zip(frame["status"], frame["result"])))
-                self._note_annotator(annotator, round, frame)
-            self._annotations[key] = records
+            if frame is None or frame.empty:
+                raise CurateError(f"annotator {annotator!r} has no round-{round} records in this workspace; "
+                                  f"annotators with records: {self._annotators_present() or 'none'} (check the "
+                                  f"rules file's annotator, defaults.annotator or --annotator)")
+            self._note_annotator(annotator, round, frame)
+            self._annotations[key] = dict(zip(frame["item_id"], zip(frame["status"], frame["result"])))
         return self._annotations[key]
+
+    def _annotators_present(self) -> str:
+        if "annotations" not in self._tables:
+            return ""
+        rows = self.ws.conn.execute("SELECT annotator, group_concat(DISTINCT round) FROM annotations "
+                                    "GROUP BY annotator ORDER BY annotator").fetchall()
+        return ", ".join(f"{a} (round {r})" for a, r in rows)
 
     def _note_annotator(self, annotator: str, round: int, frame: pd.DataFrame) -> None:
         def distinct(col):
