@@ -442,12 +442,22 @@ def test_rules_can_use_human_verdicts(ws_copy, tmp_path):
         run_cli("filter", root, "--rules", rules, "--annotator", "human:alice", "--out", tmp_path / out)
         return pd.read_parquet(tmp_path / out / "decisions.parquet").set_index("item_id")
 
-    before = decide("before")
-    assert set(before["first_stage"].dropna()) == {"scorer-disagrees"}  # no verdicts yet
-    removed = before.index[~before["kept"]].tolist()
-    kept = before.index[before["kept"]].tolist()
+    # A reviewer without any verdict is most likely a wrong name: refused, not a silent no-match.
+    proc = run_cli("filter", root, "--rules", rules, "--annotator", "human:alice", "--out", tmp_path / "none",
+                   check=False)
+    assert proc.returncode == 2 and "annotator 'human:alice' has no round-1 records" in proc.stderr
     with open_annotations(root) as ws:
         items = {it["item_id"]: it for it in ws.items()}
+        # Verdicts that change nothing: high quality, and the gold as best, on one item.
+        neutral = ws.items()[-1]
+        save_verdict(ws, neutral, 1, "alice", {"labels": ["high_quality"]})
+        save_verdict(ws, neutral, 2, "alice", {"best": neutral["gold"], "equally_good": [], "all_implausible": False,
+                                               "worst": (neutral["gold"] + 1) % 4})
+    before = decide("before")
+    assert set(before["first_stage"].dropna()) <= {"scorer-disagrees"}  # no problem verdicts yet
+    removed = [i for i in before.index[~before["kept"]] if i != neutral["item_id"]]
+    kept = [i for i in before.index[before["kept"]] if i != neutral["item_id"]]
+    with open_annotations(root) as ws:
         save_verdict(ws, items[removed[0]], 1, "alice", {"labels": ["high_quality"]})
         save_verdict(ws, items[removed[1]], 1, "bob", {"labels": ["high_quality"]})   # another reviewer: no effect
         save_verdict(ws, items[kept[0]], 1, "alice", {"labels": ["nonsense_correct"]})
@@ -459,7 +469,7 @@ def test_rules_can_use_human_verdicts(ws_copy, tmp_path):
     assert after.loc[removed[1], "first_stage"] == "scorer-disagrees"
     assert after.loc[kept[0], "first_stage"] == "reviewer-flagged"
     assert after.loc[kept[1], "first_stage"] == "reviewer-wrong-gold"
-    unchanged = [i for i in before.index if i not in (removed[0], kept[0], kept[1])]
+    unchanged = [i for i in before.index if i not in (removed[0], kept[0], kept[1], neutral["item_id"])]
     assert (after.loc[unchanged, "kept"] == before.loc[unchanged, "kept"]).all()
     summary = json.loads((tmp_path / "after" / "summary.json").read_text())
     assert {a["annotator"] for a in summary["inputs"]["annotators"]} == {"human:alice"}
