@@ -12,9 +12,13 @@ from curate.errors import CurateError
 
 
 class Group(click.Group):
-    """Prints CurateError as one clear line and exits 2, instead of a traceback."""
+    """Prints CurateError as one clear line and exits 2, instead of a traceback. Everything the
+    command prints passes through ``curate.secrets.redact`` (keys, tokens, URL credentials)."""
 
     def invoke(self, ctx):
+        from curate.secrets import redact_streams
+
+        redact_streams()
         try:
             return super().invoke(ctx)
         except CurateError as exc:

@@ -13,6 +13,7 @@ import json
 
 import pandas as pd
 
+from curate.secrets import redact_data
 from curate.store import Workspace, now
 
 MIGRATIONS = [
@@ -67,7 +68,7 @@ def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, 
     ws.conn.execute(
         "INSERT OR IGNORE INTO score_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, model, origin, model_hash, tokenizer_hash, dtype, device,
-         json.dumps(info, sort_keys=True), now()))
+         json.dumps(redact_data(info), sort_keys=True), now()))
 
 
 def write_scores(ws: Workspace, rows: list[dict]) -> None:
