@@ -94,9 +94,13 @@ def test_standin_529_malformed_refusal_and_cache_ledger(base_ws, tmp_path, monke
     assert summary["valid"] + summary["invalid"] + summary["refused"] == 20 and summary["failed"] == 0
     bad = frame[frame.status == "invalid"].iloc[0]
     assert "oops" in bad.raw and bad.cost["replies"] == 2
+    # The shared prefix (about 600 tokens) is below Haiku 4.5's minimum cacheable length (4096):
+    # no cache mark is sent and the ledger holds no cache tokens (the cache's rules:
+    # tests/test_reliability_annotate.py).
     ledger = read_ledger(open_annotations(ws))
-    assert ledger.cache_write_tokens.sum() == 400 and ledger.cache_read_tokens.sum() > 0
-    assert {b["system"][0]["cache_control"]["type"] for b in s.requests if "system" in b} == {"ephemeral"}
+    assert ledger.cache_write_tokens.sum() == 0 and ledger.cache_read_tokens.sum() == 0
+    assert not any("cache_control" in b["system"][0] for b in s.requests)
+    assert summary["cache"]["method"] == "count_tokens" and not summary["cache"]["marked"]
 
 
 def test_spend_limit_stops_resumably(base_ws, tmp_path, monkeypatch):
