@@ -138,7 +138,8 @@ def worst_case_usd(params: dict, input_tokens: int, *, attempts: int, batch: boo
 def count_tokens(client: anthropic.Anthropic, params: dict, *, retries: int, backoff: float,
                  counters: Counters) -> int | None:
     """The endpoint's own count of ``params``' input tokens (``messages.count_tokens``, tool-use
-    system prompt included), or None where the endpoint does not offer counting."""
+    system prompt included), or None where the endpoint does not offer counting or cannot be
+    reached (the caller falls back to ``input_bound``)."""
     fields = {k: params[k] for k in ("model", "system", "tools", "tool_choice", "messages") if k in params}
 
     def call():
@@ -150,7 +151,10 @@ def count_tokens(client: anthropic.Anthropic, params: dict, *, retries: int, bac
             raise
         n = getattr(counted, "input_tokens", None)
         return n if isinstance(n, int) else None
-    return with_retries(call, retries=retries, backoff=backoff, counters=counters)
+    try:
+        return with_retries(call, retries=retries, backoff=backoff, counters=counters)
+    except GaveUp:
+        return None
 
 
 def prefix_tokens(client: anthropic.Anthropic | None, model: str, item: dict, round: int, **retry) -> tuple[int, str]:

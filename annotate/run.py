@@ -19,6 +19,7 @@ Backends: ``anthropic:MODEL`` (Messages API, or Message Batches with ``batch=Tru
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
@@ -266,8 +267,13 @@ def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int
     first = sum(claude.worst_case_usd(p, n, attempts=1, batch=batch) for p, n in zip(params, tokens))
     every = sum(claude.worst_case_usd(p, n, attempts=parse_retries + 1, batch=batch) for p, n in zip(params, tokens))
     return {**out, "input_tokens": sum(tokens), "input_tokens_method": method,
-            "max_output_tokens": claude.MAX_TOKENS * len(params), "usd_first_answers": round(first, 4),
-            "usd_upper_bound": round(every, 4), "parse_retries": parse_retries, "cache": cache}
+            "max_output_tokens": claude.MAX_TOKENS * len(params), "usd_first_answers": ceil4(first),
+            "usd_upper_bound": ceil4(every), "parse_retries": parse_retries, "cache": cache}
+
+
+def ceil4(usd: float) -> float:
+    """Rounded up to 4 decimals: a ceiling must not shrink when it is printed."""
+    return math.ceil(usd * 10_000) / 10_000
 
 
 def count_all(client, params: list[dict], *, concurrency: int, show_progress: bool, retries: int,

@@ -38,9 +38,14 @@ MIN_SECRET = 6
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*:/{1,2})[^/\s@'\"<>]+@")
 
 
-def _hub_token_file() -> str | None:
-    """The token huggingface_hub saved with `hf auth login`, read without importing it."""
-    path = os.environ.get("HF_TOKEN_PATH") or str(Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "token")
+def _hub_token_path() -> str:
+    home = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
+    return os.environ.get("HF_TOKEN_PATH") or str(Path(home) / "token")
+
+
+@lru_cache(maxsize=4)
+def _hub_token(path: str) -> str | None:
+    """The token huggingface_hub saved with `hf auth login`, read once, without importing it."""
     try:
         return Path(path).read_text(encoding="utf-8").strip() or None
     except (OSError, UnicodeDecodeError):
@@ -61,8 +66,14 @@ def _url_secrets(url: str) -> list[str]:
 
 
 def known_secrets() -> tuple[str, ...]:
-    """Every secret this process could leak, longest first."""
-    values = [os.environ.get(name) for name in SECRET_ENV] + [_hub_token_file()]
+    """Every secret this process could leak, in every shape, longest first."""
+    env = tuple(os.environ.get(name) for name in SECRET_ENV + URL_ENV + ("HF_HOME", "HF_TOKEN_PATH"))
+    return _secrets(env)
+
+
+@lru_cache(maxsize=8)
+def _secrets(env: tuple) -> tuple[str, ...]:
+    values = [os.environ.get(name) for name in SECRET_ENV] + [_hub_token(_hub_token_path())]
     for name in URL_ENV:
         values += _url_secrets(os.environ.get(name) or "")
     return _forms(tuple(v for v in values if v))
