@@ -112,7 +112,7 @@ def _blocks(params: dict) -> int:
 def input_bound(params: dict) -> int:
     """An upper bound of the input tokens ``params`` is billed for, without asking the API.
 
-    Claude's tokenizer works on UTF-8 bytes, so no token covers less than one byte of text: the
+    A byte-level tokenizer (as Claude's is) never makes a token of less than one byte: the UTF-8
     bytes of the request's JSON (system, tools and messages: every text the model reads, plus
     JSON syntax) bound the tokens of its content. Added: framing per message and block, and the
     tool-use system prompt the API inserts (not in the body; per model in ``annotate/prices.py``).
