@@ -22,7 +22,7 @@ import pytest
 from annotate import claude, prices
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
-from annotate_helpers import KEY, MODEL, api_env, copy_ws, katan, records, small_workspace
+from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
 from conftest import ROOT, run_cli
 from curate.lock import lock_path, work_lock
 from curate.secrets import REDACTED, redact
@@ -82,8 +82,7 @@ def test_input_bound_is_a_bound(base_ws):
     from curate.filter.inputs import load_tokenizer
 
     tok = load_tokenizer("smollm2-135m")
-    with open_annotations(base_ws) as w:
-        items = w.items()
+    items = items_of(base_ws)
     for round in (1, 2):
         for item in items:
             params = claude.request_params(MODEL, item, round)
@@ -98,7 +97,7 @@ def test_input_bound_is_a_bound(base_ws):
 
 def test_batches_stay_under_max_cost_and_send_the_rest_when_it_fits(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
-    params = claude.request_params(MODEL, records_free_item(base_ws), 2)
+    params = claude.request_params(MODEL, items_of(base_ws)[0], 2)
     one = claude.worst_case_usd(params, claude.input_bound(params), attempts=1, batch=True)
     cap = one * 8.5  # the first batch can hold 8 items at their worst; the true cost is far lower
     with StandIn(polls_before_end=0) as s:
@@ -109,11 +108,6 @@ def test_batches_stay_under_max_cost_and_send_the_rest_when_it_fits(base_ws, tmp
     assert sizes[0] <= 8 and len(sizes) > 1 and sum(sizes) > 8
     assert spent <= cap and summary["valid"] == sum(sizes)
     assert summary["remaining"] == 0 or "--max-cost" in summary["stopped"]
-
-
-def records_free_item(ws):
-    with open_annotations(ws) as w:
-        return w.items()[0]
 
 
 def test_dry_run_counts_with_count_tokens_where_offered(base_ws, tmp_path):
@@ -145,8 +139,7 @@ def test_bound_covers_what_llm_katan_bills(base_ws, tmp_path, monkeypatch):
     assert dry["input_tokens_method"] == "bound" and done["valid"] == 8
     billed = ledger(ws)
     assert billed.input_tokens.sum() <= dry["input_tokens"]
-    with open_annotations(ws) as w:
-        bounds = {it["item_id"]: claude.input_bound(claude.request_params(MODEL, it, 2)) for it in w.items()[:8]}
+    bounds = {it["item_id"]: claude.input_bound(claude.request_params(MODEL, it, 2)) for it in items_of(ws)[:8]}
     assert all(row.input_tokens <= bounds[row.item_id] for row in billed.itertuples())
     assert done["cost"]["usd"] <= dry["usd_first_answers"]
 
