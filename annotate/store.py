@@ -3,6 +3,9 @@
 A record's ``status`` is 'valid' (``result`` parsed and schema-valid), 'invalid' (the reply
 could not be parsed or failed the schema after the allowed retries) or 'refused' (the annotator
 declined); ``raw`` always keeps the reply. See ``schemas/annotation.schema.json``.
+
+Every text written here passes through ``curate.secrets.redact``: an endpoint that echoes the
+API key in a reply or a model name cannot put it on disk.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pandas as pd
 
 import schemas
 from curate.errors import CurateError
+from curate.secrets import redact, redact_data
 from curate.store import Workspace, now
 
 MIGRATIONS = [
@@ -104,7 +108,7 @@ def open_annotations(root) -> Workspace:
 
 def add_run(ws: Workspace, *, run_id: str, annotator: str, round: int, info: dict) -> None:
     ws.conn.execute("INSERT OR IGNORE INTO annotation_runs VALUES (?, ?, ?, ?, ?)",
-                    (run_id, annotator, round, json.dumps(info, sort_keys=True), now()))
+                    (run_id, annotator, round, json.dumps(redact_data(info), sort_keys=True), now()))
 
 
 def write_annotation(ws: Workspace, record: dict, *, cost: dict | None = None, run_id: str | None = None) -> None:
@@ -116,8 +120,8 @@ def write_annotation(ws: Workspace, record: dict, *, cost: dict | None = None, r
     ws.conn.execute(
         "INSERT OR REPLACE INTO annotations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (record["annotator"], record["round"], record["item_id"], record["status"],
-         None if record["result"] is None else json.dumps(record["result"]), record["raw"],
-         record["prompt_version"], record["model_snapshot"], record["request_key"],
+         None if record["result"] is None else json.dumps(record["result"]), redact(record["raw"]),
+         record["prompt_version"], redact(record["model_snapshot"]), record["request_key"],
          record["content_hash"], None if cost is None else json.dumps(cost), run_id, now()))
 
 
@@ -201,7 +205,7 @@ def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, at
                model_snapshot: str | None, usage: dict, usd: float) -> None:
     """Append what one reply cost (call inside the transaction that writes its record)."""
     ws.conn.execute("INSERT INTO annotation_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, item_id, request_key, attempt, int(batch), model_snapshot,
+                    (run_id, item_id, request_key, attempt, int(batch), redact(model_snapshot),
                      *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
 
 

@@ -107,8 +107,17 @@ def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
 
 def score_stage(cfg: AuditConfig) -> list[Outcome]:
     from scoring.run import score_workspace
+    from scoring.study_csv import import_study_csv, imported
 
     sc, outcomes = cfg.scoring, []
+    for imp in sc.imports:  # format study-csv, the only one the schema allows
+        if imported(cfg.workspace, imp.dir):
+            outcomes.append(Outcome("score", "skipped", f"{imp.format} scores from {imp.dir} already imported"))
+            continue
+        summary = import_study_csv(cfg.workspace, imp.dir)
+        pairs = sorted({(r["model"], r["mode"]) for r in summary})
+        outcomes.append(Outcome("score", "ran", f"imported {imp.format} scores from {imp.dir}: {len(pairs)} "
+                                f"model-modes of {len({m for m, _ in pairs})} models", {"imported": summary}))
     for model in sc.models:
         extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
         s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device, **extra)

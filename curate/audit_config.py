@@ -6,8 +6,8 @@ the generic adapter, batches only for Claude, a Claude model with a known price,
 a filter). Every problem names the
 config file and the dotted path of the bad key, e.g. ``audit.yaml, field 'scoring.modes[1]'``.
 
-Input paths (``benchmark.path``, ``filter.rules``) are relative to the config file, so a config
-travels with its data; output paths (``workspace``, ``analyze.out``, ``filter.out``, a local or
+Input paths (``benchmark.path``, ``scoring.imports[].dir``, ``filter.rules``) are relative to the
+config file, so a config travels with its data; output paths (``workspace``, ``analyze.out``, ``filter.out``, a local or
 git release target) are relative to the directory curate runs in. ``load_config`` returns them
 resolved to absolute paths.
 """
@@ -60,12 +60,19 @@ class Annotator:
 
 
 @dataclass(frozen=True)
+class ScoreImport:
+    format: str  # study-csv
+    dir: Path
+
+
+@dataclass(frozen=True)
 class Scoring:
-    models: tuple[str, ...]
-    modes: tuple[str, ...]
+    models: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
     dtype: str = "float32"
     device: str = "cpu"
     batch_tokens: int | None = None  # None: the scorer's own default
+    imports: tuple[ScoreImport, ...] = ()  # run before the models are scored
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,9 @@ def config_problems(data: dict) -> list[tuple[str, str]]:
 
 def missing_inputs(config: AuditConfig) -> list[tuple[str, Path]]:
     """Input paths named by ``config`` that do not exist, as (key, path)."""
-    wanted = [("benchmark.path", config.benchmark.path), ("filter.rules", config.filter_rules)]
+    imports = config.scoring.imports if config.scoring else ()
+    wanted = [("benchmark.path", config.benchmark.path), ("filter.rules", config.filter_rules),
+              *((f"scoring.imports[{i}].dir", imp.dir) for i, imp in enumerate(imports))]
     return [(key, p) for key, p in wanted if p is not None and not p.exists()]
 
 
@@ -170,7 +179,11 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     annotators = tuple(Annotator(a["annotator"], tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
     s, f, r = data.get("scoring"), data.get("filter"), data.get("release")
-    scoring = Scoring(tuple(s["models"]), tuple(s["modes"]), **_given(s, "dtype", "device", "batch_tokens")) if s else None
+    scoring = None
+    if s:
+        imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
+        scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())), imports=imports,
+                          **_given(s, "dtype", "device", "batch_tokens"))
     release = None
     if r:
         [(kind, target)] = r["target"].items()
@@ -226,6 +239,9 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     named = [a["annotator"] for a in data.get("annotators") or []]
     if wanted and named and wanted not in named:
         problems.append(("filter.annotator", f"{wanted!r} is not one of this audit's annotators ({', '.join(named)})"))
+    scoring = data.get("scoring")
+    if scoring is not None and not scoring.get("models") and not scoring.get("imports"):
+        problems.append(("scoring", "give models (with modes) to score, imports to import, or both"))
     if "release" in data and "filter" not in data:
         problems.append(("release", "a release is made from the filter's decisions: add a 'filter' section"))
     return problems
@@ -283,7 +299,10 @@ def describe(config: AuditConfig) -> list[str]:
                      f"{', '.join(map(str, a.rounds))} ({', '.join(extras)})")
     if config.scoring:
         s = config.scoring
-        lines.append(f"score      {', '.join(s.models)} on {', '.join(s.modes)} ({s.dtype}, {s.device})")
+        for imp in s.imports:
+            lines.append(f"score      import {imp.format} scores from {imp.dir}")
+        if s.models:
+            lines.append(f"score      {', '.join(s.models)} on {', '.join(s.modes)} ({s.dtype}, {s.device})")
     if config.analyze_out:
         lines.append(f"analyze    -> {config.analyze_out}")
     if config.filter_rules:

@@ -16,9 +16,13 @@ from curate.errors import CurateError
 class Group(click.Group):
     """Prints CurateError, a full disk and a damaged database as one clear line and exits 2,
     instead of a traceback. Writes are atomic or transactional, so the failed step left nothing
-    half-written; work committed before it stays and a rerun resumes."""
+    half-written; work committed before it stays and a rerun resumes. Everything the command
+    prints passes through ``curate.secrets.redact`` (keys, tokens, URL credentials)."""
 
     def invoke(self, ctx):
+        from curate.secrets import redact_streams
+
+        redact_streams()
         try:
             return super().invoke(ctx)
         except CurateError as exc:

@@ -162,7 +162,11 @@ class Workspace:
         self.conn.execute("COMMIT")
 
     def migrate(self, migrations: Iterable[tuple[str, str]]) -> list[str]:
-        """Apply the named migrations not yet applied, each in its own transaction."""
+        """Apply the named migrations not yet applied, each in its own transaction.
+
+        Safe when several processes open a fresh workspace at once: each migration's script
+        first records its name, inside the write transaction, so a process that lost the race
+        fails on that row before creating any table, rolls back and finds the migration done."""
         self.conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
         applied = []
@@ -172,8 +176,14 @@ class Workspace:
             # One script, one transaction: a migration is applied whole or not at all.
             quoted = name.replace("'", "''")
             try:
-                self.conn.executescript(f"BEGIN IMMEDIATE;\n{sql}\n;INSERT INTO migrations VALUES "
-                                        f"('{quoted}', '{now()}');\nCOMMIT;")
+                self.conn.executescript(f"BEGIN IMMEDIATE;\nINSERT INTO migrations VALUES ('{quoted}', '{now()}');\n"
+                                        f"{sql}\n;COMMIT;")
+            except sqlite3.IntegrityError:  # another process applied it since we looked
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                if not self.conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
+                    raise
+                continue
             except BaseException:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")

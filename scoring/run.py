@@ -18,9 +18,11 @@ import platform
 import random
 import time
 import uuid
+from contextlib import nullcontext
 
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
+from curate.lock import work_lock
 from scoring import ENGINE_VERSION
 from scoring.encode import Unit, build_unit, build_units
 from scoring.engine import score_requests
@@ -168,9 +170,12 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     if state is not None and device == "cuda":
         device = str(state.device)
     # A missing or bad workspace fails before the model loads; the first process creates the
-    # score tables while the others wait (two processes must not run one migration).
+    # score tables while the others wait (two processes must not run one migration), and holds
+    # the lock that keeps a second run on this label out (curate.lock) until it returns.
+    lock = work_lock(root, f"score {label or model}", command="score") if rank == 0 else nullcontext()
     if rank == 0:
         open_scores(root).close()
+        lock.__enter__()
     if state is not None:
         state.wait_for_everyone()
     ref = resolve(model)
@@ -243,6 +248,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                 "process": rank, "processes": world, "torch_threads": torch.get_num_threads()}
     finally:
         ws.close()
+        lock.__exit__(None, None, None)
 
 
 def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str = "float32", device: str = "cpu",

@@ -20,6 +20,7 @@ import json
 import pandas as pd
 
 from curate.errors import CurateError
+from curate.secrets import redact_data
 from curate.store import Workspace, now
 
 MIGRATIONS = [
@@ -80,7 +81,7 @@ def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, 
         "INSERT OR IGNORE INTO score_runs (run_id, model, origin, model_hash, tokenizer_hash, dtype, device, "
         "info_json, created_at, engine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, model, origin, model_hash, tokenizer_hash, dtype, device,
-         json.dumps(info, sort_keys=True), now(), engine))
+         json.dumps(redact_data(info), sort_keys=True), now(), engine))
 
 
 # --- what a label holds ----------------------------------------------------------------------

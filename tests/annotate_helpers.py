@@ -79,3 +79,10 @@ def records(root, **kw):
         return read_annotations(ws, **kw)
     finally:
         ws.close()
+
+
+def items_of(root) -> list[dict]:
+    """The workspace's canonical items, in row order."""
+    from curate.store import Workspace
+    with Workspace.open(root) as ws:
+        return ws.items()

@@ -15,6 +15,7 @@ leave, while older revisions still serve what they hold).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -162,3 +163,18 @@ class FakeHub:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server
+
+
+@contextlib.contextmanager
+def running():
+    """A served FakeHub and the environment a `curate` subprocess needs to use it. HF_ENDPOINT is
+    read when huggingface_hub is imported, so it goes into the environment of the subprocess,
+    which imports huggingface_hub after it is set."""
+    fake = FakeHub()
+    server = fake.serve()
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_HUB_OFFLINE": "0",
+           "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "5"}
+    try:
+        yield fake, env
+    finally:
+        server.shutdown()

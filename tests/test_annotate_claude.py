@@ -19,9 +19,10 @@ import time
 
 import pytest
 
+from annotate import claude
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
-from annotate_helpers import KEY, MODEL, api_env, copy_ws, katan, records, small_workspace
+from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
 from conftest import ROOT, run_cli
 from standin_anthropic import StandIn
 
@@ -94,9 +95,13 @@ def test_standin_529_malformed_refusal_and_cache_ledger(base_ws, tmp_path, monke
     assert summary["valid"] + summary["invalid"] + summary["refused"] == 20 and summary["failed"] == 0
     bad = frame[frame.status == "invalid"].iloc[0]
     assert "oops" in bad.raw and bad.cost["replies"] == 2
+    # The shared prefix (about 600 tokens) is below Haiku 4.5's minimum cacheable length (4096):
+    # no cache mark is sent and the ledger holds no cache tokens (the cache's rules:
+    # tests/test_reliability_annotate.py).
     ledger = read_ledger(open_annotations(ws))
-    assert ledger.cache_write_tokens.sum() == 400 and ledger.cache_read_tokens.sum() > 0
-    assert {b["system"][0]["cache_control"]["type"] for b in s.requests if "system" in b} == {"ephemeral"}
+    assert ledger.cache_write_tokens.sum() == 0 and ledger.cache_read_tokens.sum() == 0
+    assert not any("cache_control" in b["system"][0] for b in s.requests)
+    assert summary["cache"]["method"] == "count_tokens" and not summary["cache"]["marked"]
 
 
 def test_spend_limit_stops_resumably(base_ws, tmp_path, monkeypatch):
@@ -120,11 +125,16 @@ def test_max_cost_and_dry_run(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        dry = annotate_workspace(ws, 1, ANNOTATOR, dry_run=True, limit=20)
-        assert s.requests == [] and dry["to_annotate"] == 20 and dry["usd_upper_bound"] > 0
-        cap = dry["usd_upper_bound"] / 4
+        dry = annotate_workspace(ws, 1, ANNOTATOR, dry_run=True, limit=20, show_progress=False)
+        assert s.requests == [] and dry["to_annotate"] == 20 and dry["usd_upper_bound"] > dry["usd_first_answers"] > 0
+        # room for one item's worst case and a half: items go out while their worst case fits
+        # beside what was spent, so the run ends part-way (tests/test_reliability_annotate.py
+        # covers the cap when every reply needs its re-asks)
+        params = claude.request_params(MODEL, items_of(ws)[0], 1)
+        cap = 1.5 * claude.worst_case_usd(params, claude.input_bound(params), attempts=3, batch=False)
         summary = annotate_workspace(ws, 1, ANNOTATOR, limit=20, max_cost=cap, concurrency=3, **FAST)
     assert summary["cost"]["usd"] <= cap and "--max-cost" in summary["stopped"]
+    assert f"this run spent {summary['cost']['usd']:.4f} USD" in summary["stopped"]
     assert 0 < summary["valid"] < 20 and summary["remaining"] == 20 - summary["valid"]
 
 

@@ -162,16 +162,10 @@ def test_git_target_makes_one_commit_and_a_tag(small, tmp_path):
 @pytest.fixture
 def hub():
     """The Hub stand-in from tests/hub_standin.py; see its docstring for what it covers."""
-    from hub_standin import FakeHub
+    from hub_standin import running
 
-    fake = FakeHub()
-    server = fake.serve()
-    # HF_ENDPOINT is read when huggingface_hub is imported, so it goes into the environment of
-    # the `curate` subprocess, which imports huggingface_hub after it is set.
-    env = {"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_HUB_OFFLINE": "0",
-           "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "5"}
-    yield fake, env
-    server.shutdown()
+    with running() as (fake, env):
+        yield fake, env
 
 
 def release_to_hub(small, env, version, dec="dec-a", check=True):
