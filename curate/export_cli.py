@@ -34,13 +34,19 @@ def _annotations(workspace: Path) -> list[dict]:
         return annotation_rows(ws)
 
 
+@register("generations")
+def _generations(workspace: Path) -> list[dict]:
+    from generate.export import generation_records
+    return generation_records(workspace)
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("kind", type=click.Choice(sorted(EXPORTS), case_sensitive=False), metavar="KIND")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Output file (.parquet, .csv or .jsonl); default WORKSPACE/exports/KIND.parquet.")
 def export(workspace, kind, out):
-    """Export a table of WORKSPACE (KIND: scores or annotations)."""
+    """Export a table of WORKSPACE (KIND: scores, annotations or generations)."""
     from curate.exports import write_records
 
     records = EXPORTS[kind](workspace)

@@ -23,16 +23,19 @@ class StandIn:
     "credit balance is too low"; ``refuse`` -- items whose text contains it get stop_reason
     'refusal'; ``malformed`` -- items whose text contains it get a text reply with no tool call;
     ``batch_faults`` -- result types ('errored', 'expired') for the first batch's requests by
-    position; ``polls_before_end`` -- retrieve calls answered 'in_progress' before 'ended'.
+    position; ``polls_before_end`` -- retrieve calls answered 'in_progress' before 'ended';
+    ``text_reply`` -- for requests without tools (generation), a function of the request body
+    giving the reply text (None: a refusal).
     """
 
     def __init__(self, *, statuses=(), spend_limit_after=None, refuse=None, malformed=None,
-                 batch_faults=None, polls_before_end=1):
+                 batch_faults=None, polls_before_end=1, text_reply=None):
         self.statuses = list(statuses)
         self.spend_limit_after = spend_limit_after
         self.refuse, self.malformed = refuse, malformed
         self.batch_faults = dict(batch_faults or {})
         self.polls_before_end = polls_before_end
+        self.text_reply = text_reply
         self.lock = threading.Lock()
         self.answered = 0
         self.requests = []          # every messages request body
@@ -64,6 +67,11 @@ class StandIn:
                "model": body["model"] + "-20990101", "stop_sequence": None, "usage": usage}
         if self.refuse and self.refuse in text:
             return {**msg, "content": [], "stop_reason": "refusal"}
+        if "tools" not in body:
+            reply = self.text_reply(body) if self.text_reply else ""
+            if reply is None:
+                return {**msg, "content": [], "stop_reason": "refusal"}
+            return {**msg, "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn"}
         if self.malformed and self.malformed in text:
             return {**msg, "content": [{"type": "text", "text": '{"labels": oops'}], "stop_reason": "end_turn"}
         return {**msg, "content": [self.tool_answer(body)], "stop_reason": "tool_use"}
