@@ -33,7 +33,7 @@ def _template(ctx, param, value: str) -> str:
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
 @click.option("--label", default=None, help="Model name stored with the answers (default: --model).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="local: prompts per generate call.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True, help="local: prompts per generate call.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="local: cpu, cuda or cuda:N.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="anthropic: requests in flight.")

@@ -107,7 +107,7 @@ def versions(backend: str) -> dict:
 def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int], *,
                        template: str = DEFAULT_TEMPLATE, temperature: float | None = None, top_p: float | None = None,
                        max_new_tokens: int = 8, limit: int | None = None, label: str | None = None,
-                       batch_size: int = 32, dtype: str = "float32", device: str = "cpu", show_progress: bool = True,
+                       batch_size: int = 64, dtype: str = "float32", device: str = "cpu", show_progress: bool = True,
                        concurrency: int = 4, max_cost: float | None = None, retries: int = 6, backoff: float = 1.0,
                        parse_retries: int = 0, timeout: float = 60.0, key_header: str | None = None) -> dict:
     """Ask ``model`` (a local model, or anthropic:MODEL) for every (item, mode, seed) of ``root``
@@ -198,6 +198,8 @@ def _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurr
         raise CurateError("seeds: give a positive count (seeds 0..N-1) or non-negative seeds")
     if temperature is not None and (temperature < 0 or not 0 < top_p <= 1):
         raise CurateError(f"temperature must be >= 0 and top-p in (0, 1], not {temperature} and {top_p}")
+    if temperature == 0 and top_p != 1:
+        raise CurateError("--top-p applies only when sampling (--temperature > 0); temperature 0 is greedy decoding")
     for name, value in (("max-new-tokens", max_new_tokens), ("batch-size", batch_size), ("concurrency", concurrency)):
         if value < 1:
             raise CurateError(f"--{name} must be at least 1")
@@ -257,11 +259,13 @@ def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: 
         u = todo[too_long[0]]
         raise CurateError(f"item {u.item['item_id']} ({u.mode} mode): the prompt has {len(encoded[too_long[0]])} "
                           f"tokens, more than the model's {room + max_new_tokens} minus --max-new-tokens")
+    prefix = engine.shared_prefix(encoded)
     ordered = sorted(range(len(todo)), key=lambda i: (-len(encoded[i]), i))  # longest first: ETA errs long
     for start in range(0, len(ordered), batch_size):
         rows = ordered[start:start + batch_size]
         outs = engine.generate([encoded[i] for i in rows], temperature=temperature, top_p=top_p,
-                               max_new_tokens=max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows])
+                               max_new_tokens=max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows],
+                               prefix=prefix)
         records = [job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text,
                               new_tokens=out.new_tokens, finish=out.finish, replies=[out.text])
                    for i, out in zip(rows, outs)]

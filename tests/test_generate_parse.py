@@ -85,3 +85,22 @@ def test_render_numbers_the_shuffled_options_and_drops_an_empty_context():
     assert f"(1) {OPTIONS[2]}" in q_user and "Answer with 1, 2, 3 or 4." in q_user
     assert load_template("numbered").hash != load_template("question").hash
     assert numbers_text(2) == "1 or 2" and set(template_names()) >= {"numbered", "question"}
+
+
+def test_bad_settings_fail_in_one_line_before_any_work(tmp_path):
+    from annotate_helpers import small_workspace
+    from conftest import run_cli
+
+    ws = small_workspace(tmp_path / "ws", 3)
+    cases = [(["--template", "nope"], "unknown template 'nope'"),
+             (["--modes", "full,sideways"], "unknown mode(s) sideways"),
+             (["--top-p", "0.9"], "--top-p applies only when sampling"),
+             (["--model", "anthropic:claude-haiku-4-5", "--temperature", "0"], "accepts no temperature or top-p"),
+             (["--model", "anthropic:"], "expected anthropic:MODEL"),
+             (["--model", "anthropic:gpt-4o"], "no price known for model 'gpt-4o'")]
+    for extra, message in cases:
+        proc = run_cli("generate", ws, "--quiet", *extra, check=False, env={"ANTHROPIC_API_KEY": "x"})
+        assert proc.returncode == 2 and message in proc.stderr, (extra, proc.stderr)
+    from generate.store import open_generations
+    with open_generations(ws) as w:
+        assert w.tables()["generations"] == 0 and w.tables()["generation_runs"] == 0

@@ -72,6 +72,9 @@ def seed_spread(gens: pd.DataFrame, *, n_resamples: int = 2000, seed: int = 0, c
     rows = []
     for key, g in scored(gens).groupby(CONDITION, sort=True):
         right = correctness_matrix(g).astype(float)
+        if right.empty:  # no item was answered under every seed
+            rows.append(dict(zip(CONDITION, key)) | {"seeds": int(g["seed"].nunique()), "n_items": 0})
+            continue
         answers = g.assign(answer=g["pred"].astype("string").fillna("unparsed")).pivot(
             index="item_id", columns="seed", values="answer").reindex(right.index)
         per_seed = right.mean(axis=0).to_numpy()
