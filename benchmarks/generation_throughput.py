@@ -17,7 +17,7 @@ and reuses the prompts' shared prefix (system turn) from one cached forward pass
 Printed: answers per second (wall and per CPU second, which is steadier on a shared machine),
 the ratio to the naive loop, and how many replies are identical to the naive loop's.
 
-    python benchmarks/generation_throughput.py --items 128 --naive-items 32 --batch-size 16,32,64 [--out results.json]
+    python benchmarks/generation_throughput.py --items 128 --naive-items 32 --batch-size 16,32,64 [--threads 1] [--out results.json]
 """
 from __future__ import annotations
 
@@ -45,11 +45,16 @@ def main() -> None:
     parser.add_argument("--naive-items", type=int, default=32)
     parser.add_argument("--batch-size", default="16,32,64", help="comma-separated batch sizes for ours")
     parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads for both loops (default: torch's own); 1 is steadier on a busy machine")
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args()
 
     import torch
     from transformers import GenerationConfig
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from curate.adapters import get_adapter
     from curate.ingest import ingest

@@ -162,22 +162,15 @@ def _paired_test(a: pd.DataFrame, b: pd.DataFrame | pd.Series, alternative: str,
     """a: items x seeds correctness; b: the same shape, or per-item correctness (log-likelihood).
     Exact sign test on the items' seed-averaged correctness (with one seed: exact McNemar) and
     a bootstrap interval of the difference resampling items and seeds."""
-    if isinstance(b, pd.Series):
-        ids = a.index.intersection(b.index)
-        a = a.loc[ids]
-        diff = a.to_numpy(float) - b.loc[ids].to_numpy(float)[:, None]
-        mean_b = b.loc[ids].to_numpy(float)
-    else:
-        ids = a.index.intersection(b.index)
-        seeds = a.columns.intersection(b.columns)
-        a, b = a.loc[ids, seeds], b.loc[ids, seeds]
-        diff = a.to_numpy(float) - b.to_numpy(float)
-        mean_b = b.to_numpy(float).mean(axis=1)
-    mean_a = a.to_numpy(float).mean(axis=1)
+    if isinstance(b, pd.Series):  # one prediction per item: the same under every seed
+        b = pd.DataFrame({s: b for s in a.columns})
+    ids, seeds = a.index.intersection(b.index), a.columns.intersection(b.columns)
+    a, b = a.loc[ids, seeds].to_numpy(float), b.loc[ids, seeds].to_numpy(float)
+    diff, mean_a, mean_b = a - b, a.mean(axis=1), b.mean(axis=1)
     test = sign_test(mean_a, mean_b, alternative=alternative)
     boot = seed_bootstrap(diff, n_resamples=n_resamples, seed=seed) if diff.size else {"ci_low": float("nan"),
                                                                                        "ci_high": float("nan")}
-    return {"n_items": len(ids), "seeds": a.shape[1], "acc_a": float(mean_a.mean()) if len(ids) else float("nan"),
+    return {"n_items": len(ids), "seeds": len(seeds), "acc_a": float(mean_a.mean()) if len(ids) else float("nan"),
             "acc_b": float(mean_b.mean()) if len(ids) else float("nan"), "difference": test["difference"],
             "items_a_better": test["a_better"], "items_b_better": test["b_better"], "p_sign": test["p"],
             "boot_ci_low": boot["ci_low"], "boot_ci_high": boot["ci_high"]}

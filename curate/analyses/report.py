@@ -166,8 +166,8 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
                 preds, subsets, "full" if "full" in mode_order else mode_order[0], alpha=alpha),
         }
     with _stage(bar, "generation"):
-        metrics["generation"], files = _generation(gens, gen_runs, preds, round1, round2, gold, mode_order, out,
-                                                   alpha=alpha, n_resamples=n_resamples, seed=seed)
+        metrics["generation"], files = _generation(gens, gen_runs, preds, round1, round2, gold, out, alpha=alpha,
+                                                   n_resamples=n_resamples, seed=seed)
         plot_files.update(files)
     metrics["plots"] = plot_files
     return _write_report(bar, out, metrics)
@@ -199,17 +199,19 @@ def _generation_only(bar, root, out: Path, items, meta, score_parts, gens, gen_r
     }
     with _stage(bar, "generation"):
         empty = pd.DataFrame(columns=["model", "mode", "item_id", "pred", "gold", "correct"])
-        metrics["generation"], plot_files = _generation(gens, gen_runs, empty, round1, round2, gold, mode_order, out,
-                                                        alpha=alpha, n_resamples=n_resamples, seed=seed)
+        metrics["generation"], plot_files = _generation(gens, gen_runs, empty, round1, round2, gold, out, alpha=alpha,
+                                                        n_resamples=n_resamples, seed=seed)
     metrics["plots"] = plot_files
     return _write_report(bar, out, metrics)
 
 
-def _generation(gens, runs, preds, round1, round2, gold, mode_order, out: Path, *, alpha, n_resamples, seed):
+def _generation(gens, runs, preds, round1, round2, gold, out: Path, *, alpha, n_resamples, seed):
     """The generation metrics (``{"present": False}`` without generations) and their plots;
     ``preds``: log-likelihood predictions of the primary normalization (may be empty)."""
     if gens.empty:
         return {"present": False}, {}
+    modes = [m for m in MODES if m in set(gens["mode"])]
+    norm = preds["normalization"].iloc[0] if len(preds) and "normalization" in preds else None
     positions, position_tests = generation.position_bias(gens)
     seed_acc = generation.seed_accuracy(gens, alpha)
     used = runs[runs["run_id"].isin(set(gens["run_id"]))]
@@ -220,9 +222,9 @@ def _generation(gens, runs, preds, round1, round2, gold, mode_order, out: Path, 
         "seed_accuracy": {"interval": "wilson", "confidence": 1 - alpha, "rows": _records(seed_acc)},
         "spread": _records(generation.seed_spread(gens, n_resamples=n_resamples, seed=seed, confidence=1 - alpha)),
         "position": _records(positions), "position_tests": _records(position_tests),
-        "loglikelihood_agreement": {"normalization": preds["normalization"].iloc[0] if "normalization" in preds and len(preds) else None,
+        "loglikelihood_agreement": {"normalization": norm,
                                     "rows": _records(generation.loglikelihood_agreement(gens, preds))},
-        "comparisons": generation.generation_comparisons(gens, preds, mode_order, n_resamples=n_resamples, seed=seed,
+        "comparisons": generation.generation_comparisons(gens, preds, modes, n_resamples=n_resamples, seed=seed,
                                                          alpha=alpha),
     }
     if not round2.empty:
