@@ -190,6 +190,8 @@ main.add_command(demo)
 
 from scoring.cli import score  # noqa: E402  (stage commands register themselves below)
 main.add_command(score)
+from generate.cli import generate  # noqa: E402
+main.add_command(generate)
 from curate.export_cli import export  # noqa: E402
 main.add_command(export)
 from curate.review.cli import COMMANDS as _review_commands  # noqa: E402

@@ -36,6 +36,12 @@ def _annotations(workspace: Path) -> list[dict]:
         return annotation_rows(ws)
 
 
+@register("generations")
+def _generations(workspace: Path) -> list[dict]:
+    from generate.export import generation_records
+    return generation_records(workspace)
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("kind", type=click.Choice(sorted([*EXPORTS, "review"]), case_sensitive=False), metavar="KIND")
@@ -49,7 +55,7 @@ def _annotations(workspace: Path) -> list[dict]:
 @click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="review: a `curate filter --out` folder (for the removed queues).")
 def export(workspace, kind, out, fmt, queue, decisions):
-    """Export a table of WORKSPACE (KIND: scores, annotations, or review: a review queue)."""
+    """Export a table of WORKSPACE (KIND: scores, annotations, generations, or review: a review queue)."""
     from curate.exports import write_records
 
     if kind == "review":

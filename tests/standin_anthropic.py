@@ -76,11 +76,14 @@ class StandIn:
     ``body`` -- answer every messages and batch request with HTTP 200 and 'html' (a login page),
     'broken-json' (a cut-off JSON body) or 'other-json' (JSON of another shape); ``echo_key`` --
     put the request's API key into each reply's text and model name, as a careless proxy might;
-    ``count_tokens`` -- False: the endpoint does not offer counting (404).
+    ``count_tokens`` -- False: the endpoint does not offer counting (404); ``text_reply`` -- for
+    requests without tools (generation), a function of the request body giving the reply text
+    (None: a refusal).
     """
 
     def __init__(self, *, statuses=(), spend_limit_after=None, refuse=None, malformed=None,
-                 batch_faults=None, polls_before_end=1, body=None, echo_key=False, count_tokens=True):
+                 batch_faults=None, polls_before_end=1, body=None, echo_key=False, count_tokens=True,
+                 text_reply=None):
         self.body, self.echo_key, self.count_tokens = body, echo_key, count_tokens
         self.cache: dict[str, float] = {}   # prefix hash -> last use
         self.statuses = list(statuses)
@@ -88,6 +91,7 @@ class StandIn:
         self.refuse, self.malformed = refuse, malformed
         self.batch_faults = dict(batch_faults or {})
         self.polls_before_end = polls_before_end
+        self.text_reply = text_reply
         self.lock = threading.Lock()
         self.answered = 0
         self.counted = 0            # count_tokens requests answered
@@ -133,10 +137,11 @@ class StandIn:
                "model": body["model"] + "-20990101" + (f"-{key}" if self.echo_key else ""), "stop_sequence": None}
         if self.refuse and self.refuse in text:
             content, stop = [], "refusal"
+        elif not body.get("tools"):
+            reply = self.text_reply(body) if self.text_reply else "ok"
+            content, stop = ([], "refusal") if reply is None else ([{"type": "text", "text": reply}], "end_turn")
         elif self.malformed and self.malformed in text:
             content, stop = [{"type": "text", "text": '{"labels": oops'}], "end_turn"
-        elif not body.get("tools"):
-            content, stop = [{"type": "text", "text": "ok"}], "end_turn"
         else:
             content, stop = [self.tool_answer(body)], "tool_use"
         if self.echo_key:

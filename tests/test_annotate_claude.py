@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 from annotate import claude
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
-from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
+from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, kill_when_stored, records, small_workspace
 from conftest import ROOT, run_cli
 from standin_anthropic import StandIn
 
@@ -204,26 +203,13 @@ def test_killed_run_resumes_without_duplicates(base_ws, tmp_path):
     """kill -9 a real CLI run mid-way; the re-run asks only for the items without a record."""
     ws = copy_ws(base_ws, tmp_path / "ws")
     with katan(tmp_path, "--latency-ms", "150") as url:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url}
-        args = [sys.executable, "-m", "curate", "annotate", str(ws), "--round", "2", "--annotator", ANNOTATOR,
-                "--limit", "40", "--concurrency", "2", "--key-header", "x-api-key", "--no-progress"]
-        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        db = ws / "workspace.db"
-        deadline = time.time() + 120
-        while True:
-            assert time.time() < deadline and proc.poll() is None
-            try:
-                with sqlite3.connect(db, timeout=5) as conn:
-                    if conn.execute("SELECT count(*) FROM annotations").fetchone()[0] >= 6:
-                        break
-            except sqlite3.OperationalError:
-                pass
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url}
+        args = ["annotate", ws, "--round", "2", "--annotator", ANNOTATOR, "--limit", "40", "--concurrency", "2",
+                "--key-header", "x-api-key", "--no-progress"]
+        kill_when_stored(args, ws / "workspace.db", "annotations", 6, env=env)
         first = records(ws, round=2)
         assert 6 <= len(first) < 40
-        run_cli(*args[3:], env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url})
+        run_cli(*args, env=env)
     frame = one_record_each(ws, 2, 40)
     ledger = read_ledger(open_annotations(ws))
     second_run = ledger[ledger.run_id != first.run_id.iloc[0]]

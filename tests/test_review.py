@@ -194,6 +194,31 @@ def test_scores_are_grouped_by_formulation_when_present(built):
                          f"{'ABCD'[int(pick)]}", html)
 
 
+def test_generation_answers_are_shown_mapped_back_through_the_shuffle(built):
+    """Generation records (as read_generations returns them) appear on the item's page with the
+    option the model chose named by the item's own letter, not by the shuffled number it saw."""
+    root, _ = built
+    data = ReviewData.load(root)
+    item = data.items[0]
+    order = [3, 2, 1, 0]            # displayed position -> original option
+    rows = [{"model": "m", "template": "numbered", "settings": "t=0,p=1,n=8", "mode": "full", "seed": 0,
+             "item_id": item["item_id"], "shown": 1, "pred": order[0], "status": "strict", "raw": "1",
+             "correct": order[0] == item["gold"]},
+            {"model": "m", "template": "numbered", "settings": "t=0,p=1,n=8", "mode": "full", "seed": 1,
+             "item_id": item["item_id"], "shown": None, "pred": None, "status": "unparsed", "raw": "<maybe>",
+             "correct": None}]
+    gens = pd.DataFrame(rows).astype({"shown": "Int64", "pred": "Int64", "correct": "boolean"})
+    html = sections_html(item_sections(ItemContext(ReviewData(root, data.items, data.scores, generations=gens),
+                                                   item, pd.DataFrame())))
+    assert "Answers by generation" in html
+    mark = "&#10003;" if item["gold"] == 3 else "&#10007;"
+    assert f"<td>0</td><td>D {mark}</td><td>strict</td><td><code>1</code></td>" in html
+    assert "<td>1</td><td>unparsed</td><td>unparsed</td><td><code>&lt;maybe&gt;</code></td>" in html
+    other = sections_html(item_sections(ItemContext(ReviewData(root, data.items, data.scores, generations=gens),
+                                                    data.items[1], pd.DataFrame())))
+    assert "Answers by generation" not in other
+
+
 # --- the server ----------------------------------------------------------------------------------
 
 def own_addresses() -> list[str]:

@@ -95,3 +95,51 @@ def spread_histogram(spread: pd.DataFrame, unit: str, text: str, path: Path) -> 
     ax.set_title("(longest - shortest) / longest")
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def _condition(row) -> str:
+    return f"{_short(row.model)} {row.mode} [{row.template}, {row.settings}]"
+
+
+def seed_accuracy(table: pd.DataFrame, path: Path) -> Path:
+    """Generation accuracy of every seed (dots, 95% Wilson intervals) per condition, and the
+    mean over seeds (bar)."""
+    conditions = list(dict.fromkeys(_condition(r) for r in table.itertuples()))
+    labels = [_condition(r) for r in table.itertuples()]
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(conditions) + 1.6))
+    y = {c: i for i, c in enumerate(conditions)}
+    means = table.assign(label=labels).groupby("label", sort=False)["accuracy"].mean()
+    ax.barh([y[c] for c in means.index], means.to_numpy(), color="#dde6f0", height=0.6, label="mean over seeds")
+    err = np.vstack([table["accuracy"] - table["ci_low"], table["ci_high"] - table["accuracy"]])
+    jitter = (table["seed"].rank(method="dense").to_numpy() - 1) / max(1, table["seed"].nunique()) * 0.4 - 0.2
+    ax.errorbar(table["accuracy"], [y[c] + j for c, j in zip(labels, jitter)], xerr=err, fmt="o", ms=4,
+                capsize=2, lw=0.8, color="#1f4e79", label="one seed (95% Wilson)")
+    ax.set_yticks(range(len(conditions)), conditions, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("accuracy (unparsed replies count as not correct)")
+    ax.set_title("Generation accuracy per seed")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def position_bias(positions: pd.DataFrame, path: Path) -> Path:
+    """Share of parsed replies choosing each displayed position, one bar group per condition,
+    against the share of items whose gold is shown there (ticks)."""
+    t = positions.assign(label=[_condition(r) for r in positions.itertuples()])
+    conditions = list(dict.fromkeys(t["label"]))
+    k = int(t["position"].max())
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(conditions) + 2), 4))
+    width = 0.8 / k
+    for p in range(1, k + 1):
+        part = t[t["position"] == p].set_index("label").reindex(conditions)
+        x = np.arange(len(conditions)) + (p - 1 - (k - 1) / 2) * width
+        ax.bar(x, part["chosen_share"], width, label=f"position {p}")
+        ax.scatter(x, part["gold_share"], marker="_", color="k", s=80, zorder=3,
+                   label="gold shown here" if p == 1 else None)
+    ax.set_xticks(np.arange(len(conditions)), conditions, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("share of parsed replies")
+    ax.set_ylim(0, 1)
+    ax.set_title("Position bias: which displayed position the model names")
+    ax.legend(fontsize=7, ncol=k + 1, loc="upper left")
+    return _save(fig, path)

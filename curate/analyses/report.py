@@ -28,12 +28,14 @@ from tqdm.auto import tqdm
 
 import curate
 from annotate.store import open_annotations, read_annotations
-from curate.analyses import accuracy, agreement, annotations, comparisons, core, length, plots, render
+from curate.analyses import accuracy, agreement, annotations, comparisons, core, generation, length, plots, render
 from curate.analyses.sections import report_blocks
 from curate.atomic import write_text
 from curate.errors import CurateError
 from curate.exports import write_records
 from curate.items import MODES
+from generate.store import open_generations, read_generations
+from generate.store import read_runs as read_generation_runs
 from scoring.store import open_scores, read_runs, read_scores, require_one_source, score_sources
 
 SCHEMA_VERSION = 1
@@ -64,6 +66,16 @@ ABOUT = {
     "item_pages": "items any annotator flagged (problem labels, round-2 flags, refusals): flagged (count), "
                   "with_page, index (items/index.html, searchable) and rows (item_id, row_index, source, flags, "
                   "page: items/<row_index>.html with the review app's view of the item, readable without a server)",
+    "generation": "present only with generations (curate generate); a condition is model x template x settings x "
+                  "mode: parse (replies by status strict / lenient / unparsed), seed_accuracy (per seed, Wilson "
+                  "interval, unparsed counted as not correct, accuracy_parsed without them), spread (over seeds: mean, "
+                  "sd, min, max, range, bootstrap interval over items and seeds, share of items whose answer / "
+                  "correctness changes with the seed), position (share of replies naming each displayed position "
+                  "vs the gold's), position_tests (chi-square against a uniform choice), loglikelihood_agreement "
+                  "(same model and mode, per seed), all_implausible (accuracy on items annotated all implausible "
+                  "vs the others, generation and log-likelihood), comparisons (templates, generation vs "
+                  "log-likelihood, modes: exact sign test on seed-averaged per-item accuracy, bootstrap interval "
+                  "over items and seeds, Holm and Bonferroni per family), runs",
     "plots": "file names of the PNG figures in the output folder",
 }
 
@@ -80,7 +92,7 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = None, models
         kind, name = length.parse_unit(unit)
         if kind == "tokens":
             length.load_tokenizer(name)
-    with tqdm(total=6 + len(length_units), desc="analyze", unit="step") as bar:
+    with tqdm(total=7 + len(length_units), desc="analyze", unit="step") as bar:
         return _analyze(bar, root, out, normalization=normalization, models=models, modes=modes,
                         length_units=length_units, core_mode=core_mode, core_threshold=core_threshold,
                         alpha=alpha, n_resamples=n_resamples, seed=seed)
@@ -96,9 +108,15 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
             meta = {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"), "source": ws.meta("source", {})}
         with open_annotations(root) as ws:
             round1, round2 = read_annotations(ws, round=1), read_annotations(ws, round=2)
-    if scores.empty:
-        raise CurateError(f"{root}: no scores{' for the models/modes asked' if models or modes else ''}; "
-                          "score or import some first (curate import-scores)")
+        with open_generations(root) as ws:
+            gens = read_generations(ws, models=list(models) if models else None, modes=list(modes) if modes else None)
+            gen_runs = read_generation_runs(ws)
+    if scores.empty and gens.empty:
+        raise CurateError(f"{root}: no scores or generations{' for the models/modes asked' if models or modes else ''}; "
+                          "score, import (curate import-scores) or generate (curate generate) some first")
+    if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
+        return _generation_only(bar, root, out, items, meta, gens, gen_runs, round1, round2, alpha=alpha,
+                                n_resamples=n_resamples, seed=seed)
     sources = require_one_source(score_sources(scores, runs))  # one source per label; names the runs read
 
     gold = pd.Series({it["item_id"]: it["gold"] for it in items})
@@ -143,7 +161,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
 
     with _stage(bar, "annotations"):
         metrics["annotations"] = _annotations(round1, round2, gold, preds, scores, norm, alpha)
-        metrics["item_pages"] = _item_pages(out, root, items, scores, round1, round2, gold)
+        metrics["item_pages"] = _item_pages(out, root, items, scores, gens, round1, round2, gold)
     with _stage(bar, "paired comparisons"):
         metrics["comparisons"] = {
             "normalization": norm,
@@ -152,15 +170,74 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
             "detectable_difference": comparisons.detectable_differences(
                 preds, subsets, "full" if "full" in mode_order else mode_order[0], alpha=alpha),
         }
+    with _stage(bar, "generation"):
+        metrics["generation"], files = _generation(gens, gen_runs, preds, round1, round2, gold, out, alpha=alpha,
+                                                   n_resamples=n_resamples, seed=seed)
+        plot_files.update(files)
     metrics["plots"] = plot_files
-    metrics = _clean(metrics)
+    return _write_report(bar, out, metrics)
 
+
+def _write_report(bar, out: Path, metrics: dict) -> dict:
+    metrics = _clean(metrics)
     with _stage(bar, "writing the report"):
         write_text(out / "metrics.json", json.dumps(metrics, indent=1, allow_nan=False) + "\n")
         blocks = report_blocks(metrics, out)
         write_text(out / "report.md", render.markdown(blocks))
         write_text(out / "report.html", render.html_page(blocks, "benchcurate audit report"))
     return metrics
+
+
+def _generation_only(bar, root, out: Path, items, meta, gens, gen_runs, round1, round2, *, alpha,
+                     n_resamples, seed) -> dict:
+    """The report of a workspace with generations but no scores: provenance and generation."""
+    gold = pd.Series({it["item_id"]: it["gold"] for it in items})
+    present = set(gens["mode"].unique())
+    mode_order = [m for m in MODES if m in present] + sorted(present - set(MODES))
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = {
+        "about": ABOUT, "schema_version": SCHEMA_VERSION, "toolkit_version": curate.__version__,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "provenance": _provenance(root, items, meta, pd.DataFrame(columns=SOURCE_COLUMNS), pd.concat([round1, round2])),
+        "settings": {"normalization": None, "modes": mode_order, "models": sorted(gens["model"].unique()),
+                     "alpha": alpha, "n_resamples": n_resamples, "seed": seed},
+    }
+    with _stage(bar, "generation"):
+        empty = pd.DataFrame(columns=["model", "mode", "item_id", "pred", "gold", "correct"])
+        metrics["generation"], plot_files = _generation(gens, gen_runs, empty, round1, round2, gold, out, alpha=alpha,
+                                                        n_resamples=n_resamples, seed=seed)
+    metrics["plots"] = plot_files
+    return _write_report(bar, out, metrics)
+
+
+def _generation(gens, runs, preds, round1, round2, gold, out: Path, *, alpha, n_resamples, seed):
+    """The generation metrics (``{"present": False}`` without generations) and their plots;
+    ``preds``: log-likelihood predictions of the primary normalization (may be empty)."""
+    if gens.empty:
+        return {"present": False}, {}
+    modes = [m for m in MODES if m in set(gens["mode"])]
+    norm = preds["normalization"].iloc[0] if len(preds) and "normalization" in preds else None
+    positions, position_tests = generation.position_bias(gens)
+    seed_acc = generation.seed_accuracy(gens, alpha)
+    used = runs[runs["run_id"].isin(set(gens["run_id"]))]
+    result = {
+        "present": True, "unparsed": generation.UNPARSED_POLICY,
+        "runs": _records(used[["run_id", "model", "backend", "template", "settings", "created_at"]]),
+        "parse": _records(generation.parse_summary(gens)),
+        "seed_accuracy": {"interval": "wilson", "confidence": 1 - alpha, "rows": _records(seed_acc)},
+        "spread": _records(generation.seed_spread(gens, n_resamples=n_resamples, seed=seed, confidence=1 - alpha)),
+        "position": _records(positions), "position_tests": _records(position_tests),
+        "loglikelihood_agreement": {"normalization": norm,
+                                    "rows": _records(generation.loglikelihood_agreement(gens, preds))},
+        "comparisons": generation.generation_comparisons(gens, preds, modes, n_resamples=n_resamples, seed=seed,
+                                                         alpha=alpha),
+    }
+    if not round2.empty:
+        flags = annotations.item_flags(round1.iloc[0:0], round2, gold)
+        result["all_implausible"] = _records(generation.all_implausible_accuracy(gens, preds, flags))
+    files = {"generation_seeds": plots.seed_accuracy(seed_acc, out / "generation_seeds.png").name,
+             "generation_positions": plots.position_bias(positions, out / "generation_positions.png").name}
+    return result, files
 
 
 @contextmanager
@@ -187,12 +264,14 @@ def _core(preds, mode, threshold, norm, out) -> tuple[dict, list | None, str]:
     return result, ids, plots.core_curve(curve, mode, out / "core_curve.png").name
 
 
+SOURCE_COLUMNS = ["model", "mode", "run_id", "origin", "dtype", "device", "engine", "items", "model_hash", "created_at"]
+
+
 def _provenance(root, items, meta, sources, records) -> dict:
     digest = hashlib.sha256("\n".join(it["content_hash"] for it in items).encode()).hexdigest()
     return {"workspace": str(Path(root).resolve()), **meta, "items": len(items),
             "items_digest": f"sha256:{digest}",
-            "score_runs": _records(sources[["model", "mode", "run_id", "origin", "dtype", "device", "engine", "items",
-                                            "model_hash", "created_at"]]),
+            "score_runs": _records(sources[SOURCE_COLUMNS]),
             "annotations": _records(records.groupby(["annotator", "round", "run_id", "status"], dropna=False)
                                     .size().rename("records").reset_index())}
 
@@ -241,7 +320,7 @@ def _annotations(round1, round2, gold, preds, scores, norm, alpha) -> dict:
     return result
 
 
-def _item_pages(out, root, items, scores, round1, round2, gold) -> dict:
+def _item_pages(out, root, items, scores, gens, round1, round2, gold) -> dict:
     """A static page per flagged item (curate.review.browser), listed in the report."""
     from curate.review.browser import FOLDER, flag_reasons, write_item_pages
     from curate.review.data import ReviewData
@@ -249,7 +328,8 @@ def _item_pages(out, root, items, scores, round1, round2, gold) -> dict:
     if round1.empty and round2.empty:
         return {"flagged": 0, "with_page": 0, "index": None, "rows": []}
     reasons = flag_reasons(round1, round2, gold)
-    rows = write_item_pages(out, ReviewData(Path(root), items, scores), pd.concat([round1, round2]), reasons)
+    data = ReviewData(Path(root), items, scores, generations=gens)
+    rows = write_item_pages(out, data, pd.concat([round1, round2]), reasons)
     return {"flagged": len(rows), "with_page": sum(r["page"] is not None for r in rows),
             "index": f"{FOLDER}/index.html" if rows else None, "rows": rows}
 

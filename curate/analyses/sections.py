@@ -65,8 +65,12 @@ def report_blocks(m: dict, out: Path) -> list:
                     f"{m['toolkit_version']}. Every number below is in `metrics.json`."),
               ("p", f"Predictions are the argmax option. Unless a table says otherwise they use the "
                     f"`{s['normalization']}` normalization. Intervals are 95% Wilson score intervals; "
-                    f"tests use alpha = {s['alpha']}."),
-              ("p", scores_text(prov, s["normalization"]))]
+                    f"tests use alpha = {s['alpha']}.")]
+    if "accuracy" not in m:  # a workspace with generations only
+        blocks[-1] = ("p", f"The workspace holds no log-likelihood scores: answers by generation only. Intervals are "
+                           f"95% Wilson score intervals; tests use alpha = {s['alpha']}.")
+        return blocks + generation_blocks(m, out)
+    blocks += [("p", scores_text(prov, s["normalization"]))]
     runs = pd.DataFrame(prov["score_runs"])
     blocks += [("p", "Scores read: each model and mode from one source (`origin` scored here, or imported), "
                      "with the run that stored them."),
@@ -173,4 +177,52 @@ def report_blocks(m: dict, out: Path) -> list:
                      "(Connor 1987: null variance under the null). 'not detectable': no difference up to the "
                      "largest possible one reaches that power at this size."),
                ("table", _mdd_text(cmp_["detectable_difference"]))]
+    return blocks + generation_blocks(m, out)
+
+
+def generation_blocks(m: dict, out: Path) -> list:
+    """Section 7: answers by generation (nothing when the workspace has none)."""
+    g = m.get("generation") or {}
+    if not g.get("present"):
+        return []
+    blocks = [("h2", "7. Generation"),
+              ("p", "The model saw the context and the options numbered 1..K in an order shuffled per item and seed, "
+                    "and answered with a number. A condition is model x template x decoding settings "
+                    "(t = temperature, p = top-p, n = max new tokens) x mode. Replies are `strict` (exactly one "
+                    "allowed number), `lenient` (the number or an option's text found in a longer reply) or "
+                    f"`unparsed`; {g['unparsed']}.")]
+    blocks += [("h3", "Parse status"), ("table", pd.DataFrame(g["parse"]))]
+    seeds = pd.DataFrame(g["seed_accuracy"]["rows"])
+    blocks += [("h3", "Accuracy per seed"), ("img", out / m["plots"]["generation_seeds"], "Generation accuracy per seed"),
+               ("table", seeds)]
+    blocks += [("h3", "Spread over seeds"),
+               ("p", "On the items answered under every seed: the per-seed accuracies summarized, a 95% bootstrap "
+                     "interval of their mean resampling items and seeds, and the share of items whose answer "
+                     "(an option, or unparsed) and whose correctness change with the seed."),
+               ("table", pd.DataFrame(g["spread"]))]
+    blocks += [("h3", "Position bias"),
+               ("p", "Share of the parsed replies naming each displayed position, next to the share of items whose "
+                     "gold option was shown there; the chi-square test asks whether the positions chosen are uniform."),
+               ("img", out / m["plots"]["generation_positions"], "Position bias"),
+               ("table", pd.DataFrame(g["position"])), ("table", _p_text(pd.DataFrame(g["position_tests"])))]
+    agree = pd.DataFrame(g["loglikelihood_agreement"]["rows"])
+    if not agree.empty:
+        cols = ["model", "template", "settings", "mode", "seed", "n", "agreement", "kappa", "both_correct_share",
+                "only_a_correct_share", "only_b_correct_share", "same_wrong_share", "different_wrong_share"]
+        blocks += [("h3", "Generation vs log-likelihood"),
+                   ("p", f"Parsed replies against the same model's log-likelihood prediction in the same mode "
+                         f"(`{g['loglikelihood_agreement']['normalization']}`); a = generation, b = log-likelihood."),
+                   ("table", agree[cols])]
+    if g.get("all_implausible"):
+        blocks += [("h3", "Items annotated all implausible"),
+                   ("p", "Accuracy on the items the annotator called all implausible (the study's 'All Bad') and on "
+                         "its other items, by generation (mean over seeds) and by log-likelihood."),
+                   ("table", pd.DataFrame(g["all_implausible"]))]
+    c = g["comparisons"]
+    families = [("Templates", c["templates"]), ("Generation (a) vs log-likelihood (b)", c["generation_vs_loglikelihood"])]
+    families += [(f"{f['mode_a']} (a) vs {f['mode_b']} (b)", f) for f in c["modes"]]
+    for title, fam in families:
+        if fam["rows"]:
+            blocks += [("h3", f"Paired tests: {title}"), ("p", f"{fam['test']}; Holm and Bonferroni across the rows."),
+                       ("table", _p_text(pd.DataFrame(fam["rows"])))]
     return blocks

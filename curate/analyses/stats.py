@@ -93,6 +93,50 @@ def paired_bootstrap(a, b, *, n_resamples: int = 2000, seed: int = 0, confidence
             "n": int(diff.size), "n_resamples": n_resamples, "seed": seed, "test": "paired percentile bootstrap"}
 
 
+def seed_bootstrap(values, *, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+                   batch: int = 250) -> dict:
+    """Percentile bootstrap of the mean of an items x seeds matrix (correctness, or a paired
+    difference), resampling items and seeds with replacement, each resample from
+    ``numpy.random.default_rng(seed)``. With one seed it resamples items only. The p-value is
+    two-sided against a mean of 0, counted as in ``paired_bootstrap``."""
+    m = np.asarray(values, float)
+    if m.ndim != 2 or m.size == 0:
+        raise ValueError(f"seed bootstrap needs a non-empty items x seeds matrix, got shape {m.shape}")
+    n, s = m.shape
+    rng = np.random.default_rng(seed)
+    dist = []
+    for done in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - done)
+        cols = rng.integers(0, s, size=(size, s))
+        weights = np.stack([np.bincount(c, minlength=s) / s for c in cols])    # seed weights per resample
+        rows = rng.integers(0, n, size=(size, n))
+        per_item = m @ weights.T                                                # items x resamples
+        dist.append(np.take_along_axis(per_item.T, rows, axis=1).mean(axis=1))
+    dist = np.concatenate(dist)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(dist, [tail, 1 - tail])
+    hits = min(int((dist <= 0).sum()), int((dist >= 0).sum()))
+    return {"mean": float(m.mean()), "ci_low": float(low), "ci_high": float(high),
+            "p": min(1.0, 2 * (hits + 1) / (n_resamples + 1)), "n_items": n, "seeds": s,
+            "n_resamples": n_resamples, "seed": seed, "test": "percentile bootstrap over items and seeds"}
+
+
+def sign_test(a, b, alternative: str = "two-sided") -> dict:
+    """Exact sign test of "a and b are equally accurate" on paired per-item scores (e.g. accuracy
+    averaged over seeds): the items where a is higher against those where b is, by scipy's
+    binomtest at 0.5; ties carry no information. On 0/1 scores this is the exact McNemar test."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired vectors differ in length: {a.shape} vs {b.shape}")
+    a_better, b_better = int((a > b).sum()), int((a < b).sum())
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, not {alternative!r}")
+    p = sps.binomtest(a_better, a_better + b_better, 0.5, alternative=alternative).pvalue if a_better + b_better else 1.0
+    return {"n": int(a.size), "a_better": a_better, "b_better": b_better,
+            "difference": float((a - b).mean()) if a.size else float("nan"), "alternative": alternative,
+            "test": "exact sign test", "p": float(p)}
+
+
 def corrected(pvalues, alpha: float = 0.05) -> dict:
     """Holm and Bonferroni adjusted p-values for one family of comparisons."""
     p = np.asarray(pvalues, float)

@@ -103,6 +103,12 @@ def correct(spec: dict, inputs: Inputs) -> np.ndarray:
     return features.in_range(counts, {k: v for k, v in bounds.items() if v is not None})
 
 
+def seeds_correct(spec: dict, inputs: Inputs) -> np.ndarray:
+    counts = inputs.seeds_right(spec).sum(axis=1)
+    bounds = {"ge": spec.get("at_least"), "le": spec.get("at_most")}
+    return features.in_range(counts, {k: v for k, v in bounds.items() if v is not None})
+
+
 # --- item text and fields ------------------------------------------------------------------
 
 SCORERS = {"ratio": fuzz.ratio, "token_sort_ratio": fuzz.token_sort_ratio,
@@ -139,5 +145,6 @@ def ids(spec: dict, inputs: Inputs) -> np.ndarray:
 
 
 KINDS = {"labels": labels, "answer": answer, "status": status, "length_spread": length_spread,
-         "gold_longest": gold_longest, "correct": correct, "near_duplicate_options": near_duplicate_options,
+         "gold_longest": gold_longest, "correct": correct, "seeds_correct": seeds_correct,
+         "near_duplicate_options": near_duplicate_options,
          "field": field, "ids": ids}

@@ -28,13 +28,15 @@ class Inputs:
         self._predictions: dict[tuple[str, str], pd.DataFrame] = {}
         self._lengths: dict[tuple, np.ndarray] = {}
         self._tokenizers: dict[str, object] = {}
-        self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}}
+        self._generations: dict[tuple, np.ndarray] = {}
+        self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}, "generation_runs": {}}
 
     def provenance(self) -> dict:
-        """The annotators, score runs and tokenizers the evaluated conditions read."""
+        """The annotators, score runs, tokenizers and generation runs the evaluated conditions read."""
         return {"annotators": list(self.used["annotators"].values()),
                 "score_runs": [{"run_id": r, **info} for r, info in sorted(self.used["score_runs"].items())],
-                "tokenizers": list(self.used["tokenizers"].values())}
+                "tokenizers": list(self.used["tokenizers"].values()),
+                "generation_runs": [{"run_id": r, **info} for (r, _), info in sorted(self.used["generation_runs"].items())]}
 
     @cached_property
     def _tables(self) -> set[str]:
@@ -122,6 +124,51 @@ class Inputs:
         if "scores" not in self._tables:
             return set()
         return {tuple(r) for r in self.ws.conn.execute("SELECT DISTINCT model, mode FROM scores")}
+
+    # --- generations -----------------------------------------------------------------------
+
+    def seeds_right(self, spec: dict) -> np.ndarray:
+        """Items x seeds: whether the model's generated answer is the gold (unparsed: not), in
+        item order. Every item must be answered under every seed asked for."""
+        key = (spec["model"], spec["mode"], spec.get("template"), spec.get("settings"), tuple(spec.get("seeds") or ()))
+        if key not in self._generations:
+            self._generations[key] = self._load_generations(spec)
+        return self._generations[key]
+
+    def _load_generations(self, spec: dict) -> np.ndarray:
+        from generate.store import read_generations
+
+        model, mode = spec["model"], spec["mode"]
+        gens = read_generations(self.ws, models=[model], modes=[mode]) if "generations" in self._tables else None
+        if gens is None or gens.empty:
+            raise CurateError(f"seeds_correct: no generations of model {model!r} in mode {mode!r} in this workspace "
+                              f"(curate generate)")
+        for field in ("template", "settings"):
+            present = sorted(gens[field].unique())
+            if spec.get(field) is None and len(present) > 1:
+                raise CurateError(f"seeds_correct: model {model!r} in mode {mode!r} has generations under "
+                                  f"{field}s {', '.join(present)}; name one with '{field}:'")
+            wanted = spec.get(field) or present[0]
+            if wanted not in present:
+                raise CurateError(f"seeds_correct: no generations of {model!r} in mode {mode!r} under {field} "
+                                  f"{wanted!r} (present: {', '.join(present)})")
+            gens = gens[gens[field] == wanted]
+        seeds = list(spec.get("seeds") or sorted(gens["seed"].unique()))
+        right = gens.assign(right=gens["correct"].fillna(False).astype(bool)).pivot(
+            index="item_id", columns="seed", values="right").reindex(index=self.item_ids, columns=seeds)
+        missing = right.isna().any(axis=1)
+        if missing.any():
+            first = right.index[missing.to_numpy()][0]
+            raise CurateError(f"seeds_correct: {int(missing.sum())} of {len(self.item_ids)} items lack a generation "
+                              f"of {model!r} in mode {mode!r} for some of seeds {seeds} (first: {first}); "
+                              f"generate them or name the seeds to use")
+        used = gens[gens["seed"].isin(seeds)]
+        for run_id in sorted(set(used["run_id"])):
+            entry = self.used["generation_runs"].setdefault((run_id, mode), {
+                "model": model, "mode": mode, "template": used["template"].iloc[0],
+                "settings": used["settings"].iloc[0], "seeds": []})
+            entry["seeds"] = sorted(set(entry["seeds"]) | {int(s) for s in seeds})
+        return right.to_numpy(bool)
 
     # --- lengths ---------------------------------------------------------------------------
 

@@ -91,11 +91,13 @@ def _fill(cond: dict, defaults: dict, where: str, path: Path) -> dict:
         elif "tokenizer" in spec:
             raise InputError(f"a tokenizer only applies to unit 'tokens', not {spec['unit']!r}",
                              path=str(path), field=f"{where}/{kind}/tokenizer")
-    if kind == "correct":
+    if kind in ("correct", "seeds_correct"):
         lo, hi = spec.get("at_least"), spec.get("at_most")
-        if lo is not None and lo > len(spec["models"]):
-            raise InputError(f"at_least {lo} exceeds the {len(spec['models'])} models named",
-                             path=str(path), field=f"{where}/correct/at_least")
+        named = spec.get("models") or spec.get("seeds")
+        if lo is not None and named and lo > len(named):
+            what = "models" if kind == "correct" else "seeds"
+            raise InputError(f"at_least {lo} exceeds the {len(named)} {what} named",
+                             path=str(path), field=f"{where}/{kind}/at_least")
         if lo is not None and hi is not None and lo > hi:
-            raise InputError(f"at_least {lo} is above at_most {hi}", path=str(path), field=f"{where}/correct")
+            raise InputError(f"at_least {lo} is above at_most {hi}", path=str(path), field=f"{where}/{kind}")
     return {kind: spec}

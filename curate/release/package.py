@@ -119,6 +119,7 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         "scoring_runs": [_without_local_paths({**r, **runs.get(r["run_id"], {})})
                          for r in summary["inputs"]["score_runs"]],
         "tokenizers": [_without_local_paths(t) for t in summary["inputs"]["tokenizers"]],
+        "generation_runs": [_without_local_paths(g) for g in summary["inputs"].get("generation_runs", [])],
         **({"changelog": changelog.strip()} if changelog and changelog.strip() else {}),
         "kept": decisions.loc[decisions["kept"], "item_id"].tolist(),
         "removed": dict(zip(removed["item_id"], removed["matched"])),

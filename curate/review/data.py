@@ -53,16 +53,20 @@ class ReviewData:
     items: list[dict]
     scores: pd.DataFrame
     decisions: list[Decisions] = field(default_factory=list)
+    generations: pd.DataFrame = field(default_factory=pd.DataFrame)   # read_generations' rows
 
     @classmethod
     def load(cls, root: str | Path, decisions=()) -> "ReviewData":
+        from generate.store import open_generations, read_generations
         from scoring.store import open_scores, read_scores
 
         root = Path(root)
         with open_scores(root) as ws:
             items = ws.items()
             scores = read_scores(ws)
-        return cls(root, items, scores, [Decisions.read(d) for d in decisions])
+        with open_generations(root) as ws:
+            generations = read_generations(ws)
+        return cls(root, items, scores, [Decisions.read(d) for d in decisions], generations)
 
     @cached_property
     def by_id(self) -> dict[str, dict]:
@@ -73,6 +77,17 @@ class ReviewData:
         if self.scores.empty:
             return {}
         return {k: list(v) for k, v in self.scores.groupby("item_id", sort=False).indices.items()}
+
+    @cached_property
+    def _generation_rows(self) -> dict[str, list[int]]:
+        if self.generations.empty:
+            return {}
+        return {k: list(v) for k, v in self.generations.groupby("item_id", sort=False).indices.items()}
+
+    def generations_of(self, item_id: str) -> pd.DataFrame:
+        """The generation records of one item (every model, template, settings, mode and seed)."""
+        rows = self._generation_rows.get(item_id)
+        return self.generations.iloc[rows] if rows else self.generations.iloc[0:0]
 
     def scores_of(self, item_id: str) -> pd.DataFrame:
         """The score rows of one item (every model, mode, formulation and option)."""

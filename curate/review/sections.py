@@ -174,9 +174,29 @@ def filter_section(ctx: ItemContext) -> Section | None:
     return Section("filter", "Filter stages that matched", "".join(parts))
 
 
+def generations_section(ctx: ItemContext) -> Section | None:
+    """Answers by generation: per condition and seed, the option chosen (as the item's own letter,
+    mapped back through the shuffle), the parse status and the reply as generated."""
+    gens = ctx.data.generations_of(ctx.item["item_id"])
+    if gens.empty:
+        return None
+    opts = letters(len(ctx.item["options"]))
+    rows = []
+    for g in gens.itertuples(index=False):
+        pick = "unparsed" if pd.isna(g.pred) else f"{opts[int(g.pred)]} {'&#10003;' if bool(g.correct) else '&#10007;'}"
+        rows.append(f"<tr><td>{esc(g.model)}</td><td>{esc(g.template)}</td><td>{esc(g.settings)}</td>"
+                    f"<td>{esc(g.mode)}</td><td>{int(g.seed)}</td><td>{pick}</td><td>{esc(g.status)}</td>"
+                    f"<td><code>{esc(str(g.raw)[:200])}</code></td></tr>")
+    return Section("generations", "Answers by generation",
+                   '<p class="hint">The option chosen, by its letter here (the model saw the options numbered in '
+                   'an order shuffled per seed); replies are parsed strict, lenient or not at all.</p>'
+                   '<table class="generations"><tr><th>model</th><th>template</th><th>settings</th><th>mode</th>'
+                   f"<th>seed</th><th>answer</th><th>parse</th><th>reply</th></tr>{''.join(rows)}</table>")
+
+
 #: The item view, top to bottom. A stage adding data about items adds its builder here.
 SECTIONS: list[Callable[[ItemContext], Section | None]] = [
-    context_section, options_section, scores_section, annotations_section, filter_section,
+    context_section, options_section, scores_section, generations_section, annotations_section, filter_section,
 ]
 
 
