@@ -1,20 +1,130 @@
-"""lm-evaluation-harness's own numbers for HellaSwag items, as the parity reference.
+"""lm-evaluation-harness's own requests and numbers for our benchmarks, as the parity reference.
 
-Runs lm-eval 0.4.13's hf backend on a local model folder with its ``hellaswag`` task pointed at
-a local data file (a small task yaml that includes the installed one and swaps the dataset), and
-returns, per item, every option's log-likelihood and greedy flag plus acc / acc_norm.
+Each benchmark's lm-eval 0.4.13 task is pointed at a local data file by a small task yaml that
+includes the installed one and swaps the dataset (``local_tasks``); nothing else of the task
+changes. ``lmeval_requests`` builds the requests lm-eval would send (no model needed);
+``run_lmeval`` runs its hf backend on a local model folder and returns, per item, every option's
+log-likelihood and greedy flag plus acc / acc_norm.
 
     python benchmarks/lmeval_reference.py --model-dir DIR --data FILE --limit 200 --out F.json
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import tempfile
 import time
 from pathlib import Path
 
 TASK = "hellaswag_local"
+
+#: Our benchmark name -> (lm-eval task yaml under lm_eval/tasks, lm-eval's task name pattern).
+#: MMLU is one task per subject; ``mmlu_cloze`` is lm-eval's MMLU "continuation" variant, which
+#: is our MMLU's cloze formulation.
+TASK_YAMLS = {
+    "hellaswag": "hellaswag/hellaswag.yaml",
+    "arc_easy": "arc/arc_easy.yaml",
+    "arc_challenge": "arc/arc_challenge.yaml",
+    "openbookqa": "openbookqa/openbookqa.yaml",
+    "piqa": "piqa/piqa.yaml",
+    "social_iqa": "siqa/siqa.yaml",
+    "winogrande": "winogrande/default.yaml",
+    "copa": "super_glue/copa/default.yaml",
+    "commonsense_qa": "commonsense_qa/default.yaml",
+    "sciq": "sciq/sciq.yaml",
+    "boolq": "super_glue/boolq/default.yaml",
+    "mmlu": "mmlu/default/mmlu_{subject}.yaml",
+    "mmlu_cloze": "mmlu/continuation/mmlu_{subject}.yaml",
+}
+
+#: lm-eval's boolq reads the aps/super_glue copy (label 0/1); the google/boolq copy has the same
+#: rows with answer false/true. This is the only change made to a task's documents.
+BOOLQ_DOCS = "def process_docs(dataset):\n    return dataset.map(lambda d: {'label': int(d['answer'])})\n"
+
+
+def _read_rows(data: Path) -> list[dict]:
+    opener = gzip.open if data.name.endswith(".gz") else open
+    with opener(data, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def local_tasks(folder: Path, benchmark: str, data: Path) -> dict[str, list[int]]:
+    """Write task yamls into ``folder`` pointing ``benchmark``'s lm-eval task(s) at ``data``;
+    return {task name: the rows of ``data`` that task's documents are, in order}."""
+    import lm_eval
+
+    tasks_dir = Path(lm_eval.__file__).parent / "tasks"
+    if benchmark.startswith("mmlu"):  # one task per subject, each over its subject's rows
+        rows = _read_rows(data)
+        by_subject: dict[str, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_subject.setdefault(row["subject"], []).append(i)
+        out = {}
+        for subject, indices in by_subject.items():
+            part = folder / f"{benchmark}_{subject}.jsonl"
+            part.write_text("".join(json.dumps(rows[i]) + "\n" for i in indices))
+            name = f"{benchmark}_{subject}_local"
+            builtin = tasks_dir / TASK_YAMLS[benchmark].format(subject=subject)
+            (folder / f"{name}.yaml").write_text(_yaml(builtin, name, part, split="test"))
+            out[name] = indices
+        return out
+    name = f"{benchmark}_local"
+    extra = ""
+    if benchmark == "boolq":
+        (folder / "boolq_local_docs.py").write_text(BOOLQ_DOCS)
+        extra = "process_docs: !function boolq_local_docs.process_docs\n"
+    (folder / f"{name}.yaml").write_text(_yaml(tasks_dir / TASK_YAMLS[benchmark], name, data) + extra)
+    return {name: list(range(sum(1 for _ in _read_rows(data))))}
+
+
+def _yaml(builtin: Path, name: str, data: Path, split: str = "validation") -> str:
+    other = [s for s in ("training_split", "validation_split", "test_split") if not s.startswith(split)]
+    return (f"include: {builtin}\n"
+            f"task: {name}\n"
+            "dataset_path: json\n"
+            "dataset_name: null\n"
+            "dataset_kwargs:\n"
+            f"  data_files:\n    {split}: {data.resolve()}\n"
+            f"{split}_split: {split}\n"
+            + "".join(f"{s}: null\n" for s in other)
+            + "fewshot_split: null\n")
+
+
+def lmeval_requests(benchmark: str, data: Path) -> list[dict]:
+    """lm-eval's zero-shot requests for every row of ``data``, in row order:
+    ``{"requests": [(context, continuation), ...], "gold": int, "choices": [...], "metrics": [...]}``."""
+    import functools
+
+    from lm_eval import utils
+    from lm_eval.tasks import TaskManager
+
+    # lm-eval compiles each jinja template again for every document; a cache of the compiled
+    # templates gives the same text ten times faster.
+    if not hasattr(utils.env.from_string, "cache_info"):
+        utils.env.from_string = functools.lru_cache(maxsize=None)(utils.env.from_string)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_of = local_tasks(Path(tmp), benchmark, data)
+        manager = TaskManager(include_path=tmp, include_defaults=False)
+        tasks = manager.load(list(rows_of))["tasks"]
+        out: dict[int, dict] = {}
+        for name, task in tasks.items():
+            task.build_all_requests(limit=None)
+            docs = list(task.eval_docs)
+            by_doc: dict[int, list] = {}
+            for inst in task.instances:
+                by_doc.setdefault(inst.doc_id, []).append(inst)
+            metrics = list(task._metric_fn_list)  # what process_results reports
+            for doc_id, instances in by_doc.items():
+                doc = docs[doc_id]
+                choices = task.doc_to_choice(doc)
+                gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
+                if isinstance(gold, str):
+                    gold = choices.index(gold)
+                out[rows_of[name][doc_id]] = {
+                    "requests": [tuple(i.arguments) for i in sorted(instances, key=lambda i: i.idx)],
+                    "gold": gold, "choices": choices, "metrics": metrics}
+    return [out[i] for i in sorted(out)]
 
 
 def task_yaml(data: Path) -> str:

@@ -28,12 +28,21 @@ def main():
     """Audit multiple-choice LLM benchmarks and publish cleaned, versioned subsets."""
 
 
+def _adapters() -> list[str]:
+    from curate.adapters import known
+    return known()
+
+
 @main.command()
 @click.argument("workspace", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--benchmark", required=True, type=click.Choice(["hellaswag", "generic"]),
-              help="Adapter that maps source rows to canonical items.")
-@click.option("--data", required=True, help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id.")
-@click.option("--split", default="validation", show_default=True)
+@click.option("--benchmark", required=True, type=click.Choice(_adapters()),
+              help="Adapter that maps source rows to canonical items: a built-in benchmark, or generic.")
+@click.option("--data", default=None,
+              help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id "
+                   "(built-in benchmarks: default their Hub id).")
+@click.option("--split", default=None, help="Split to ingest [default: the benchmark's, else validation].")
+@click.option("--config", "config", default=None,
+              help="Configuration of a Hub dataset (e.g. ARC-Challenge) [built-ins: their own].")
 @click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
 @click.option("--name", default=None, help="generic: benchmark name used in item ids (default 'generic').")
@@ -47,22 +56,24 @@ def main():
 @click.option("--id-columns", default=None, help="generic: the benchmark's own id columns, comma-separated (must be unique).")
 @click.option("--template", default="{question}", show_default=True,
               help="generic: full-mode context; {question} and {column} are filled in.")
-def init(workspace, benchmark, data, split, revision, limit, name, question, choices, answer,
+def init(workspace, benchmark, data, split, config, revision, limit, name, question, choices, answer,
          answer_format, choice_labels, zero_column, source_column, id_columns, template):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
-    from curate.adapters import get_adapter
+    from curate.adapters import get_adapter, hub_default
     from curate.ingest import ingest
 
     if benchmark == "generic":
-        missing = [f"--{n}" for n, v in (("question", question), ("choices", choices), ("answer", answer)) if not v]
+        missing = [f"--{n}" for n, v in (("data", data), ("question", question), ("choices", choices),
+                                         ("answer", answer)) if not v]
         if missing:
             raise click.UsageError(f"the generic adapter needs {', '.join(missing)}")
         adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
                               answer=answer, answer_format=answer_format, choice_labels=choice_labels,
                               zero=zero_column, source=source_column, ids=id_columns or "", template=template)
     else:
-        adapter = get_adapter("hellaswag")
-    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit)
+        adapter = get_adapter(benchmark)
+    data, split, config = hub_default(adapter, data, split, config)
+    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config)
     click.echo(f"created {root} with {_summary(root)}")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import curate
-from curate.adapters import FieldError
+from curate.adapters import FieldError, default_formulation
 from curate.errors import InputError
 from curate.items import validation_errors
 from curate.sources import open_source
@@ -43,15 +43,17 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
 
 
 def ingest(root: str | Path, *, data: str, adapter, split: str = "validation",
-           revision: str | None = None, limit: int | None = None) -> Path:
-    """Create workspace ``root`` from ``data`` (local path or Hub id) using ``adapter``."""
-    source = open_source(data, split=split, revision=revision)
+           revision: str | None = None, limit: int | None = None, config: str | None = None) -> Path:
+    """Create workspace ``root`` from ``data`` (local path or Hub id; ``config`` names the Hub
+    dataset's configuration) using ``adapter``."""
+    source = open_source(data, split=split, revision=revision, config=config)
     where = source.provenance.get("path") or source.provenance.get("repo_id")
     items, raws = build_items(source.rows, adapter, split=split, where=where, limit=limit)
     meta = {
         "benchmark": adapter.name,
         "adapter": adapter_record(adapter),
         "split": split,
+        "formulation": default_formulation(adapter),
         "source": source.provenance,
         "limit": limit,
         "created_at": now(),

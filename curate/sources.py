@@ -54,12 +54,17 @@ def builder_for(path: Path) -> str:
     return BUILDERS[ext]
 
 
-def open_source(data: str, split: str = "validation", revision: str | None = None) -> Source:
-    """Rows of ``split`` from a local path or a Hub dataset id (``revision`` pins a Hub commit)."""
+def open_source(data: str, split: str = "validation", revision: str | None = None,
+                config: str | None = None) -> Source:
+    """Rows of ``split`` from a local path or a Hub dataset id (``revision`` pins a Hub commit,
+    ``config`` picks the dataset's configuration, e.g. ARC's "ARC-Challenge")."""
     path = Path(data)
     if path.exists():
+        if config is not None:
+            raise InputError("a config names a Hugging Face Hub dataset's configuration; this is a local path",
+                             path=str(path), field="config")
         return _open_local(path, split)
-    return _open_hub(data, split, revision)
+    return _open_hub(data, split, revision, config)
 
 
 def _open_local(path: Path, split: str) -> Source:
@@ -94,11 +99,11 @@ def _open_local(path: Path, split: str) -> Source:
                          "files": [Path(f).name for f in data_files], "sha256": digest})
 
 
-def _open_hub(repo_id: str, split: str, revision: str | None) -> Source:
+def _open_hub(repo_id: str, split: str, revision: str | None, config: str | None = None) -> Source:
     import datasets
 
     try:
-        rows = datasets.load_dataset(repo_id, split=split, revision=revision)
+        rows = datasets.load_dataset(repo_id, config, split=split, revision=revision)
     except Exception as exc:
         raise InputError(f"not a local path, and loading it from the Hugging Face Hub failed: "
                          f"{_root_cause(exc)}", path=repo_id) from exc
@@ -108,7 +113,7 @@ def _open_hub(repo_id: str, split: str, revision: str | None) -> Source:
         resolved = HfApi().dataset_info(repo_id, revision=revision).sha
     except Exception:  # offline or private: keep what we know
         pass
-    return Source(rows, {"kind": "hub", "repo_id": repo_id, "split": split,
+    return Source(rows, {"kind": "hub", "repo_id": repo_id, "config": config, "split": split,
                          "revision": revision, "resolved_revision": resolved,
                          "fingerprint": getattr(rows, "_fingerprint", None)})
 
