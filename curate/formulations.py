@@ -14,6 +14,7 @@ Formulations (the ``formulation`` column of the scores):
 - ``letters+rK`` (K = 1 .. options - 1): the same list rotated K places, option j shown at
   position (j + K) mod n. Scores still name the option by its own index, so every analysis
   reads a rotated formulation like any other; only the letter shown for each option moves.
+  ``letters+rotations`` asks for every rotation of each item (``letters`` is rotation 0).
 
 The continuation is always ``delimiter + text`` (the item's ``delimiter``, default " "), as
 lm-eval's ``target_delimiter``.
@@ -28,6 +29,8 @@ from curate.errors import CurateError
 from curate.items import DEFAULT_DELIMITER
 
 FORMULATIONS = ("cloze", "letters")
+#: What ``curate score --formulations`` takes for every rotation of each item's lettered list.
+ALL_ROTATIONS = "letters+rotations"
 LABELS = string.ascii_uppercase
 DEFAULT_CUE = "Answer:"
 _ROTATED = re.compile(r"^letters\+r([1-9][0-9]*)$")
@@ -53,7 +56,15 @@ def parse(formulation: str) -> tuple[str, int]:
     match = _ROTATED.match(formulation)
     if match:
         return "letters", int(match.group(1))
-    raise CurateError(f"unknown formulation {formulation!r}; known: cloze, letters, letters+rK (a rotation)")
+    raise CurateError(f"unknown formulation {formulation!r}; known: cloze, letters, letters+rK (a rotation), "
+                      f"{ALL_ROTATIONS}")
+
+
+def check(name: str) -> str:
+    """``name`` if it is a formulation ``curate score`` accepts (ALL_ROTATIONS included)."""
+    if name != ALL_ROTATIONS:
+        parse(name)
+    return name
 
 
 def rotated(rotation: int) -> str:
