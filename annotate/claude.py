@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import anthropic
 
 from annotate import prices
-from annotate.prompts import Answer, load_prompt, read_answer, render_item, tools, SUBMIT
+from annotate.prompts import Answer, kind_of, load_prompt, read_answer, render_item, tools, SUBMIT
 from curate.errors import CurateError
 
 MAX_TOKENS = 400
@@ -74,7 +74,7 @@ def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anth
 
 def request_params(model: str, item: dict, round: int) -> dict:
     """The Messages API body for one item (also the ``params`` of a batch request)."""
-    prompt = load_prompt(round)
+    prompt = load_prompt(round, kind=kind_of(item))
     return {
         "model": model,
         "max_tokens": MAX_TOKENS,
