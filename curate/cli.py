@@ -44,20 +44,32 @@ def _adapters() -> list[str]:
 @click.option("--config", "config", default=None,
               help="Configuration of a Hub dataset (e.g. ARC-Challenge) [built-ins: their own].")
 @click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
+@click.option("--delimiter", default=None, help="CSV: the field delimiter [default: detected].")
+@click.option("--encoding", default=None, help="CSV or JSON: the file's encoding [default: UTF-8, or detected for CSV].")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
 @click.option("--name", default=None, help="generic: benchmark name used in item ids (default 'generic').")
 @click.option("--question", default=None, help="generic: question/context column (dotted paths allowed).")
 @click.option("--choices", default=None, help="generic: one list column, or option columns separated by commas.")
-@click.option("--answer", default=None, help="generic: answer column (index or letter).")
-@click.option("--answer-format", type=click.Choice(["auto", "index", "letter"]), default="auto", show_default=True)
+@click.option("--answer", default=None,
+              help="generic: answer column (an option number, a letter, a label or the option's text).")
+@click.option("--answer-format", type=click.Choice(["auto", "index", "index1", "letter", "text"]), default="auto",
+              show_default=True, help="generic: index counts from 0, index1 from 1; auto reads a number from 0, a "
+                                      "letter, else the option's text.")
 @click.option("--choice-labels", default=None, help="generic: column of option labels the answer refers to (ARC: choices.label).")
 @click.option("--zero-column", default=None, help="generic: column kept as context in zero mode (default: none).")
 @click.option("--source-column", default=None, help="generic: column naming the item's sub-source/domain.")
 @click.option("--id-columns", default=None, help="generic: the benchmark's own id columns, comma-separated (must be unique).")
 @click.option("--template", default="{question}", show_default=True,
               help="generic: full-mode context; {question} and {column} are filled in.")
-def init(workspace, benchmark, data, split, config, revision, limit, name, question, choices, answer,
-         answer_format, choice_labels, zero_column, source_column, id_columns, template):
+@click.option("--letters-template", default=None,
+              help="generic: the letters formulation's text before the lettered options [default: the full context].")
+@click.option("--kind", type=click.Choice(["question", "continuation"]), default="question", show_default=True,
+              help="generic: a question with answers, or a text continued by endings (the annotation wording).")
+@click.option("--formulation", type=click.Choice(["cloze", "letters"]), default="cloze", show_default=True,
+              help="generic: the formulation `curate score` uses by default.")
+def init(workspace, benchmark, data, split, config, revision, delimiter, encoding, limit, name, question, choices,
+         answer, answer_format, choice_labels, zero_column, source_column, id_columns, template, letters_template,
+         kind, formulation):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
     from curate.adapters import get_adapter, hub_default
     from curate.ingest import ingest
@@ -69,11 +81,13 @@ def init(workspace, benchmark, data, split, config, revision, limit, name, quest
             raise click.UsageError(f"the generic adapter needs {', '.join(missing)}")
         adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
                               answer=answer, answer_format=answer_format, choice_labels=choice_labels,
-                              zero=zero_column, source=source_column, ids=id_columns or "", template=template)
+                              zero=zero_column, source=source_column, ids=id_columns or "", template=template,
+                              letters_template=letters_template, kind=kind, formulation=formulation)
     else:
         adapter = get_adapter(benchmark)
     data, split, config = hub_default(adapter, data, split, config)
-    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config)
+    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config,
+                  delimiter=delimiter, encoding=encoding)
     click.echo(f"created {root} with {_summary(root)}")
 
 

@@ -42,11 +42,13 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     return items, raws
 
 
-def ingest(root: str | Path, *, data: str, adapter, split: str = "validation",
-           revision: str | None = None, limit: int | None = None, config: str | None = None) -> Path:
+def ingest(root: str | Path, *, data: str, adapter, split: str = "validation", revision: str | None = None,
+           limit: int | None = None, config: str | None = None, delimiter: str | None = None,
+           encoding: str | None = None) -> Path:
     """Create workspace ``root`` from ``data`` (local path or Hub id; ``config`` names the Hub
-    dataset's configuration) using ``adapter``."""
-    source = open_source(data, split=split, revision=revision, config=config)
+    dataset's configuration; ``delimiter``/``encoding`` override what is detected in a CSV
+    file) using ``adapter``."""
+    source = open_source(data, split=split, revision=revision, config=config, delimiter=delimiter, encoding=encoding)
     where = source.provenance.get("path") or source.provenance.get("repo_id")
     items, raws = build_items(source.rows, adapter, split=split, where=where, limit=limit)
     meta = {
@@ -60,6 +62,18 @@ def ingest(root: str | Path, *, data: str, adapter, split: str = "validation",
         "toolkit_version": curate.__version__,
     }
     return create_workspace(root, meta=meta, items=items, raw_rows=raws)
+
+
+def same_adapter(record: dict, adapter) -> bool:
+    """Whether a workspace's adapter ``record`` describes ``adapter``; options the record lacks
+    (added to the adapter after the workspace was made) count as their defaults."""
+    from dataclasses import fields, is_dataclass
+
+    current = adapter_record(adapter)
+    defaults = {f.name: f.default for f in fields(adapter)} if is_dataclass(adapter) else {}
+    stored = {**{k: v for k, v in current["options"].items() if k not in record.get("options", {})
+                 and v == defaults.get(k)}, **record.get("options", {})}
+    return record.get("kind") == current["kind"] and stored == current["options"]
 
 
 def adapter_record(adapter) -> dict:

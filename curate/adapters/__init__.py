@@ -35,19 +35,19 @@ def known() -> list[str]:
     return ["hellaswag", *BENCHMARKS, "generic"]
 
 
-def get_adapter(kind: str, **options):
-    """The adapter called ``kind`` configured with ``options`` (column mapping for 'generic')."""
+def get_adapter(name: str, /, **options):
+    """The adapter called ``name`` configured with ``options`` (column mapping for 'generic')."""
     from curate.adapters import builtin, generic, hellaswag
 
-    if kind == "generic":
+    if name == "generic":
         return generic.Generic(**options)
     if options:
-        raise ValueError(f"the {kind} adapter takes no options, got {sorted(options)}")
-    if kind == "hellaswag":
+        raise ValueError(f"the {name} adapter takes no options, got {sorted(options)}")
+    if name == "hellaswag":
         return hellaswag.HellaSwag()
-    if kind in builtin.BENCHMARKS:
-        return builtin.Builtin(kind)
-    raise ValueError(f"unknown benchmark adapter {kind!r}; known: {', '.join(known())}")
+    if name in builtin.BENCHMARKS:
+        return builtin.Builtin(name)
+    raise ValueError(f"unknown benchmark adapter {name!r}; known: {', '.join(known())}")
 
 
 def hub_default(adapter, data: str | None, split: str | None, config: str | None) -> tuple[str, str, str | None]:
