@@ -73,6 +73,7 @@ class Annotator:
 class Scoring:
     models: tuple[str, ...]
     modes: tuple[str, ...]
+    formulations: tuple[str, ...] | None = None  # None: the workspace's own
     dtype: str = "float32"
     device: str = "cpu"
     batch_tokens: int | None = None  # None: the scorer's own default
@@ -181,7 +182,8 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     annotators = tuple(Annotator(a["annotator"], tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
     s, f, r = data.get("scoring"), data.get("filter"), data.get("release")
-    scoring = Scoring(tuple(s["models"]), tuple(s["modes"]), **_given(s, "dtype", "device", "batch_tokens")) if s else None
+    scoring = Scoring(tuple(s["models"]), tuple(s["modes"]), tuple(s["formulations"]) if "formulations" in s else None,
+                      **_given(s, "dtype", "device", "batch_tokens")) if s else None
     release = None
     if r:
         [(kind, target)] = r["target"].items()

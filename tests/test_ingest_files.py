@@ -153,3 +153,32 @@ def test_delimiter_given_or_refused_when_unclear(tmp_path):
     proc = run_cli("init", tmp_path / "ws2", "--benchmark", "generic", "--data", data, "--question", "q",
                    "--choices", "o1,o2", "--answer", "a", "--config", "main", check=False)
     assert proc.returncode == 2 and "config" in proc.stderr
+
+
+def test_audit_config_reads_builtins_and_file_options(tmp_path):
+    import yaml
+    from curate.audit_config import config_problems, load_config
+
+    def config(benchmark, **extra):
+        path = tmp_path / "audit.yaml"
+        path.write_text(yaml.safe_dump({"workspace": "ws", "benchmark": benchmark, **extra}))
+        return path
+
+    b = load_config(config({"adapter": "mmlu"}), check_files=False).benchmark
+    assert b.source() == {"data": "cais/mmlu", "split": "test", "config": "all", "revision": None, "limit": None,
+                          "delimiter": None, "encoding": None}
+    columns = {"question": "question", "choices": "choices", "answer": "answer", "kind": "continuation"}
+    b = load_config(config({"adapter": "generic", "path": "x.csv", "delimiter": ";", "encoding": "cp1252",
+                            "columns": columns}), check_files=False).benchmark
+    assert (b.source()["delimiter"], b.source()["encoding"], b.make_adapter().kind) == (";", "cp1252", "continuation")
+    problems = dict(config_problems({"workspace": "ws", "benchmark": {"adapter": "arc_easy", "path": "x",
+                                                                      "config": "ARC-Easy"}}))
+    assert "needs 'hub'" in problems["benchmark.config"]
+    problems = dict(config_problems({"workspace": "ws", "benchmark": {"adapter": "arc_easy", "hub": "allenai/ai2_arc",
+                                                                      "delimiter": ";"}}))
+    assert "needs 'path'" in problems["benchmark.delimiter"]
+    scoring = {"models": ["smollm2-135m"], "modes": ["full"], "formulations": ["cloze", "letters+rotations"]}
+    s = load_config(config({"adapter": "sciq"}, scoring=scoring), check_files=False).scoring
+    assert s.formulations == ("cloze", "letters+rotations")
+    assert config_problems({"workspace": "ws", "benchmark": {"adapter": "sciq"},
+                            "scoring": {**scoring, "formulations": ["bogus"]}})
