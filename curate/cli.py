@@ -115,7 +115,8 @@ def info(workspace):
     with Workspace.open(workspace) as ws:
         src = ws.meta("source", {})
         click.echo(f"workspace   {workspace}")
-        click.echo(f"benchmark   {ws.meta('benchmark')} (split {ws.meta('split')})")
+        click.echo(f"benchmark   {ws.meta('benchmark')} (split {ws.meta('split')}, scored in "
+                   f"{ws.meta('formulation', 'cloze')} by default)")
         where = src.get("path") or src.get("repo_id")
         pin = src.get("sha256") or src.get("resolved_revision") or src.get("revision") or "unpinned"
         click.echo(f"source      {where} [{pin}]")

@@ -69,9 +69,11 @@ def score(workspace, model, modes, formulations, dtype, device, batch_tokens, li
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")
     if verify:
+        first = summary["formulations"][0]  # the first formulation scored (a rotation request: its unrotated list)
         for mode in modes:
             check = verify_batch_invariance(workspace, model, mode, verify, dtype=dtype, device=device,
-                                            label=summary["label"])
+                                            label=summary["label"],
+                                            formulation="letters" if first == "letters+rotations" else first)
             diff = check["max_abs_diff"]
             click.echo(f"batch invariance ({mode}, {check['items']} items one at a time): max |diff| "
                        f"logprob_sum {diff['logprob_sum']:.2e}, seq_mean {diff['seq_mean']:.2e}")

@@ -50,15 +50,20 @@ def test_per_option_contexts_score_the_shared_continuation(lm, tmp_path):
     assert len(unit.requests) == 2 and all(r.prefix_lp and r.purpose == "ll" for r in unit.requests)
     run_cli("score", ws, "--model", "smollm2-135m", "--modes", "full,zero", "--quiet")
     with sqlite3.connect(ws / "workspace.db") as c:
-        rows = c.execute("SELECT mode, option_index, logprob_sum, n_chars, formulation FROM scores "
+        rows = c.execute("SELECT mode, option_index, logprob_sum, n_chars, formulation, seq_mean FROM scores "
                          "WHERE item_id = ? ORDER BY mode, option_index", (item["item_id"],)).fetchall()
     suffix = " always got the easier cases."
     expected = {("full", 0): "Sarah was a much better surgeon than Maria so Sarah",
                 ("full", 1): "Sarah was a much better surgeon than Maria so Maria", ("zero", 0): "Sarah",
                 ("zero", 1): "Maria"}
-    for mode, j, logprob, n_chars, formulation in rows:
+    model, tok = lm
+    for mode, j, logprob, n_chars, formulation, seq_mean in rows:
         assert abs(logprob - plain_logprob(lm, expected[mode, j], suffix)) < 1e-3, (mode, j)
         assert n_chars == len(suffix) - 1 and formulation == "cloze"
+        enc = tok(expected[mode, j] + suffix, return_tensors="pt")  # the study's mean over the whole sentence
+        with torch.no_grad():
+            loss = model(**enc, labels=enc["input_ids"]).loss.item()
+        assert abs(seq_mean + loss) < 1e-4, (mode, j)
 
 
 def test_letters_rotations_and_cloze_under_one_label(tmp_path):
