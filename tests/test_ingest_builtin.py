@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.lmeval_reference import SHARED_DATA, shared_file
 from conftest import SHARED, run_cli
 from curate import formulations
 from curate.adapters import default_formulation, get_adapter
@@ -17,20 +18,11 @@ from curate.items import PLACEHOLDER
 from curate.store import Workspace
 
 BENCHMARKS = SHARED / "benchmarks"
-
-#: benchmark -> (data file, split); the folder names are the data set's own.
-DATA = {
-    "arc_easy": ("arc_easy", "validation"), "arc_challenge": ("arc_challenge", "validation"),
-    "mmlu": ("mmlu", "test"), "openbookqa": ("openbookqa", "validation"), "piqa": ("piqa", "validation"),
-    "social_iqa": ("social_i_qa", "validation"), "winogrande": ("winogrande", "validation"),
-    "copa": ("copa", "validation"), "commonsense_qa": ("commonsense_qa", "validation"),
-    "sciq": ("sciq", "validation"), "boolq": ("boolq", "validation"),
-}
+DATA = SHARED_DATA
 
 
 def data_file(name):
-    folder, split = DATA[name]
-    return BENCHMARKS / folder / f"{split}.jsonl.gz", split
+    return shared_file(name, BENCHMARKS)
 
 
 def our_items(name):
@@ -123,3 +115,10 @@ def test_cli_init_from_the_shared_folder(tmp_path):
     assert "285 items" in out
     with Workspace.open(tmp_path / "ws") as ws:
         assert ws.meta("formulation") == "letters" and ws.meta("split") == "dev"
+    # Items with the new fields (and no native ids) export to every format.
+    import pandas as pd
+    run_cli("init", tmp_path / "wino", "--benchmark", "winogrande", "--data", BENCHMARKS / "winogrande", "--limit", "4")
+    for ext in ("parquet", "csv", "jsonl"):
+        run_cli("items", tmp_path / "wino", "--out", tmp_path / f"items.{ext}")
+    frame = pd.read_parquet(tmp_path / "items.parquet")
+    assert len(frame) == 4 and frame["partial"].iloc[0]["continuation"] == "always got the easier cases."
