@@ -38,6 +38,22 @@ TASK_YAMLS = {
     "mmlu_cloze": "mmlu/continuation/mmlu_{subject}.yaml",
 }
 
+#: Our benchmark -> (its folder in ../shared/data/benchmarks, the split there).
+SHARED_DATA = {
+    "arc_easy": ("arc_easy", "validation"), "arc_challenge": ("arc_challenge", "validation"),
+    "mmlu": ("mmlu", "test"), "openbookqa": ("openbookqa", "validation"), "piqa": ("piqa", "validation"),
+    "social_iqa": ("social_i_qa", "validation"), "winogrande": ("winogrande", "validation"),
+    "copa": ("copa", "validation"), "commonsense_qa": ("commonsense_qa", "validation"),
+    "sciq": ("sciq", "validation"), "boolq": ("boolq", "validation"),
+}
+
+
+def shared_file(benchmark: str, root: Path) -> tuple[Path, str]:
+    """(data file, split) of a built-in benchmark in the shared data folder ``root``."""
+    folder, split = SHARED_DATA[benchmark]
+    return root / folder / f"{split}.jsonl.gz", split
+
+
 #: lm-eval's boolq reads the aps/super_glue copy (label 0/1); the google/boolq copy has the same
 #: rows with answer false/true. This is the only change made to a task's documents.
 BOOLQ_DOCS = "def process_docs(dataset):\n    return dataset.map(lambda d: {'label': int(d['answer'])})\n"
@@ -162,6 +178,48 @@ def run_lmeval(model_dir: str, data: Path, limit: int, *, batch_size: int = 32, 
     return {"seconds": seconds, "cpu_seconds": cpu_seconds, "lm_eval_version": lm_eval.__version__, "limit": limit, "dtype": dtype,
             "batch_size": batch_size, "acc": metrics["acc,none"], "acc_norm": metrics["acc_norm,none"],
             "items": items}
+
+
+def run_lmeval_benchmarks(model_dir: str, data: dict[str, Path], limit: int, *, batch_size: int = 32,
+                          dtype: str = "float32") -> dict:
+    """lm-eval's hf backend on the first ``limit`` rows of each benchmark's file (``data``: our
+    benchmark name -> data file), all tasks in one run: {"seconds", "cpu_seconds", ..., "benchmarks":
+    {name: {"items": [{"row", "lls", "greedy", "acc", "acc_norm"?}], "metrics": [...]}}}, items in
+    row order. MMLU runs the subject tasks its first rows belong to."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_of, owner = {}, {}
+        for benchmark, path in data.items():
+            for task, rows in local_tasks(Path(tmp), benchmark, path).items():
+                wanted = [r for r in rows if r < limit]
+                if wanted:
+                    assert wanted == rows[:len(wanted)], f"{task}: the first rows are not its first documents"
+                    rows_of[task], owner[task] = rows, benchmark
+        manager = TaskManager(include_path=tmp, include_defaults=False)
+        start, cpu_start = time.perf_counter(), time.process_time()
+        out = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={model_dir},dtype={dtype}",
+                                      tasks=list(rows_of), task_manager=manager, limit=limit, device="cpu",
+                                      batch_size=batch_size, log_samples=True)
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    result = {name: {"items": [], "metrics": []} for name in data}
+    for task, samples in out["samples"].items():
+        bench = result[owner[task]]
+        for s in samples:
+            row = rows_of[task][s["doc_id"]]
+            if row >= limit:
+                continue
+            item = {"row": row, "lls": [float(r[0][0]) for r in s["resps"]],
+                    "greedy": [bool(r[0][1]) for r in s["resps"]], "acc": float(s["acc"])}
+            if "acc_norm" in s:
+                item["acc_norm"] = float(s["acc_norm"])
+            bench["items"].append(item)
+        bench["metrics"] = sorted({"acc", *(["acc_norm"] if "acc_norm" in samples[0] else [])})
+    for bench in result.values():
+        bench["items"].sort(key=lambda i: i["row"])
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "lm_eval_version": lm_eval.__version__, "limit": limit,
+            "dtype": dtype, "batch_size": batch_size, "benchmarks": result}
 
 
 def main(argv=None):
