@@ -85,7 +85,10 @@ def init(workspace, benchmark, data, split, config, revision, delimiter, encodin
                               letters_template=letters_template, kind=kind, formulation=formulation)
     else:
         adapter = get_adapter(benchmark)
-    data, split, config = hub_default(adapter, data, split, config)
+    try:
+        data, split, config = hub_default(adapter, data, split, config)
+    except ValueError as exc:
+        raise click.UsageError(f"{exc} (--data)") from None
     root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config,
                   delimiter=delimiter, encoding=encoding)
     click.echo(f"created {root} with {_summary(root)}")
