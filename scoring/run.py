@@ -220,8 +220,9 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
                     tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len, "seq_mean": seq_mean,
-                          "processes": world, "versions": versions(), "replaced_rows": replaced})
+                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
+                          "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
+                          "replaced_rows": replaced})
         if replace and state is not None:
             state.wait_for_everyone()
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
