@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import anthropic
 
 from annotate import prices
-from annotate.prompts import Answer, load_prompt, read_answer, render_item, tools, SUBMIT
+from annotate.prompts import Answer, kind_of, load_prompt, read_answer, render_item, tools, SUBMIT
 from curate.errors import CurateError
 from curate.secrets import redact
 
@@ -77,8 +77,9 @@ def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anth
 
 def request_params(model: str, item: dict, round: int, *, cache: bool = False) -> dict:
     """The Messages API body for one item (also the ``params`` of a batch request); ``cache``
-    marks the shared prefix (tools and instructions) for the prompt cache."""
-    system = {"type": "text", "text": load_prompt(round).instructions}
+    marks the shared prefix (tools and instructions) for the prompt cache. The instructions
+    are those of the item's kind (a question to answer, or a text to continue)."""
+    system = {"type": "text", "text": load_prompt(round, kind=kind_of(item)).instructions}
     if cache:
         system["cache_control"] = {"type": "ephemeral"}
     return {

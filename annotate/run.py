@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from annotate import claude, prices
-from annotate.prompts import load_prompt, read_answer
+from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, open_annotations, \
     open_batches, write_annotation, LEDGER_TOKENS
 from curate.errors import CurateError
@@ -67,7 +67,7 @@ class Job:
     annotator: str
     round: int
     run_id: str
-    prompt_version: str
+    prompt_version: dict[str, str]           # item kind -> prompt version
     keys: dict[str, str]                     # item_id -> request key
     counts: Counter = field(default_factory=Counter)
     spent: float = 0.0
@@ -85,7 +85,7 @@ class Job:
         cost = {k: sum(a["usage"][k] for a in attempts) for k in LEDGER_TOKENS} if attempts else {}
         cost.update(usd=round(sum(costs), 8), replies=len(attempts), batch=batch)
         record = {"annotator": self.annotator, "round": self.round, "item_id": item["item_id"], "status": status,
-                  "result": result if status == "valid" else None, "raw": raw, "prompt_version": self.prompt_version,
+                  "result": result if status == "valid" else None, "raw": raw, "prompt_version": self.prompt_version[kind_of(item)],
                   "model_snapshot": snapshot, "request_key": self.keys[item["item_id"]],
                   "content_hash": item["content_hash"]}
         with self.ws.transaction():
@@ -167,7 +167,7 @@ class Work:
     round: int
     backend: str
     model: str
-    version: str
+    version: dict[str, str]          # item kind -> prompt version
     params: dict
     items: list[dict]
     keys: dict[str, str]
@@ -179,16 +179,18 @@ class Work:
         backend, model = parse_annotator(annotator)
         items = ws.items()[:limit] if limit else ws.items()
         local = None
+        kinds = sorted({kind_of(it) for it in items})
         if backend == "local":
             from annotate.local import LocalAnnotator
             local = LocalAnnotator(model)  # resolves the weights; loads them on first use
-            version, params = local.prompt_version(round), {"snapshot": local.snapshot, **local.params}
+            version, params = {k: local.prompt_version(round, k) for k in kinds}, {"snapshot": local.snapshot,
+                                                                                    **local.params}
         else:
             prices.price(model)  # unknown model: fail before any request
-            version = load_prompt(round).version
+            version = {k: load_prompt(round, kind=k).version for k in kinds}
             params = {"model": model, "max_tokens": claude.MAX_TOKENS, "tool_choice": "any",
                       "parse_retries": parse_retries}
-        keys = {it["item_id"]: request_key(it, round, version, annotator, params) for it in items}
+        keys = {it["item_id"]: request_key(it, round, version[kind_of(it)], annotator, params) for it in items}
         done = done_keys(ws, annotator, round)
         todo = [it for it in items if keys[it["item_id"]] not in done]
         return cls(annotator, round, backend, model, version, params, items, keys, todo, local)
@@ -203,7 +205,9 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
         if work.todo:
             cache = cache_decision(client, model, work.todo[0], round, retries=retries, backoff=backoff)
     run_id = f"run-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
-    info = {"backend": work.backend, "model": model, "params": work.params, "prompt_version": work.version,
+    versions = work.version
+    info = {"backend": work.backend, "model": model, "params": work.params,
+            "prompt_version": next(iter(versions.values())) if len(versions) == 1 else versions,
             "batch": batch, "concurrency": concurrency, "max_cost": max_cost, "limit": limit, "cache": cache,
             "base_url": os.environ.get("ANTHROPIC_BASE_URL") if work.backend == "anthropic" else None}
     add_run(ws, run_id=run_id, annotator=annotator, round=round, info=info)

@@ -70,20 +70,20 @@ def mark(out: Path, stamp: str) -> None:
 # --- stages ---------------------------------------------------------------------------------
 
 def ingest_stage(cfg: AuditConfig) -> Outcome:
-    from curate.ingest import adapter_record, ingest
+    from curate.ingest import ingest, same_adapter
 
     b = cfg.benchmark
     if (cfg.workspace / "workspace.db").is_file():
         with Workspace.open(cfg.workspace) as ws:
             stored, split, n = ws.meta("adapter", {}), ws.meta("split"), ws.count_items()
-        if stored != adapter_record(b.make_adapter()) or split != b.split:
+        if not same_adapter(stored, b.make_adapter()) or split != b.source()["split"]:
             raise CurateError(f"{cfg.workspace}: was ingested with other benchmark settings than {cfg.file} "
                               f"names (adapter, columns or split); use a new workspace directory")
         return Outcome("ingest", "skipped", f"workspace exists ({n} items)", {"items": n})
-    ingest(cfg.workspace, data=b.data, adapter=b.make_adapter(), split=b.split, revision=b.revision, limit=b.limit)
+    ingest(cfg.workspace, adapter=b.make_adapter(), **b.source())
     with Workspace.open(cfg.workspace) as ws:
         n = ws.count_items()
-    return Outcome("ingest", "ran", f"{n} items from {b.data}", {"items": n})
+    return Outcome("ingest", "ran", f"{n} items from {b.source()['data']}", {"items": n})
 
 
 def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
@@ -120,7 +120,8 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
                                 f"model-modes of {len({m for m, _ in pairs})} models", {"imported": summary}))
     for model in sc.models:
         extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
-        s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device, **extra)
+        s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
+                            formulations=list(sc.formulations) if sc.formulations else None, **extra)
         status = "ran" if s["computed"] else "skipped"
         outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
                                 f"{s['computed']} item-modes computed, {s['cached']} cached", s))

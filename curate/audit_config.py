@@ -32,14 +32,25 @@ class Benchmark:
     path: Path | None
     hub: str | None
     revision: str | None
-    split: str
+    split: str | None  # None: the benchmark's own (built-ins), else validation
     limit: int | None
     columns: dict  # generic adapter options, keyword names of curate.adapters.generic.Generic
+    config: str | None = None
+    delimiter: str | None = None
+    encoding: str | None = None
 
     @property
-    def data(self) -> str:
-        """What ``curate.ingest.ingest(data=...)`` takes: the local path or the Hub id."""
+    def data(self) -> str | None:
+        """What ``curate.ingest.ingest(data=...)`` takes: the local path or the Hub id (None: a
+        built-in benchmark's own Hub id)."""
         return str(self.path) if self.path is not None else self.hub
+
+    def source(self) -> dict:
+        """The keyword arguments of ``curate.ingest.ingest`` that say what to read."""
+        from curate.adapters import hub_default
+        data, split, config = hub_default(self.make_adapter(), self.data, self.split, self.config)
+        return {"data": data, "split": split, "config": config, "revision": self.revision, "limit": self.limit,
+                "delimiter": self.delimiter, "encoding": self.encoding}
 
     def make_adapter(self):
         from curate.adapters import get_adapter
@@ -69,6 +80,7 @@ class ScoreImport:
 class Scoring:
     models: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
+    formulations: tuple[str, ...] | None = None  # None: the workspace's own
     dtype: str = "float32"
     device: str = "cpu"
     batch_tokens: int | None = None  # None: the scorer's own default
@@ -174,15 +186,17 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     b = data["benchmark"]
     benchmark = Benchmark(
         adapter=b["adapter"], path=(here / b["path"]).resolve() if "path" in b else None,
-        hub=b.get("hub"), revision=b.get("revision"), split=b.get("split", "validation"),
-        limit=b.get("limit"), columns=_adapter_columns(b.get("columns")))
+        hub=b.get("hub"), revision=b.get("revision"), split=b.get("split"),
+        limit=b.get("limit"), columns=_adapter_columns(b.get("columns")), config=b.get("config"),
+        delimiter=b.get("delimiter"), encoding=b.get("encoding"))
     annotators = tuple(Annotator(a["annotator"], tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
     s, f, r = data.get("scoring"), data.get("filter"), data.get("release")
     scoring = None
     if s:
         imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
-        scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())), imports=imports,
+        scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),
+                          tuple(s["formulations"]) if "formulations" in s else None, imports=imports,
                           **_given(s, "dtype", "device", "batch_tokens"))
     release = None
     if r:
@@ -217,10 +231,16 @@ def _adapter_columns(columns: dict | None) -> dict:
 def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     problems = []
     b = data["benchmark"]
-    if ("path" in b) == ("hub" in b):
+    builtin = b["adapter"] not in ("generic", "hellaswag")
+    if ("path" in b and "hub" in b) or ("path" not in b and "hub" not in b and not builtin):
         problems.append(("benchmark", "give exactly one of 'path' (a local file or folder) or 'hub' (a Hub dataset id)"))
-    if "revision" in b and "hub" not in b:
-        problems.append(("benchmark.revision", "a revision pins a Hub dataset; it needs 'hub', not 'path'"))
+    for key, what in (("revision", "a revision pins a Hub dataset"), ("config", "a config names a Hub dataset's "
+                                                                                "configuration")):
+        if key in b and "path" in b:
+            problems.append((f"benchmark.{key}", f"{what}; it needs 'hub', not 'path'"))
+    for key in ("delimiter", "encoding"):
+        if key in b and "path" not in b:
+            problems.append((f"benchmark.{key}", f"the {key} of a local file needs 'path'"))
     if b["adapter"] == "generic" and "columns" not in b:
         problems.append(("benchmark.columns", "the generic adapter needs a column mapping (question, choices, answer)"))
     if b["adapter"] != "generic" and "columns" in b:
@@ -291,7 +311,7 @@ def describe(config: AuditConfig) -> list[str]:
     b = config.benchmark
     source = str(b.path) if b.path else f"{b.hub}@{b.revision or 'unpinned'}"
     lines = [f"workspace  {config.workspace}",
-             f"ingest     {b.adapter}: {source} (split {b.split}{f', first {b.limit}' if b.limit else ''})"]
+             f"ingest     {b.adapter}: {source} (split {b.split or 'default'}{f', first {b.limit}' if b.limit else ''})"]
     for a in config.annotators:
         extras = ["batch API"] * a.batch + [f"concurrency {a.concurrency}"] + \
                  ([f"max ${a.max_cost:g}/round"] if a.max_cost is not None else [])

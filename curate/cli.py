@@ -55,44 +55,71 @@ def main():
     """Audit multiple-choice LLM benchmarks and publish cleaned, versioned subsets."""
 
 
+def _adapters() -> list[str]:
+    from curate.adapters import known
+    return known()
+
+
 @main.command()
 @click.argument("workspace", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--benchmark", required=True, type=click.Choice(["hellaswag", "generic"]),
-              help="Adapter that maps source rows to canonical items.")
-@click.option("--data", required=True, help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id.")
-@click.option("--split", default="validation", show_default=True)
+@click.option("--benchmark", required=True, type=click.Choice(_adapters()),
+              help="Adapter that maps source rows to canonical items: a built-in benchmark, or generic.")
+@click.option("--data", default=None,
+              help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id "
+                   "(built-in benchmarks: default their Hub id).")
+@click.option("--split", default=None, help="Split to ingest [default: the benchmark's, else validation].")
+@click.option("--config", "config", default=None,
+              help="Configuration of a Hub dataset (e.g. ARC-Challenge) [built-ins: their own].")
 @click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
 @click.option("--copy-of", default=None, metavar="OWNER/NAME[@REV]",
               help="The Hub dataset a local --data file is a copy of; releases name it as the source.")
+@click.option("--delimiter", default=None, help="CSV: the field delimiter [default: detected].")
+@click.option("--encoding", default=None, help="CSV or JSON: the file's encoding [default: UTF-8, or detected for CSV].")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
 @click.option("--name", default=None, help="generic: benchmark name used in item ids (default 'generic').")
 @click.option("--question", default=None, help="generic: question/context column (dotted paths allowed).")
 @click.option("--choices", default=None, help="generic: one list column, or option columns separated by commas.")
-@click.option("--answer", default=None, help="generic: answer column (index or letter).")
-@click.option("--answer-format", type=click.Choice(["auto", "index", "letter"]), default="auto", show_default=True)
+@click.option("--answer", default=None,
+              help="generic: answer column (an option number, a letter, a label or the option's text).")
+@click.option("--answer-format", type=click.Choice(["auto", "index", "index1", "letter", "text"]), default="auto",
+              show_default=True, help="generic: index counts from 0, index1 from 1; auto reads a number from 0, a "
+                                      "letter, else the option's text.")
 @click.option("--choice-labels", default=None, help="generic: column of option labels the answer refers to (ARC: choices.label).")
 @click.option("--zero-column", default=None, help="generic: column kept as context in zero mode (default: none).")
 @click.option("--source-column", default=None, help="generic: column naming the item's sub-source/domain.")
 @click.option("--id-columns", default=None, help="generic: the benchmark's own id columns, comma-separated (must be unique).")
 @click.option("--template", default="{question}", show_default=True,
               help="generic: full-mode context; {question} and {column} are filled in.")
-def init(workspace, benchmark, data, split, revision, copy_of, limit, name, question, choices, answer,
-         answer_format, choice_labels, zero_column, source_column, id_columns, template):
+@click.option("--letters-template", default=None,
+              help="generic: the letters formulation's text before the lettered options [default: the full context].")
+@click.option("--kind", type=click.Choice(["question", "continuation"]), default="question", show_default=True,
+              help="generic: a question with answers, or a text continued by endings (the annotation wording).")
+@click.option("--formulation", type=click.Choice(["cloze", "letters"]), default="cloze", show_default=True,
+              help="generic: the formulation `curate score` uses by default.")
+def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter, encoding, limit, name, question,
+         choices, answer, answer_format, choice_labels, zero_column, source_column, id_columns, template,
+         letters_template, kind, formulation):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
-    from curate.adapters import get_adapter
+    from curate.adapters import get_adapter, hub_default
     from curate.ingest import ingest
 
     if benchmark == "generic":
-        missing = [f"--{n}" for n, v in (("question", question), ("choices", choices), ("answer", answer)) if not v]
+        missing = [f"--{n}" for n, v in (("data", data), ("question", question), ("choices", choices),
+                                         ("answer", answer)) if not v]
         if missing:
             raise click.UsageError(f"the generic adapter needs {', '.join(missing)}")
         adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
                               answer=answer, answer_format=answer_format, choice_labels=choice_labels,
-                              zero=zero_column, source=source_column, ids=id_columns or "", template=template)
+                              zero=zero_column, source=source_column, ids=id_columns or "", template=template,
+                              letters_template=letters_template, kind=kind, formulation=formulation)
     else:
-        adapter = get_adapter("hellaswag")
-    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit,
-                  copy_of=copy_of)
+        adapter = get_adapter(benchmark)
+    try:
+        data, split, config = hub_default(adapter, data, split, config)
+    except ValueError as exc:
+        raise click.UsageError(f"{exc} (--data)") from None
+    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config,
+                  delimiter=delimiter, encoding=encoding, copy_of=copy_of)
     click.echo(f"created {root} with {_summary(root)}")
 
 
@@ -120,7 +147,8 @@ def info(workspace):
     with Workspace.open(workspace) as ws:
         src = ws.meta("source", {})
         click.echo(f"workspace   {workspace}")
-        click.echo(f"benchmark   {ws.meta('benchmark')} (split {ws.meta('split')})")
+        click.echo(f"benchmark   {ws.meta('benchmark')} (split {ws.meta('split')}, scored in "
+                   f"{ws.meta('formulation', 'cloze')} by default)")
         where = src.get("path") or src.get("repo_id")
         pin = src.get("sha256") or src.get("resolved_revision") or src.get("revision") or "unpinned"
         click.echo(f"source      {where} [{pin}]")

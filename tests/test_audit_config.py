@@ -131,7 +131,7 @@ BAD = [
     ("revision of a file", _set("benchmark", "revision", "abc123"), "benchmark.revision", "needs 'hub'"),
     ("generic without columns", _delete("benchmark", "columns"), "benchmark.columns", "needs a column mapping"),
     ("columns for hellaswag", _set("benchmark", "adapter", "hellaswag"), "benchmark.columns", "takes no column mapping"),
-    ("unknown adapter", _set("benchmark", "adapter", "mmlu"), "benchmark.adapter", "'mmlu' is not one of"),
+    ("unknown adapter", _set("benchmark", "adapter", "mmlu_pro"), "benchmark.adapter", "'mmlu_pro' is not one of"),
     ("zero limit", _set("benchmark", "limit", 0), "benchmark.limit", "less than the minimum of 1"),
     ("column typo", _set("benchmark", "columns", "anwser", "label"), "benchmark.columns.anwser", "unknown key"),
     ("choices a number", _set("benchmark", "columns", "choices", 4), "benchmark.columns.choices", "is not of type"),

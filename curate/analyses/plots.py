@@ -30,24 +30,27 @@ def _short(model: str) -> str:
     return model.split("/")[-1]
 
 
-def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], path: Path) -> Path:
-    """Accuracy on all items per model, one bar per mode (in ``modes`` order), with the 95%
-    Wilson interval."""
+def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], formulations: list[str],
+                  path: Path, chance: float = 0.25) -> Path:
+    """Accuracy on all items per model, one bar per mode (in ``modes`` order) and formulation,
+    with the 95% Wilson interval, and the chance level (the mean of 1 / options over items)."""
     t = table[(table["subset"] == "all") & (table["normalization"] == normalization)]
-    models, modes = sorted(t["model"].unique()), [m for m in modes if m in set(t["mode"])]
+    models = sorted(t["model"].unique())
+    bars = [(m, f) for f in formulations for m in modes if ((t["mode"] == m) & (t["formulation"] == f)).any()]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(models) + 2), 4.2))
-    width = 0.8 / max(1, len(modes))
-    for i, mode in enumerate(modes):
-        m = t[t["mode"] == mode].set_index("model").reindex(models)
-        x = np.arange(len(models)) + (i - (len(modes) - 1) / 2) * width
+    width = 0.8 / max(1, len(bars))
+    for i, (mode, formulation) in enumerate(bars):
+        m = t[(t["mode"] == mode) & (t["formulation"] == formulation)].set_index("model").reindex(models)
+        x = np.arange(len(models)) + (i - (len(bars) - 1) / 2) * width
         err = np.vstack([m["accuracy"] - m["ci_low"], m["ci_high"] - m["accuracy"]])
-        ax.bar(x, m["accuracy"], width, yerr=err, capsize=2, label=mode)
-    ax.axhline(0.25, color="grey", lw=0.8, ls="--", label="chance (4 options)")
+        ax.bar(x, m["accuracy"], width, yerr=err, capsize=2,
+               label=mode if len(formulations) == 1 else f"{mode}, {formulation}")
+    ax.axhline(chance, color="grey", lw=0.8, ls="--", label=f"chance ({chance:.2f})")
     ax.set_xticks(np.arange(len(models)), [_short(m) for m in models], rotation=35, ha="right", fontsize=8)
     ax.set_ylabel(f"accuracy ({normalization})")
     ax.set_ylim(0, 1)
     ax.set_title("Accuracy per model and prompt mode (95% Wilson intervals)")
-    ax.legend(fontsize=8, ncol=len(modes) + 1, loc="upper left")
+    ax.legend(fontsize=8, ncol=min(len(bars) + 1, 5), loc="upper left")
     return _save(fig, path)
 
 

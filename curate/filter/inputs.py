@@ -81,31 +81,63 @@ class Inputs:
 
     # --- scores ----------------------------------------------------------------------------
 
-    def predictions(self, models: list[str], mode: str, normalization: str) -> pd.DataFrame:
-        """Argmax predictions of ``models`` in ``mode``; every model must have a prediction for
-        every item, or the run stops naming what is missing."""
+    def predictions(self, models: list[str], mode: str, normalization: str,
+                    formulation: str | None = None) -> pd.DataFrame:
+        """Argmax predictions of ``models`` in ``mode`` and ``formulation`` (default: the
+        workspace's); every model must have a prediction for every item, or the run stops naming
+        what is missing."""
+        formulation = formulation or self.ws.meta("formulation", "cloze")
         out = []
         for model in models:
-            key = (model, mode, normalization)
+            key = (model, mode, normalization, formulation)
             if key not in self._predictions:
-                self._predictions[key] = self._load_predictions(model, mode, normalization)
+                self._predictions[key] = self._load_predictions(model, mode, normalization, [formulation])
             out.append(self._predictions[key])
         return pd.concat(out, ignore_index=True)
 
-    def _load_predictions(self, model: str, mode: str, normalization: str) -> pd.DataFrame:
+    def rotation_counts(self, models: list[str], mode: str, normalization: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per item (in row order): how many (model, rotation) pairs pick the gold option, and how
+        many there are, over every cyclic rotation of the lettered list; every model must have
+        every rotation of every item."""
+        from curate.analyses.position import item_rotation_counts
+        from curate.formulations import rotations
+
+        right, total = np.zeros(len(self.item_ids)), np.zeros(len(self.item_ids))
+        sizes = pd.Series({it["item_id"]: len(it["options"]) for it in self.items})
+        wanted = sorted({f for it in self.items for f in rotations(len(it["options"]))})
+        for model in models:
+            key = (model, mode, normalization, "rotations")
+            if key not in self._predictions:
+                self._predictions[key] = self._load_predictions(model, mode, normalization, wanted, complete=False)
+            preds = self._predictions[key]
+            counts = item_rotation_counts(preds.assign(correct=preds["pred"] == preds["item_id"].map(
+                dict(zip(self.item_ids, self.gold.tolist())))), sizes).set_index("item_id").reindex(self.item_ids)
+            lacking = counts.index[~counts["complete"].fillna(False).astype(bool)]
+            if len(lacking):
+                raise CurateError(f"model {model!r}, mode {mode!r}: {len(lacking)} of {len(self.item_ids)} items lack "
+                                  f"scores in some rotation of their options (first: {lacking[0]}); score them with "
+                                  f"curate score --formulations letters+rotations")
+            right += counts["right"].to_numpy(float)
+            total += counts["rotations"].to_numpy(float)
+        return right, total
+
+    def _load_predictions(self, model: str, mode: str, normalization: str, formulations: list[str],
+                          complete: bool = True) -> pd.DataFrame:
         from scoring.normalize import predictions
         from scoring.store import label_runs, read_scores, require_one_source
 
-        scores = read_scores(self.ws, models=[model], modes=[mode]) if "scores" in self._tables else None
+        scores = (read_scores(self.ws, models=[model], modes=[mode], formulations=formulations)
+                  if "scores" in self._tables else None)
+        what = f"formulation {formulations[0]!r}" if len(formulations) == 1 else "rotated letters"
         if scores is None or scores.empty:
             known = sorted(self._score_pairs())
-            raise CurateError(f"no scores for model {model!r} in mode {mode!r} in this workspace; "
-                              f"scored: {', '.join(f'{m} ({d})' for m, d in known) or 'nothing'}")
+            raise CurateError(f"no scores for model {model!r} in mode {mode!r} ({what}) in this workspace; "
+                              f"scored: {', '.join(f'{m} ({d}, {f})' for m, d, f in known) or 'nothing'}")
         preds = predictions(scores, normalization)
         have = set(preds["item_id"])
         missing = [i for i in self.item_ids if i not in have]
-        if missing:
-            raise CurateError(f"model {model!r}, mode {mode!r}: no {normalization!r} prediction for "
+        if missing and complete:
+            raise CurateError(f"model {model!r}, mode {mode!r}, {what}: no {normalization!r} prediction for "
                               f"{len(missing)} of {len(self.item_ids)} items (first: {missing[0]}); "
                               f"score them or choose a normalization they have")
         # One source per model (all its modes), or an error naming the runs; record what was read.
@@ -113,17 +145,19 @@ class Inputs:
         for run_id in sorted(set(scores["run_id"])):
             run = runs[run_id]
             self.used["score_runs"].setdefault(run_id, {
-                "model": model, "mode": mode, "normalizations": [], "origin": run["origin"], "dtype": run["dtype"],
-                "engine": None if pd.isna(run["engine"]) else int(run["engine"]), "model_hash": run["model_hash"]})
-            norms = self.used["score_runs"][run_id]["normalizations"]
-            if normalization not in norms:
-                norms.append(normalization)
+                "model": model, "mode": mode, "formulations": [], "normalizations": [], "origin": run["origin"],
+                "dtype": run["dtype"], "engine": None if pd.isna(run["engine"]) else int(run["engine"]),
+                "model_hash": run["model_hash"]})
+            used = self.used["score_runs"][run_id]
+            if normalization not in used["normalizations"]:
+                used["normalizations"].append(normalization)
+            used["formulations"] = sorted({*used["formulations"], *scores.loc[scores["run_id"] == run_id, "formulation"]})
         return preds
 
-    def _score_pairs(self) -> set[tuple[str, str]]:
+    def _score_pairs(self) -> set[tuple[str, str, str]]:
         if "scores" not in self._tables:
             return set()
-        return {tuple(r) for r in self.ws.conn.execute("SELECT DISTINCT model, mode FROM scores")}
+        return {tuple(r) for r in self.ws.conn.execute("SELECT DISTINCT model, mode, formulation FROM scores")}
 
     # --- generations -----------------------------------------------------------------------
 

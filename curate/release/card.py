@@ -30,7 +30,10 @@ BENCHMARKS = {
 
 
 def license_for(benchmark: str, override: str | None) -> str | None:
-    return override or BENCHMARKS.get(benchmark, {}).get("license")
+    from curate.adapters.builtin import BENCHMARKS as BUILTIN
+
+    known = BENCHMARKS.get(benchmark, {}).get("license") or (BUILTIN[benchmark][1].license if benchmark in BUILTIN else None)
+    return override or known
 
 
 def size_category(n: int) -> str:
