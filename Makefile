@@ -31,10 +31,13 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 # The whole offline audit of the embedded demo benchmark (curate/demo/audit.yaml), then how many
-# of its planted defects each filter stage caught.
+# of its planted defects each filter stage caught, and how to review the removed items.
 demo: $(STAMP)
 	$(VENV)/bin/curate audit
 	$(VENV)/bin/curate demo plants demo-out/decisions
+	@echo "Review the removed items in your browser (keys: 1-9 answer, Enter save, j/k move):"
+	@echo "  $(VENV)/bin/curate review demo-out/workspace --decisions demo-out/decisions --queue removed --reviewer NAME"
+	@echo "  then open http://127.0.0.1:8000/"
 
 clean:
 	rm -rf $(VENV) demo-out

@@ -6,19 +6,20 @@ label; round 2 has ``best`` and ``worst`` (an option index), ``gold_not_best``,
 over the items both answered validly: raw agreement, Cohen's kappa (statsmodels), Krippendorff's
 alpha for nominal data (the ``krippendorff`` package) and Gwet's AC1, which stays meaningful
 when one category dominates (most HellaSwag items are not "nonsense"), each with a percentile
-bootstrap interval over items.
+bootstrap interval over items. Each pair's resamples come from a generator seeded by the seed
+and the two annotators' names alone, so a pair's intervals do not change when another
+annotator is added.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
-import warnings
 
 import krippendorff
 import numpy as np
 import pandas as pd
-from statsmodels.stats.inter_rater import cohens_kappa
-
 from annotate.store import LABELS
+from curate.analyses.stats import cohens_kappa
 
 ROUND2_FACETS = ("best", "worst", "gold_not_best", "any_equally_good", "all_implausible")
 
@@ -40,13 +41,9 @@ def facet_table(records: pd.DataFrame, golds: dict[str, int], round: int) -> pd.
 
 
 def cohen(a: np.ndarray, b: np.ndarray, categories: int) -> float:
-    table = np.zeros((categories, categories))
-    np.add.at(table, (a, b), 1)
-    if (table.sum(0) > 0).sum() <= 1 and (table.sum(1) > 0).sum() <= 1:
-        return float("nan")  # both annotators used one and the same category: kappa is undefined
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(cohens_kappa(table, return_results=False))
+    """Cohen's kappa; 0 when each annotator uses one category and they differ, NaN only when
+    both use one and the same category (see ``curate.analyses.stats.cohens_kappa``)."""
+    return cohens_kappa(a, b, categories)
 
 
 def alpha(a: np.ndarray, b: np.ndarray, categories: int) -> float:
@@ -67,17 +64,30 @@ def gwet_ac1(a: np.ndarray, b: np.ndarray, categories: int) -> float:
 METRICS = {"cohen_kappa": cohen, "krippendorff_alpha": alpha, "gwet_ac1": gwet_ac1}
 
 
-def interval(metric, a, b, categories, *, n_boot: int, rng: np.random.Generator) -> tuple[float, float]:
-    values = []
+def pair_rng(seed: int, a: str, b: str) -> np.random.Generator:
+    """The bootstrap generator of one annotator pair: seeded by ``seed`` and the two names only."""
+    digest = hashlib.sha256(f"{a}\0{b}".encode("utf-8")).digest()
+    return np.random.default_rng([seed, *np.frombuffer(digest[:16], dtype=np.uint32).tolist()])
+
+
+def intervals(columns: dict[str, tuple[np.ndarray, np.ndarray, int]], *, n_boot: int,
+              rng: np.random.Generator) -> dict[tuple[str, str], tuple[float, float]]:
+    """95% percentile intervals of every metric on every facet, from the same ``n_boot``
+    resamples of the pair's items; NaN where fewer than half the resamples give a value."""
+    n = len(next(iter(columns.values()))[0])
+    values = {(facet, name): [] for facet in columns for name in METRICS}
     for _ in range(n_boot):
-        pick = rng.integers(0, len(a), len(a))
-        v = metric(a[pick], b[pick], categories)
-        if not np.isnan(v):
-            values.append(v)
-    if len(values) < n_boot / 2:
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(values, [2.5, 97.5])
-    return float(lo), float(hi)
+        pick = rng.integers(0, n, n)
+        for facet, (a, b, k) in columns.items():
+            for name, metric in METRICS.items():
+                v = metric(a[pick], b[pick], k)
+                if not np.isnan(v):
+                    values[facet, name].append(v)
+    out = {}
+    for key, vals in values.items():
+        lo, hi = np.percentile(vals, [2.5, 97.5]) if len(vals) >= n_boot / 2 else (np.nan, np.nan)
+        out[key] = (float(lo), float(hi))
+    return out
 
 
 def agreement(records: pd.DataFrame, golds: dict[str, int], n_options: dict[str, int], round: int, *,
@@ -88,20 +98,21 @@ def agreement(records: pd.DataFrame, golds: dict[str, int], n_options: dict[str,
         return pd.DataFrame()
     names = sorted(table["annotator"].unique())
     cols = list(LABELS) if round == 1 else list(ROUND2_FACETS)
-    rng = np.random.default_rng(seed)
     out = []
     for x, y in itertools.combinations(names, 2):
         both = table[table.annotator == x].merge(table[table.annotator == y], on="item_id", suffixes=("_a", "_b"))
         if both.empty:
             continue
-        for facet in cols:
-            a, b = both[f"{facet}_a"].to_numpy(int), both[f"{facet}_b"].to_numpy(int)
-            k = max(n_options[i] for i in both["item_id"]) if facet in ("best", "worst") else 2
+        k_options = max(n_options[i] for i in both["item_id"])
+        columns = {facet: (both[f"{facet}_a"].to_numpy(int), both[f"{facet}_b"].to_numpy(int),
+                           k_options if facet in ("best", "worst") else 2) for facet in cols}
+        cis = intervals(columns, n_boot=n_boot, rng=pair_rng(seed, x, y))
+        for facet, (a, b, k) in columns.items():
             row = {"round": round, "facet": facet, "annotator_a": x, "annotator_b": y, "n_items": len(a),
                    "agreement": float(np.mean(a == b))}
             for name, metric in METRICS.items():
                 row[name] = metric(a, b, k)
-                row[f"{name}_lo"], row[f"{name}_hi"] = interval(metric, a, b, k, n_boot=n_boot, rng=rng)
+                row[f"{name}_lo"], row[f"{name}_hi"] = cis[facet, name]
             out.append(row)
     return pd.DataFrame(out)
 

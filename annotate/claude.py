@@ -2,15 +2,22 @@
 
 Why each piece is here:
 
-- The instructions and tool definitions are the same for every item, so the system block carries
-  ``cache_control`` and later requests read that prefix from the prompt cache.
+- The instructions and tool definitions are the same for every item. When that prefix is at
+  least the model's minimum cacheable length (``annotate/prices.py``), the system block carries
+  ``cache_control`` and later requests read it from the prompt cache; below it the API would
+  ignore the mark, so none is sent. The ledger keeps the cache reads the API reports, nothing else.
+- Spend is bounded before it happens: ``input_bound`` is an upper bound of a request's input
+  tokens that needs no API call, ``worst_case_usd`` prices a whole item (every re-ask included,
+  each with its longer conversation) at that bound and ``max_tokens`` per reply, and
+  ``count_tokens`` asks the endpoint for the exact count where it offers one (dry runs).
 - The SDK's own retries are switched off (``max_retries=0``) and ``with_retries`` retries 408,
   409, 429, 5xx (529 included), timeouts and connection errors itself, with capped exponential
   backoff and the server's ``retry-after``, so the progress bar can count retries.
 - Authentication, permission, payment / spend-limit and other request errors will not get better
-  by asking again: ``Stop`` ends the run cleanly, with everything answered so far kept.
+  by asking again, nor will an endpoint that answers 200 with HTML or broken JSON: ``Stop`` ends
+  the run cleanly, with everything answered so far kept.
 - The API key is read from ``ANTHROPIC_API_KEY`` only; messages that leave this module pass
-  through ``redact`` so the key never reaches a log, the workspace or an export.
+  through ``curate.secrets.redact`` so the key never reaches a log, the workspace or an export.
 """
 from __future__ import annotations
 
@@ -24,8 +31,9 @@ from dataclasses import dataclass, field
 import anthropic
 
 from annotate import prices
-from annotate.prompts import Answer, load_prompt, read_answer, render_item, tools, SUBMIT
+from annotate.prompts import Answer, kind_of, load_prompt, read_answer, render_item, tools, SUBMIT
 from curate.errors import CurateError
+from curate.secrets import redact
 
 MAX_TOKENS = 400
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -59,11 +67,6 @@ def api_key() -> str:
     return key
 
 
-def redact(text: str) -> str:
-    key = os.environ.get("ANTHROPIC_API_KEY")
-    return text.replace(key, "[redacted]") if key and text else text
-
-
 def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anthropic.Anthropic:
     """A client for ``ANTHROPIC_BASE_URL`` (or the public API). ``key_header`` additionally sends
     the key in that header, for compatible servers that read e.g. ``x-api-key``."""
@@ -72,23 +75,108 @@ def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anth
     return anthropic.Anthropic(api_key=key, max_retries=0, timeout=timeout, default_headers=headers)
 
 
-def request_params(model: str, item: dict, round: int) -> dict:
-    """The Messages API body for one item (also the ``params`` of a batch request)."""
-    prompt = load_prompt(round)
+def request_params(model: str, item: dict, round: int, *, cache: bool = False) -> dict:
+    """The Messages API body for one item (also the ``params`` of a batch request); ``cache``
+    marks the shared prefix (tools and instructions) for the prompt cache. The instructions
+    are those of the item's kind (a question to answer, or a text to continue)."""
+    system = {"type": "text", "text": load_prompt(round, kind=kind_of(item)).instructions}
+    if cache:
+        system["cache_control"] = {"type": "ephemeral"}
     return {
         "model": model,
         "max_tokens": MAX_TOKENS,
-        "system": [{"type": "text", "text": prompt.instructions, "cache_control": {"type": "ephemeral"}}],
+        "system": [system],
         "tools": tools(round, len(item["options"])),
         "tool_choice": {"type": "any"},
         "messages": [{"role": "user", "content": render_item(item, round)}],
     }
 
 
-def estimate_input_tokens(params: dict) -> int:
-    """A deliberately high token estimate (3 characters a token) for dry runs and --max-cost."""
-    text = json.dumps({k: params[k] for k in ("system", "tools", "messages")})
-    return len(text) // 3 + 10
+# --- how many tokens a request can cost ------------------------------------------------------
+
+#: Framing tokens the API may add around each message or content block, and once per request.
+BLOCK_OVERHEAD, REQUEST_OVERHEAD = 8, 32
+#: A reply sent back as the assistant turn of a re-ask: at most ``MAX_TOKENS`` of content it was
+#: generated as, plus its framing.
+ECHO_TOKENS = MAX_TOKENS + 64
+#: The repair note of a re-ask is cut to this many UTF-8 bytes, so its tokens are bounded too.
+REPAIR_BYTES = 1024
+REASK_GROWTH = ECHO_TOKENS + REPAIR_BYTES + 4 * BLOCK_OVERHEAD
+
+
+def _blocks(params: dict) -> int:
+    messages = params["messages"]
+    return (len(params["system"]) + len(params["tools"]) + len(messages)
+            + sum(len(m["content"]) if isinstance(m["content"], list) else 1 for m in messages))
+
+
+def input_bound(params: dict) -> int:
+    """An upper bound of the input tokens ``params`` is billed for, without asking the API.
+
+    A byte-level tokenizer (as Claude's is) never makes a token of less than one byte: the UTF-8
+    bytes of the request's JSON (system, tools and messages: every text the model reads, plus
+    JSON syntax) bound the tokens of its content. Added: framing per message and block, and the
+    tool-use system prompt the API inserts (not in the body; per model in ``annotate/prices.py``).
+    English text runs about 4 bytes a token, so this is roughly 4x the true count."""
+    body = {k: params[k] for k in ("system", "tools", "messages")}
+    size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+    return size + BLOCK_OVERHEAD * _blocks(params) + REQUEST_OVERHEAD + prices.model_info(params["model"]).tool_prompt
+
+
+def worst_case_usd(params: dict, input_tokens: int, *, attempts: int, batch: bool) -> float:
+    """The most an item can cost: ``attempts`` requests (the first ask and its re-asks), the k-th
+    carrying k earlier replies and repair notes, each reply ``max_tokens`` long, every input
+    token priced as a cache write when the prefix is marked for caching (the dearest way)."""
+    cached = any("cache_control" in block for block in params["system"])
+    total = 0.0
+    for k in range(attempts):
+        tokens = input_tokens + k * REASK_GROWTH
+        total += prices.usd(params["model"], output_tokens=params["max_tokens"], batch=batch,
+                            **{"cache_write_tokens" if cached else "input_tokens": tokens})
+    return total
+
+
+def count_tokens(client: anthropic.Anthropic, params: dict, *, retries: int, backoff: float,
+                 counters: Counters) -> int | None:
+    """The endpoint's own count of ``params``' input tokens (``messages.count_tokens``, tool-use
+    system prompt included), or None where the endpoint does not offer counting or cannot be
+    reached (the caller falls back to ``input_bound``)."""
+    fields = {k: params[k] for k in ("model", "system", "tools", "tool_choice", "messages") if k in params}
+
+    def call():
+        try:
+            counted = client.messages.count_tokens(**fields)
+        except anthropic.APIStatusError as exc:
+            if exc.status_code in (404, 405, 501):
+                return None
+            raise
+        n = getattr(counted, "input_tokens", None)
+        return n if isinstance(n, int) else None
+    try:
+        return with_retries(call, retries=retries, backoff=backoff, counters=counters)
+    except GaveUp:
+        return None
+
+
+def prefix_tokens(client: anthropic.Anthropic | None, model: str, item: dict, round: int, **retry) -> tuple[int, str]:
+    """Tokens of the prefix every request shares (tool-use system prompt, tools, instructions)
+    and how they were found: the endpoint's count (a request with the prefix minus one without),
+    or, where it cannot count, an estimate at 4 bytes a token."""
+    params = request_params(model, item, round)
+    tiny = {"model": model, "messages": [{"role": "user", "content": "x"}]}
+    if client is not None:
+        whole = count_tokens(client, {**params, **tiny}, **retry)
+        bare = count_tokens(client, tiny, **retry) if whole else None
+        if whole is not None and bare is not None:
+            return whole - bare, "count_tokens"
+    prefix = {"system": params["system"], "tools": params["tools"]}
+    estimate = len(json.dumps(prefix, ensure_ascii=False).encode("utf-8")) // 4
+    return estimate + prices.model_info(model).tool_prompt, "estimate"
+
+
+def cacheable(tokens: int, model: str) -> bool:
+    """Whether the API caches a prefix of ``tokens`` tokens for ``model``."""
+    return tokens >= prices.model_info(model).cache_minimum
 
 
 def usage_of(message) -> dict:
@@ -96,6 +184,25 @@ def usage_of(message) -> dict:
     return {"input_tokens": u.input_tokens or 0, "output_tokens": u.output_tokens or 0,
             "cache_write_tokens": getattr(u, "cache_creation_input_tokens", None) or 0,
             "cache_read_tokens": getattr(u, "cache_read_input_tokens", None) or 0}
+
+
+def not_an_api_reply(client: anthropic.Anthropic, reply, what: str) -> Stop:
+    """The Stop for a 200 reply that is not what the API sends (an HTML login page, a proxy's
+    error text, a JSON object of another shape)."""
+    if isinstance(reply, str):
+        shown = " ".join(reply.split())[:80]
+        found = f"text, not JSON: {shown!r}" if shown else "an empty body"
+    else:
+        found = f"JSON without the fields of {what}"
+    return Stop(f"{client.base_url} answered HTTP 200 with {found}; that is not the Anthropic API "
+                f"(check ANTHROPIC_BASE_URL and any proxy in between)")
+
+
+def checked_message(client: anthropic.Anthropic, message) -> anthropic.types.Message:
+    if (not isinstance(message, anthropic.types.Message) or not isinstance(message.content, list)
+            or message.usage is None or message.usage.output_tokens is None):
+        raise not_an_api_reply(client, message, "a message")
+    return message
 
 
 def content_blocks(message) -> list[dict]:
@@ -122,12 +229,6 @@ def retry_delay(exc: Exception, attempt: int, backoff: float) -> float:
     return min(delay, 60.0)
 
 
-def is_retryable(exc: Exception) -> bool:
-    if isinstance(exc, anthropic.APIConnectionError):  # includes timeouts
-        return True
-    return isinstance(exc, anthropic.APIStatusError) and exc.status_code in RETRYABLE_STATUS
-
-
 def stop_message(exc: anthropic.APIStatusError) -> str:
     text = redact(str(getattr(exc, "message", exc)))
     if isinstance(exc, anthropic.AuthenticationError):
@@ -146,6 +247,9 @@ def with_retries(call, *, retries: int, backoff: float, counters: Counters):
     for attempt in range(retries + 1):
         try:
             return call()
+        except json.JSONDecodeError as exc:  # a 200 whose JSON body is cut off or garbled
+            raise Stop(f"the endpoint answered HTTP 200 with broken JSON ({exc.msg} at character {exc.pos}); "
+                       f"that is not the Anthropic API (check ANTHROPIC_BASE_URL and any proxy in between)") from None
         except anthropic.APIStatusError as exc:
             if exc.status_code not in RETRYABLE_STATUS:
                 raise Stop(stop_message(exc)) from None
@@ -176,15 +280,15 @@ def judge(answer: Answer) -> str | None:
     return None if answer.status in ("valid", "refused") else answer.problem
 
 
-def ask(client: anthropic.Anthropic, model: str, item: dict, round: int, *, retries: int, backoff: float,
+def ask(client: anthropic.Anthropic, params: dict, item: dict, round: int, *, retries: int, backoff: float,
         parse_retries: int, counters: Counters) -> Reply:
-    """Annotate one item: ask, and when the reply cannot be read, say why and ask again (bounded)."""
-    params = request_params(model, item, round)
+    """Annotate one item (``params`` from ``request_params``): ask, and when the reply cannot be
+    read, say why and ask again (bounded)."""
     messages = list(params["messages"])
     attempts: list[dict] = []
     for _ in range(parse_retries + 1):
-        message = with_retries(lambda: client.messages.create(**{**params, "messages": messages}),
-                               retries=retries, backoff=backoff, counters=counters)
+        message = checked_message(client, with_retries(lambda: client.messages.create(**{**params, "messages": messages}),
+                                                       retries=retries, backoff=backoff, counters=counters))
         blocks = content_blocks(message)
         answer = read_answer(blocks, message.stop_reason, round, item)
         attempts.append({"content": blocks, "stop_reason": message.stop_reason, "problem": judge(answer),
@@ -205,11 +309,12 @@ def echo_blocks(blocks: list[dict]) -> list[dict]:
 
 
 def repair_turn(answer: Answer, round: int) -> list[dict]:
-    note = f"That answer could not be used: {answer.problem}. Call {SUBMIT[round]} again with a corrected answer."
+    """The user turn of a re-ask: why the answer was unusable, cut to ``REPAIR_BYTES``."""
+    ending = f". Call {SUBMIT[round]} again with a corrected answer."
+    start = "That answer could not be used: "
+    room = REPAIR_BYTES - len((start + ending).encode("utf-8"))
+    problem = (answer.problem or "").encode("utf-8")[:room].decode("utf-8", errors="ignore")
+    note = start + problem + ending
     if answer.tool_use_id:
         return [{"type": "tool_result", "tool_use_id": answer.tool_use_id, "is_error": True, "content": note}]
     return [{"type": "text", "text": note}]
-
-
-def reply_usd(model: str, usage: dict, *, batch: bool) -> float:
-    return prices.usd(model, batch=batch, **usage)

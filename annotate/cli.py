@@ -17,8 +17,8 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 @click.option("--annotator", required=True, help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or local:MODEL (e.g. local:smollm2-135m).")
 @click.option("--batch", is_flag=True, help="anthropic: send through the Message Batches API (half price, slower).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Stop before this run's spend could exceed USD.")
-@click.option("--dry-run", is_flag=True, help="Count items and estimate tokens and cost; send nothing.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Send a request only when its worst case (re-asks included) fits: this run never spends more than USD.")
+@click.option("--dry-run", is_flag=True, help="Count items, tokens (the endpoint's count_tokens, else an upper bound) and the most it could cost; send nothing.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
 @click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True, help="Retries per request on 408/429/5xx/529, timeouts and connection errors.")
 @click.option("--parse-retries", type=click.IntRange(min=0), default=2, show_default=True, help="Re-asks when a reply cannot be read; then the record is 'invalid'.")
@@ -37,21 +37,45 @@ def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run
                            backoff=backoff, parse_retries=parse_retries, timeout=timeout, key_header=key_header,
                            poll_interval=poll_interval)
     if s.get("dry_run"):
-        click.echo(f"dry run: {s['to_annotate']} of {s['items']} items to annotate ({s['skipped']} done); "
-                   f"~{s['input_tokens_estimate']} input tokens, at most {s['max_output_tokens']} output tokens; "
-                   f"at most {s['usd_upper_bound']:.4f} USD")
+        click.echo(dry_run_lines(s))
         return
     c = s["cost"]
     click.echo(f"{s['run_id']}: valid {s['valid']}, invalid {s['invalid']}, refused {s['refused']}, "
                f"failed {s['failed']}, skipped {s['skipped']} (already done), remaining {s['remaining']}")
     click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, output "
-               f"{c['output_tokens']}, cache write {c['cache_write_tokens']}, cache read {c['cache_read_tokens']})")
+               f"{c['output_tokens']}, cache write {c['cache_write_tokens']}, cache read {c['cache_read_tokens']}, "
+               f"as the API reported)")
+    if s.get("cache"):
+        click.echo(cache_line(s["cache"]))
     if s["stopped"]:
         raise CurateError(f"stopped: {s['stopped']}; what was answered is kept, re-run to resume")
     if s["failed"]:
         click.echo(f"warning: {s['failed']} items failed after retries (last: {s['last_error']}); re-run to retry them",
                    err=True)
         sys.exit(1)
+
+
+def cache_line(cache: dict) -> str:
+    how = "counted by the endpoint" if cache["method"] == "count_tokens" else "estimated at 4 bytes a token"
+    if cache["marked"]:
+        return (f"prompt cache: the shared prefix ({cache['prefix_tokens']} tokens, {how}) is marked for caching "
+                f"(the model's minimum is {cache['minimum']})")
+    return (f"prompt cache: not used; the shared prefix ({cache['prefix_tokens']} tokens, {how}) is below the "
+            f"model's minimum cacheable length of {cache['minimum']} tokens")
+
+
+def dry_run_lines(s: dict) -> str:
+    lines = [f"dry run: {s['to_annotate']} of {s['items']} items to annotate ({s['skipped']} done)"]
+    if s["input_tokens_method"]:
+        how = ("counted by the endpoint's count_tokens" if s["input_tokens_method"] == "count_tokens" else
+               "an upper bound (the request's UTF-8 bytes plus framing and the tool-use system prompt; "
+               "the endpoint offers no count_tokens or no key is set)")
+        lines += [f"input tokens: {s['input_tokens']}, {how}",
+                  f"output tokens: at most {s['max_output_tokens']} (max_tokens per reply)",
+                  f"cost: at most {s['usd_first_answers']:.4f} USD if every first reply is usable; at most "
+                  f"{s['usd_upper_bound']:.4f} USD if every item needs all {s['parse_retries']} re-asks",
+                  cache_line(s["cache"])]
+    return "\n".join(lines)
 
 
 @click.command()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from annotate.store import LEDGER_TOKENS, read_annotations
+from curate.secrets import redact
 
 FIELDS = ("labels", "best", "equally_good", "all_implausible", "worst")
 
@@ -19,6 +20,6 @@ def annotation_rows(ws) -> list[dict]:
             "prompt_version": r["prompt_version"], "model_snapshot": r["model_snapshot"],
             "request_key": r["request_key"], "content_hash": r["content_hash"], "run_id": r["run_id"],
             "cost_usd": cost.get("usd"), **{k: cost.get(k) for k in LEDGER_TOKENS},
-            "created_at": r["created_at"], "raw": r["raw"],
+            "created_at": r["created_at"], "raw": redact(r["raw"]),  # a workspace older than redaction
         })
     return rows

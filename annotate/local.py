@@ -7,7 +7,8 @@ default ``smollm2-135m`` gives weak labels; records name the annotator so report
 
 Round 1 asks one yes/no question per problem label (none -> ``high_quality``); round 2 asks for
 the best and worst letters, a yes/no per other option for "equally good", and a yes/no for
-"all implausible". The questions live in ``prompts/local.v1.yaml`` and are part of the version.
+"all implausible". The questions live in ``prompts/local.v1.yaml`` (continuation items) and
+``prompts/local.question.v1.yaml`` (question items) and are part of the version.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from functools import cached_property
 
 import yaml
 
-from annotate.prompts import PROMPT_DIR, VERSION, letters, load_prompt, render_item
+from annotate.prompts import PROMPT_DIR, VERSION, kind_of, letters, load_prompt, render_item
 
-QUESTIONS_FILE = PROMPT_DIR / f"local.{VERSION}.yaml"
+
+def questions_file(kind: str):
+    return PROMPT_DIR / (f"local.{VERSION}.yaml" if kind == "continuation" else f"local.{kind}.{VERSION}.yaml")
 
 
 class LocalAnnotator:
@@ -31,7 +34,12 @@ class LocalAnnotator:
         self.name = name
         self.ref = resolve(name)
         self.device = device
-        self.questions = yaml.safe_load(QUESTIONS_FILE.read_text(encoding="utf-8"))
+        self._questions = {}
+
+    def questions(self, kind: str) -> dict:
+        if kind not in self._questions:
+            self._questions[kind] = yaml.safe_load(questions_file(kind).read_text(encoding="utf-8"))
+        return self._questions[kind]
 
     @cached_property
     def loaded(self):
@@ -54,8 +62,8 @@ class LocalAnnotator:
     def params(self) -> dict:
         return {"decoding": "constrained-choice", "scoring": "sum-logprob", "dtype": "float32"}
 
-    def prompt_version(self, round: int) -> str:
-        digest = hashlib.sha256(load_prompt(round).version.encode() + QUESTIONS_FILE.read_bytes())
+    def prompt_version(self, round: int, kind: str = "continuation") -> str:
+        digest = hashlib.sha256(load_prompt(round, kind=kind).version.encode() + questions_file(kind).read_bytes())
         return "sha256:" + digest.hexdigest()
 
     # --- asking ---------------------------------------------------------------------------
@@ -65,7 +73,8 @@ class LocalAnnotator:
         are the same for every item of a round and the item text for every question about it, so
         each is run through the model once and its cache reused."""
         marker = "\x00QUESTION\x00"
-        messages = [{"role": "system", "content": load_prompt(round).instructions.split("\n\nAnswer only")[0]},
+        instructions = load_prompt(round, kind=kind_of(item)).instructions
+        messages = [{"role": "system", "content": instructions.split("\n\nAnswer only")[0]},
                     {"role": "user", "content": render_item(item, round) + "\n\n" + marker}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         before, after = text.split(marker)
@@ -128,7 +137,7 @@ class LocalAnnotator:
         return out
 
     def annotate(self, item: dict, round: int) -> tuple[dict, str]:
-        q = self.questions
+        q = self.questions(kind_of(item))
         yes_no = q["yes_no"]
         opts = letters(len(item["options"]))
         if round == 1:

@@ -2,9 +2,13 @@
 
 The wording lives in versioned text files under ``annotate/prompts/`` so that changing a word
 changes ``prompt_version`` (a hash of the files) and with it every request key: old answers are
-never mistaken for answers to the new question. Round 1 shows the prompt and the endings; round 2
-shows each option as the full text (context + " " + ending). The option the benchmark labels
-correct is marked in both.
+never mistaken for answers to the new question. The wording fits the item's ``kind``:
+"continuation" items (HellaSwag: a text continued by one of several endings; ``round1.v1.txt``)
+and "question" items (MMLU, ARC: a question and its answers; ``round1.question.v1.txt``), with one
+taxonomy of labels for both. Round 1 shows the prompt and the options; round 2 shows each option
+as the full text (context + ending; for question items the answer alone, except where each option
+has its own context, Winogrande, whose candidates are whole sentences). The option the benchmark
+labels correct is marked in both.
 
 Answers come back as tool calls whose input schema mirrors the annotation schema, with options
 named by letters; ``read_answer`` turns them into the 0-based ``result`` the store keeps, or
@@ -20,12 +24,24 @@ from pathlib import Path
 
 import schemas
 from annotate.store import LABELS
+from curate.formulations import display_texts
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 VERSION = "v1"
 MARK = " (marked correct)"
 SUBMIT = {1: "submit_labels", 2: "submit_judgement"}
 DECLINE = "decline_item"
+KINDS = ("continuation", "question")
+
+
+def kind_of(item: dict) -> str:
+    """The item's kind (what its annotation wording must fit); continuation when it does not say."""
+    return item.get("kind", "continuation")
+
+
+def prompt_files(round: int, kind: str, version: str = VERSION, stem: str = "round") -> str:
+    """The file name of a round's instructions (``stem`` "round") or item template ("item.round")."""
+    return f"{stem}{round}.{version}.txt" if kind == "continuation" else f"{stem}{round}.{kind}.{version}.txt"
 
 
 @dataclass(frozen=True)
@@ -38,8 +54,10 @@ class Prompt:
 
 
 @cache
-def load_prompt(round: int, version: str = VERSION) -> Prompt:
-    files = [PROMPT_DIR / f"round{round}.{version}.txt", PROMPT_DIR / f"item.round{round}.{version}.txt"]
+def load_prompt(round: int, version: str = VERSION, kind: str = "continuation") -> Prompt:
+    if kind not in KINDS:
+        raise ValueError(f"unknown item kind {kind!r}; known: {', '.join(KINDS)}")
+    files = [PROMPT_DIR / prompt_files(round, kind, version), PROMPT_DIR / prompt_files(round, kind, version, "item.round")]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
@@ -52,18 +70,27 @@ def letters(n: int) -> list[str]:
 
 
 def option_texts(item: dict, round: int) -> list[str]:
-    """What is shown for each option: the ending (round 1) or context + ending (round 2)."""
-    if round == 1:
-        return list(item["options"])
-    context = item["prompts"]["full"]
-    return [f"{context} {opt}".strip() for opt in item["options"]]
+    """What is shown for each option: the option (round 1) or the full text, context and option
+    (round 2; for question items the answer alone unless the options have their own contexts)."""
+    if round == 1 or (kind_of(item) == "question" and "partial" not in item):
+        return [opt.strip() for opt in item["options"]]
+    return display_texts(item, "full")
+
+
+def prompt_text(item: dict) -> str:
+    """The prompt as shown: the full-mode context; for per-option contexts (Winogrande) the
+    sentence with a blank where the options go."""
+    if "partial" in item:
+        return " ".join(p for p in (item["prompts"]["full"], "_", item["partial"]["continuation"]) if p)
+    return item["prompts"]["full"]
 
 
 def render_item(item: dict, round: int) -> str:
     """The per-item user message."""
     lines = [f"{letter}. {text}{MARK if i == item['gold'] else ''}"
              for i, (letter, text) in enumerate(zip(letters(len(item["options"])), option_texts(item, round)))]
-    return load_prompt(round).item_template.format(prompt=item["prompts"]["full"], options="\n".join(lines))
+    template = load_prompt(round, kind=kind_of(item)).item_template
+    return template.format(prompt=prompt_text(item), options="\n".join(lines))
 
 
 def tools(round: int, n_options: int) -> list[dict]:

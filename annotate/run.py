@@ -7,27 +7,35 @@ or item version) is asked again, so re-running resumes an interrupted run and re
 failed. Each record is written with its cost-ledger rows in one transaction as soon as its reply
 is read, so a killed run loses at most the requests in flight.
 
+One run at a time works on one (annotator, round) of a workspace (``curate.lock``): a second
+would ask for the same pending items and pay for them twice.
+
+``--max-cost`` holds against the worst case: before a request is sent, the most it and its
+re-asks could cost (``claude.worst_case_usd``) is reserved; a request that would not fit beside
+what was spent and what is reserved for requests in flight is not sent.
+
 Backends: ``anthropic:MODEL`` (Messages API, or Message Batches with ``batch=True``) and
 ``local:MODEL`` (a causal LM answering by constrained choice).
 """
 from __future__ import annotations
 
-import json
+import math
 import os
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
 from annotate import claude, prices
-from annotate.prompts import load_prompt, read_answer
+from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, open_annotations, \
     open_batches, write_annotation, LEDGER_TOKENS
 from curate.errors import CurateError
 from curate.items import canonical_json, sha256_text
+from curate.lock import work_lock
 from curate.store import Workspace, now
 
 BACKENDS = ("anthropic", "local")
@@ -59,11 +67,12 @@ class Job:
     annotator: str
     round: int
     run_id: str
-    prompt_version: str
+    prompt_version: dict[str, str]           # item kind -> prompt version
     keys: dict[str, str]                     # item_id -> request key
     counts: Counter = field(default_factory=Counter)
     spent: float = 0.0
     stopped: str | None = None
+    over_budget: float | None = None         # worst case of the first request --max-cost kept back
     last_error: str | None = None
     retries: int = 0
     bar: tqdm | None = None
@@ -76,7 +85,7 @@ class Job:
         cost = {k: sum(a["usage"][k] for a in attempts) for k in LEDGER_TOKENS} if attempts else {}
         cost.update(usd=round(sum(costs), 8), replies=len(attempts), batch=batch)
         record = {"annotator": self.annotator, "round": self.round, "item_id": item["item_id"], "status": status,
-                  "result": result if status == "valid" else None, "raw": raw, "prompt_version": self.prompt_version,
+                  "result": result if status == "valid" else None, "raw": raw, "prompt_version": self.prompt_version[kind_of(item)],
                   "model_snapshot": snapshot, "request_key": self.keys[item["item_id"]],
                   "content_hash": item["content_hash"]}
         with self.ws.transaction():
@@ -90,6 +99,10 @@ class Job:
     def ledger(self, item: dict, attempt: int, a: dict, *, batch: bool) -> None:
         add_ledger(self.ws, run_id=self.run_id, item_id=item["item_id"], request_key=self.keys[item["item_id"]],
                    attempt=attempt, batch=batch, model_snapshot=a.get("model"), usage=a["usage"], usd=a["usd"])
+
+    @property
+    def halted(self) -> bool:
+        return self.stopped is not None or self.over_budget is not None
 
     def fail(self, message: str) -> None:
         self.counts["failed"] += 1
@@ -120,7 +133,9 @@ def annotate_workspace(root, round: int, annotator: str, *, batch=False, concurr
 
     Returns a summary: counts valid / invalid / refused / failed (transient errors outlasted the
     retries; still pending) / skipped (already done) / remaining (still without a valid or refused
-    record), the run's ledger totals, ``stopped`` (why the run ended early, or None) and run_id.
+    record), the run's ledger totals, the prompt-cache decision, ``stopped`` (why the run ended
+    early, with the run's true spend, or None) and run_id. ``dry_run``: what a run would send and
+    its cost bounds (``dry_summary``), nothing sent.
     """
     if round not in (1, 2):
         raise CurateError(f"round must be 1 or 2, not {round}")
@@ -129,67 +144,159 @@ def annotate_workspace(root, round: int, annotator: str, *, batch=False, concurr
         raise CurateError("--batch works with anthropic: annotators only")
     if concurrency < 1:
         raise CurateError("concurrency must be at least 1")
+    retry = dict(retries=retries, backoff=backoff)
     ws = open_annotations(root)
     try:
-        items = ws.items()[:limit] if limit else ws.items()
-        if backend == "local":
-            from annotate.local import LocalAnnotator
-            local = LocalAnnotator(model)  # resolves the weights; loads them on first use
-            version, params = local.prompt_version(round), {"snapshot": local.snapshot, **local.params}
-        else:
-            prices.price(model)  # unknown model: fail before any request
-            version = load_prompt(round).version
-            params = {"model": model, "max_tokens": claude.MAX_TOKENS, "tool_choice": "any",
-                      "parse_retries": parse_retries}
-        keys = {it["item_id"]: request_key(it, round, version, annotator, params) for it in items}
-        done = done_keys(ws, annotator, round)
-        todo = [it for it in items if keys[it["item_id"]] not in done]
         if dry_run:
-            return dry_summary(annotator, round, items, todo, None if backend == "local" else model, batch=batch)
-        if backend == "anthropic":
-            claude.api_key()  # no key: fail before a run is recorded
-        run_id = f"run-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
-        info = {"backend": backend, "model": model, "params": params, "prompt_version": version,
-                "batch": batch, "concurrency": concurrency, "max_cost": max_cost, "limit": limit,
-                "base_url": os.environ.get("ANTHROPIC_BASE_URL") if backend == "anthropic" else None}
-        add_run(ws, run_id=run_id, annotator=annotator, round=round, info=json.loads(claude.redact(json.dumps(info))))
-        job = Job(ws, annotator, round, run_id, version, keys)
-        job.bar = tqdm(total=len(todo), unit="item", desc=f"round {round} {annotator}", disable=not show_progress)
-        try:
-            if backend == "local":
-                run_local(job, todo, local)
-            elif batch:
-                run_batches(job, todo, model, max_cost=max_cost, retries=retries, backoff=backoff,
-                            parse_retries=parse_retries, timeout=timeout, key_header=key_header,
-                            poll_interval=poll_interval)
-            else:
-                run_messages(job, todo, model, concurrency=concurrency, max_cost=max_cost, retries=retries,
-                             backoff=backoff, parse_retries=parse_retries, timeout=timeout, key_header=key_header)
-        finally:
-            job.bar.close()
-        left = sum(1 for it in items if keys[it["item_id"]] not in done_keys(ws, annotator, round))
-        return {"run_id": run_id, "annotator": annotator, "round": round, "items": len(items),
-                "skipped": len(items) - len(todo), "valid": job.counts["valid"], "invalid": job.counts["invalid"],
-                "refused": job.counts["refused"], "failed": job.counts["failed"], "remaining": left,
-                "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
-                "cost": ledger_totals(ws, run_id)}
+            work = Work.plan(ws, annotator, round, limit, parse_retries)
+            return dry_summary(work, batch=batch, parse_retries=parse_retries, concurrency=concurrency,
+                               timeout=timeout, key_header=key_header, show_progress=show_progress, **retry)
+        with work_lock(root, f"annotate {annotator} round {round}", command="annotate"):
+            work = Work.plan(ws, annotator, round, limit, parse_retries)
+            return run(ws, work, batch=batch, concurrency=concurrency, max_cost=max_cost, limit=limit,
+                       show_progress=show_progress, parse_retries=parse_retries, timeout=timeout,
+                       key_header=key_header, poll_interval=poll_interval, **retry)
     finally:
         ws.close()
 
 
-def dry_summary(annotator, round, items, todo, model, *, batch=False) -> dict:
-    """What a run would send, with a cost upper bound (no cache hits, every reply at max_tokens).
-    ``model`` None: a local annotator, which costs nothing."""
-    tokens = sum(claude.estimate_input_tokens(claude.request_params(model, it, round)) for it in todo) if model else 0
-    usd = prices.usd(model, input_tokens=tokens, output_tokens=claude.MAX_TOKENS * len(todo), batch=batch) if model else 0.0
-    return {"dry_run": True, "annotator": annotator, "round": round, "items": len(items),
-            "skipped": len(items) - len(todo), "to_annotate": len(todo), "input_tokens_estimate": tokens,
-            "max_output_tokens": claude.MAX_TOKENS * len(todo) if model else 0, "usd_upper_bound": float(f"{usd:.4f}")}
+@dataclass
+class Work:
+    """What one (annotator, round) has to do: its items, request keys, and those still to ask."""
+    annotator: str
+    round: int
+    backend: str
+    model: str
+    version: dict[str, str]          # item kind -> prompt version
+    params: dict
+    items: list[dict]
+    keys: dict[str, str]
+    todo: list[dict]
+    local: object = None
+
+    @classmethod
+    def plan(cls, ws: Workspace, annotator: str, round: int, limit, parse_retries: int) -> "Work":
+        backend, model = parse_annotator(annotator)
+        items = ws.items()[:limit] if limit else ws.items()
+        local = None
+        kinds = sorted({kind_of(it) for it in items})
+        if backend == "local":
+            from annotate.local import LocalAnnotator
+            local = LocalAnnotator(model)  # resolves the weights; loads them on first use
+            version, params = {k: local.prompt_version(round, k) for k in kinds}, {"snapshot": local.snapshot,
+                                                                                    **local.params}
+        else:
+            prices.price(model)  # unknown model: fail before any request
+            version = {k: load_prompt(round, kind=k).version for k in kinds}
+            params = {"model": model, "max_tokens": claude.MAX_TOKENS, "tool_choice": "any",
+                      "parse_retries": parse_retries}
+        keys = {it["item_id"]: request_key(it, round, version[kind_of(it)], annotator, params) for it in items}
+        done = done_keys(ws, annotator, round)
+        todo = [it for it in items if keys[it["item_id"]] not in done]
+        return cls(annotator, round, backend, model, version, params, items, keys, todo, local)
 
 
-def upper_cost(model: str, item: dict, round: int, *, batch: bool) -> float:
-    tokens = claude.estimate_input_tokens(claude.request_params(model, item, round))
-    return prices.usd(model, input_tokens=tokens, output_tokens=claude.MAX_TOKENS, batch=batch)
+def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_progress, retries, backoff,
+        parse_retries, timeout, key_header, poll_interval) -> dict:
+    annotator, round, model = work.annotator, work.round, work.model
+    client, cache = None, None
+    if work.backend == "anthropic":
+        client = claude.make_client(timeout=timeout, key_header=key_header)  # no key: fail before a run is recorded
+        if work.todo:
+            cache = cache_decision(client, model, work.todo[0], round, retries=retries, backoff=backoff)
+    run_id = f"run-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
+    versions = work.version
+    info = {"backend": work.backend, "model": model, "params": work.params,
+            "prompt_version": next(iter(versions.values())) if len(versions) == 1 else versions,
+            "batch": batch, "concurrency": concurrency, "max_cost": max_cost, "limit": limit, "cache": cache,
+            "base_url": os.environ.get("ANTHROPIC_BASE_URL") if work.backend == "anthropic" else None}
+    add_run(ws, run_id=run_id, annotator=annotator, round=round, info=info)
+    job = Job(ws, annotator, round, run_id, work.version, work.keys)
+    job.bar = tqdm(total=len(work.todo), unit="item", desc=f"round {round} {annotator}", disable=not show_progress)
+    marked = bool(cache and cache["marked"])
+    try:
+        if work.backend == "local":
+            run_local(job, work.todo, work.local)
+        elif batch:
+            run_batches(job, work.todo, model, client, cache=marked, max_cost=max_cost, retries=retries,
+                        backoff=backoff, parse_retries=parse_retries, poll_interval=poll_interval)
+        else:
+            run_messages(job, work.todo, model, client, cache=marked, concurrency=concurrency, max_cost=max_cost,
+                         retries=retries, backoff=backoff, parse_retries=parse_retries)
+    finally:
+        job.bar.close()
+    cost = ledger_totals(ws, run_id)
+    if job.over_budget is not None and job.stopped is None:
+        job.stopped = (f"--max-cost {max_cost:g} USD reached: the next request could cost up to "
+                       f"{job.over_budget:.4f} USD in the worst case, which would not fit; this run spent "
+                       f"{cost['usd']:.4f} USD")
+    done = done_keys(ws, annotator, round)
+    left = sum(1 for it in work.items if work.keys[it["item_id"]] not in done)
+    return {"run_id": run_id, "annotator": annotator, "round": round, "items": len(work.items),
+            "skipped": len(work.items) - len(work.todo), "valid": job.counts["valid"],
+            "invalid": job.counts["invalid"], "refused": job.counts["refused"], "failed": job.counts["failed"],
+            "remaining": left, "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
+            "cache": cache, "cost": cost}
+
+
+def cache_decision(client, model: str, item: dict, round: int, **retry) -> dict:
+    """Whether to mark the shared prefix for the prompt cache: only when the API would cache it."""
+    tokens, method = claude.prefix_tokens(client, model, item, round, counters=claude.Counters(), **retry)
+    minimum = prices.model_info(model).cache_minimum
+    return {"prefix_tokens": tokens, "method": method, "minimum": minimum, "marked": claude.cacheable(tokens, model)}
+
+
+def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int, timeout: float, key_header,
+                show_progress: bool, retries: int, backoff: float) -> dict:
+    """What a run would send and what it could cost at most, nothing sent.
+
+    Input tokens come from the endpoint's ``count_tokens`` where it offers one (and a key is
+    set), else from ``claude.input_bound``; ``input_tokens_method`` says which. Two ceilings:
+    ``usd_first_answers`` if every first reply is usable, ``usd_upper_bound`` if every item needs
+    all its re-asks; both price every reply at max_tokens and no cache reads. A local annotator
+    costs nothing."""
+    out = {"dry_run": True, "annotator": work.annotator, "round": work.round, "items": len(work.items),
+           "skipped": len(work.items) - len(work.todo), "to_annotate": len(work.todo), "input_tokens": 0,
+           "input_tokens_method": None, "max_output_tokens": 0, "usd_first_answers": 0.0, "usd_upper_bound": 0.0,
+           "cache": None}
+    if work.backend == "local" or not work.todo:
+        return out
+    client = claude.make_client(timeout=timeout, key_header=key_header) if os.environ.get("ANTHROPIC_API_KEY") else None
+    retry = dict(retries=retries, backoff=backoff)
+    cache = cache_decision(client, work.model, work.todo[0], work.round, **retry)
+    params = [claude.request_params(work.model, it, work.round, cache=cache["marked"]) for it in work.todo]
+    counted = count_all(client, params, concurrency=concurrency, show_progress=show_progress, **retry)
+    method = "count_tokens" if counted is not None else "bound"
+    tokens = counted if counted is not None else [claude.input_bound(p) for p in params]
+    first = sum(claude.worst_case_usd(p, n, attempts=1, batch=batch) for p, n in zip(params, tokens))
+    every = sum(claude.worst_case_usd(p, n, attempts=parse_retries + 1, batch=batch) for p, n in zip(params, tokens))
+    return {**out, "input_tokens": sum(tokens), "input_tokens_method": method,
+            "max_output_tokens": claude.MAX_TOKENS * len(params), "usd_first_answers": ceil4(first),
+            "usd_upper_bound": ceil4(every), "parse_retries": parse_retries, "cache": cache}
+
+
+def ceil4(usd: float) -> float:
+    """Rounded up to 4 decimals: a ceiling must not shrink when it is printed."""
+    return math.ceil(usd * 10_000) / 10_000
+
+
+def count_all(client, params: list[dict], *, concurrency: int, show_progress: bool, retries: int,
+              backoff: float) -> list[int] | None:
+    """The endpoint's token count of every request, or None where it does not count (or no client)."""
+    if client is None:
+        return None
+    counters = claude.Counters()
+    first = claude.count_tokens(client, params[0], retries=retries, backoff=backoff, counters=counters)
+    if first is None:
+        return None
+    with ThreadPoolExecutor(concurrency) as pool:
+        rest = pool.map(lambda p: claude.count_tokens(client, p, retries=retries, backoff=backoff, counters=counters),
+                        params[1:])
+        counts = [first, *tqdm(rest, total=len(params) - 1, unit="request", desc="counting tokens",
+                               disable=not show_progress)]
+    if any(n is None for n in counts):
+        return None
+    return counts
 
 
 # --- local ----------------------------------------------------------------------------------
@@ -202,26 +309,28 @@ def run_local(job: Job, todo: list[dict], local) -> None:
 
 # --- anthropic: one Messages request per item, bounded concurrency ------------------------------
 
-def run_messages(job: Job, todo: list[dict], model: str, *, concurrency: int, max_cost, retries: int,
-                 backoff: float, parse_retries: int, timeout: float, key_header) -> None:
-    client = claude.make_client(timeout=timeout, key_header=key_header)
+def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool, concurrency: int, max_cost,
+                 retries: int, backoff: float, parse_retries: int) -> None:
     counters = claude.Counters()
-    queue = iter(todo)
+    queue = deque(todo)
     inflight: dict = {}
     reserved: dict = {}
 
     def refill(pool) -> None:
-        while len(inflight) < concurrency and job.stopped is None:
-            item = next(queue, None)
-            if item is None:
+        """Send the next items while their worst case fits; one that does not fit waits for the
+        requests in flight to settle (their true cost replaces their reservation), and ends the
+        run when nothing is in flight."""
+        while queue and len(inflight) < concurrency and not job.halted:
+            params = claude.request_params(model, queue[0], job.round, cache=cache)
+            worst = claude.worst_case_usd(params, claude.input_bound(params), attempts=parse_retries + 1, batch=False)
+            if max_cost is not None and job.spent + sum(reserved.values()) + worst > max_cost:
+                if not inflight:
+                    job.over_budget = worst
                 return
-            estimate = upper_cost(model, item, job.round, batch=False)
-            if max_cost is not None and job.spent + sum(reserved.values()) + estimate > max_cost:
-                job.stopped = f"--max-cost {max_cost} USD reached (spent {job.spent:.4f} USD); re-run to continue"
-                return
-            future = pool.submit(claude.ask, client, model, item, job.round, retries=retries, backoff=backoff,
+            item = queue.popleft()
+            future = pool.submit(claude.ask, client, params, item, job.round, retries=retries, backoff=backoff,
                                  parse_retries=parse_retries, counters=counters)
-            inflight[future], reserved[future] = item, estimate
+            inflight[future], reserved[future] = item, worst
 
     with ThreadPoolExecutor(concurrency) as pool:
         refill(pool)
@@ -251,12 +360,15 @@ def custom_id(key: str, attempt: int) -> str:
     return f"k{key.split(':')[-1][:40]}-{attempt}"
 
 
-def run_batches(job: Job, todo: list[dict], model: str, *, max_cost, retries: int, backoff: float,
-                parse_retries: int, timeout: float, key_header, poll_interval: float) -> None:
+def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, max_cost, retries: int,
+                backoff: float, parse_retries: int, poll_interval: float) -> None:
     """Submit the pending items as batches, poll until each ends, store results matched by
     custom_id. Errored / expired / canceled requests and unreadable replies go into the next batch
-    (bounded); batches already submitted by a killed run are polled, not submitted again."""
-    client = claude.make_client(timeout=timeout, key_header=key_header)
+    (bounded); batches already submitted by a killed run are polled, not submitted again.
+
+    Under --max-cost a batch takes the items whose worst case fits beside what was spent and what
+    is reserved for batches still processing; the rest wait for the next batch, which is sent
+    once a batch has ended and its true cost is known."""
     counters = claude.Counters()
     by_id = {it["item_id"]: it for it in todo}
     pending = open_batches(job.ws, annotator=job.annotator, round=job.round)
@@ -269,38 +381,51 @@ def run_batches(job: Job, todo: list[dict], model: str, *, max_cost, retries: in
     def call(fn):
         return claude.with_retries(fn, retries=retries, backoff=backoff, counters=counters)
 
+    def item(item_id: str) -> dict:
+        if item_id not in by_id:  # submitted by an earlier run for an item outside this selection
+            by_id.update({it["item_id"]: it for it in job.ws.items() if it["item_id"] not in by_id})
+        return by_id[item_id]
+
+    def worst(it: dict) -> float:
+        params = claude.request_params(model, it, job.round, cache=cache)
+        return claude.worst_case_usd(params, claude.input_bound(params), attempts=1, batch=True)
+
+    reserved = {batch_id: sum(worst(item(iid)) for iid, _ in mapping.values()) for batch_id, mapping in pending.items()}
     while job.stopped is None:
-        if queue:
-            take, reserve = [], 0.0
-            for item in queue:
-                estimate = upper_cost(model, item, job.round, batch=True)
-                if max_cost is not None and job.spent + reserve + estimate > max_cost:
-                    job.stopped = f"--max-cost {max_cost} USD reached (spent {job.spent:.4f} USD); re-run to continue"
-                    break
-                take.append(item)
-                reserve += estimate
-            queue = []
-            if take:
-                rows = []
-                for item in take:
-                    submitted[item["item_id"]] += 1
-                    rows.append((custom_id(job.keys[item["item_id"]], submitted[item["item_id"]]),
-                                 item["item_id"], job.keys[item["item_id"]]))
-                requests = [{"custom_id": cid, "params": claude.request_params(model, by_id[iid], job.round)}
-                            for cid, iid, _ in rows]
-                try:
-                    created = call(lambda: client.messages.batches.create(requests=requests))
-                except (claude.Stop, claude.GaveUp) as exc:
-                    job.stopped = str(exc)
-                    break
-                add_batch(job.ws, batch_id=created.id, run_id=job.run_id, annotator=job.annotator,
-                          round=job.round, requests=rows)
-                pending[created.id] = {cid: (iid, key) for cid, iid, key in rows}
+        take, wait_list, reserve = [], [], 0.0
+        for it in queue:
+            cost = worst(it)
+            if max_cost is not None and job.spent + sum(reserved.values()) + reserve + cost > max_cost:
+                wait_list.append(it)
+            else:
+                take.append(it)
+                reserve += cost
+        queue = wait_list
+        if take:
+            rows = []
+            for it in take:
+                submitted[it["item_id"]] += 1
+                rows.append((custom_id(job.keys[it["item_id"]], submitted[it["item_id"]]),
+                             it["item_id"], job.keys[it["item_id"]]))
+            requests = [{"custom_id": cid, "params": claude.request_params(model, by_id[iid], job.round, cache=cache)}
+                        for cid, iid, _ in rows]
+            try:
+                created = call(lambda: client.messages.batches.create(requests=requests))
+                batch_status(client, created)
+            except (claude.Stop, claude.GaveUp) as exc:
+                job.stopped = str(exc)
+                break
+            add_batch(job.ws, batch_id=created.id, run_id=job.run_id, annotator=job.annotator,
+                      round=job.round, requests=rows)
+            pending[created.id] = {cid: (iid, key) for cid, iid, key in rows}
+            reserved[created.id] = reserve
         if not pending:
+            if queue:
+                job.over_budget = worst(queue[0])
             break
         batch_id, mapping = next(iter(pending.items()))
         try:
-            while call(lambda: client.messages.batches.retrieve(batch_id)).processing_status != "ended":
+            while batch_status(client, call(lambda: client.messages.batches.retrieve(batch_id))) != "ended":
                 time.sleep(poll_interval)
             results = call(lambda: list(client.messages.batches.results(batch_id)))
         except (claude.Stop, claude.GaveUp) as exc:
@@ -311,22 +436,28 @@ def run_batches(job: Job, todo: list[dict], model: str, *, max_cost, retries: in
             if res.custom_id not in mapping:
                 continue
             seen.add(res.custom_id)
-            item_id, _ = mapping[res.custom_id]
-            if item_id not in by_id:  # submitted by an earlier run for an item outside this selection
-                by_id.update({it["item_id"]: it for it in job.ws.items() if it["item_id"] not in by_id})
-                job.keys.setdefault(item_id, mapping[res.custom_id][1])
-            item = by_id[item_id]
-            handle_result(job, item, res, model, replies, resubmits, queue, retries, parse_retries)
+            item_id, key = mapping[res.custom_id]
+            job.keys.setdefault(item_id, key)
+            handle_result(job, item(item_id), res, model, replies, resubmits, queue, retries, parse_retries, client)
         for cid, (item_id, _) in mapping.items():  # a request with no result line: ask again
             if cid not in seen and item_id in by_id:
                 queue.append(by_id[item_id])
         close_batch(job.ws, batch_id)
         del pending[batch_id]
+        reserved.pop(batch_id, None)
         job.show(counters.retrying)
 
 
+def batch_status(client, batch) -> str:
+    """A message batch's processing status; Stop when the reply is not a message batch."""
+    status = getattr(batch, "processing_status", None)
+    if not isinstance(status, str) or not isinstance(getattr(batch, "id", None), str):
+        raise claude.not_an_api_reply(client, batch, "a message batch")
+    return status
+
+
 def handle_result(job: Job, item: dict, res, model: str, replies: dict, resubmits: Counter, queue: list,
-                  retries: int, parse_retries: int) -> None:
+                  retries: int, parse_retries: int, client) -> None:
     kind = res.result.type
     if kind != "succeeded":
         resubmits[item["item_id"]] += 1
@@ -335,7 +466,7 @@ def handle_result(job: Job, item: dict, res, model: str, replies: dict, resubmit
         else:
             job.fail(f"batch request for {item['item_id']} ended {kind} {retries + 1} times")
         return
-    message = res.result.message
+    message = claude.checked_message(client, res.result.message)
     blocks = claude.content_blocks(message)
     answer = read_answer(blocks, message.stop_reason, job.round, item)
     usage = claude.usage_of(message)

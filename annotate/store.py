@@ -3,6 +3,9 @@
 A record's ``status`` is 'valid' (``result`` parsed and schema-valid), 'invalid' (the reply
 could not be parsed or failed the schema after the allowed retries) or 'refused' (the annotator
 declined); ``raw`` always keeps the reply. See ``schemas/annotation.schema.json``.
+
+Every text written here passes through ``curate.secrets.redact``: an endpoint that echoes the
+API key in a reply or a model name cannot put it on disk.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pandas as pd
 
 import schemas
 from curate.errors import CurateError
+from curate.secrets import redact, redact_data
 from curate.store import Workspace, now
 
 MIGRATIONS = [
@@ -74,6 +78,22 @@ MIGRATIONS = [
             PRIMARY KEY (batch_id, custom_id)
         );
     """),
+    ("annotations-004-history", """
+        -- Every version of a human reviewer's record, the current one included, in write order:
+        -- `annotations` holds the latest, this table what it replaced (see write_human_annotation).
+        CREATE TABLE annotation_history (
+            annotator    TEXT NOT NULL,
+            round        INTEGER NOT NULL,
+            item_id      TEXT NOT NULL REFERENCES items(item_id),
+            version      INTEGER NOT NULL,     -- 1 for the first verdict, 2.. for each edit
+            status       TEXT NOT NULL,
+            result_json  TEXT,
+            raw          TEXT,
+            content_hash TEXT NOT NULL,
+            created_at   TEXT NOT NULL,
+            PRIMARY KEY (annotator, round, item_id, version)
+        );
+    """),
 ]
 
 #: Round-1 labels in the order reports list them (see the schema's $defs/label).
@@ -88,7 +108,7 @@ def open_annotations(root) -> Workspace:
 
 def add_run(ws: Workspace, *, run_id: str, annotator: str, round: int, info: dict) -> None:
     ws.conn.execute("INSERT OR IGNORE INTO annotation_runs VALUES (?, ?, ?, ?, ?)",
-                    (run_id, annotator, round, json.dumps(info, sort_keys=True), now()))
+                    (run_id, annotator, round, json.dumps(redact_data(info), sort_keys=True), now()))
 
 
 def write_annotation(ws: Workspace, record: dict, *, cost: dict | None = None, run_id: str | None = None) -> None:
@@ -100,20 +120,19 @@ def write_annotation(ws: Workspace, record: dict, *, cost: dict | None = None, r
     ws.conn.execute(
         "INSERT OR REPLACE INTO annotations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (record["annotator"], record["round"], record["item_id"], record["status"],
-         None if record["result"] is None else json.dumps(record["result"]), record["raw"],
-         record["prompt_version"], record["model_snapshot"], record["request_key"],
+         None if record["result"] is None else json.dumps(record["result"]), redact(record["raw"]),
+         record["prompt_version"], redact(record["model_snapshot"]), record["request_key"],
          record["content_hash"], None if cost is None else json.dumps(cost), run_id, now()))
 
 
-def read_annotations(ws: Workspace, *, round: int | None = None, annotator: str | None = None) -> pd.DataFrame:
+def read_annotations(ws: Workspace, *, round: int | None = None, annotator: str | None = None,
+                     item_id: str | None = None) -> pd.DataFrame:
     """Records joined with row_index and source; ``result`` parsed back into a dict (or None)."""
     where, params = [], []
-    if round is not None:
-        where.append("a.round = ?")
-        params.append(round)
-    if annotator is not None:
-        where.append("a.annotator = ?")
-        params.append(annotator)
+    for column, value in (("a.round", round), ("a.annotator", annotator), ("a.item_id", item_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
     frame = pd.read_sql_query(
         "SELECT a.*, i.row_index, i.source FROM annotations a JOIN items i USING (item_id)"
         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY a.annotator, a.round, i.row_index",
@@ -122,6 +141,59 @@ def read_annotations(ws: Workspace, *, round: int | None = None, annotator: str 
     frame["result"] = [json.loads(r) if isinstance(r, str) else None for r in frame.pop("result_json")]
     frame["cost"] = [json.loads(c) if isinstance(c, str) else None for c in frame.pop("cost_json")]
     return frame
+
+
+# --- human verdicts: editable, with every version kept ------------------------------------------
+
+class VersionConflict(CurateError):
+    """A verdict was edited from a version that is no longer the latest (another tab or tool wrote
+    in between); nothing was written."""
+
+    def __init__(self, message: str, current: int):
+        super().__init__(message)
+        self.current = current
+
+
+def record_version(ws: Workspace, annotator: str, round: int, item_id: str) -> int:
+    """The latest version number of one (annotator, round, item) record; 0 when there is none."""
+    row = ws.conn.execute("SELECT max(version) FROM annotation_history WHERE annotator = ? AND round = ? "
+                          "AND item_id = ?", (annotator, round, item_id)).fetchone()
+    return row[0] or 0
+
+
+def write_human_annotation(ws: Workspace, record: dict, *, expected_version: int | None = None) -> int:
+    """Write a reviewer's record as the current one and append it to its history; return its
+    version. With ``expected_version`` the write happens only if that is still the latest
+    version (else VersionConflict), so an edit made from a stale page never silently overwrites
+    a newer verdict. Runs in its own transaction, or in the caller's when one is open (an
+    import writing all its records or none)."""
+    if ws.conn.in_transaction:
+        return _write_version(ws, record, expected_version)
+    with ws.transaction():
+        return _write_version(ws, record, expected_version)
+
+
+def _write_version(ws: Workspace, record: dict, expected_version: int | None) -> int:
+    current = record_version(ws, record["annotator"], record["round"], record["item_id"])
+    if expected_version is not None and expected_version != current:
+        raise VersionConflict(f"{record['item_id']} round {record['round']}: edited from version "
+                              f"{expected_version}, but version {current} is the latest", current)
+    write_annotation(ws, record)
+    ws.conn.execute("INSERT INTO annotation_history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record["annotator"], record["round"], record["item_id"], current + 1, record["status"],
+                     None if record["result"] is None else json.dumps(record["result"]), record["raw"],
+                     record["content_hash"], now()))
+    return current + 1
+
+
+def read_history(ws: Workspace, *, annotator: str | None = None, item_id: str | None = None) -> list[dict]:
+    """Every stored version (oldest first), ``result`` parsed back."""
+    where = [(c, v) for c, v in (("annotator", annotator), ("item_id", item_id)) if v is not None]
+    rows = ws.conn.execute("SELECT * FROM annotation_history" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in where)
+                                                                 if where else "")
+                           + " ORDER BY annotator, round, item_id, version", [v for _, v in where]).fetchall()
+    return [{**{k: r[k] for k in r.keys() if k != "result_json"},
+             "result": json.loads(r["result_json"]) if r["result_json"] else None} for r in rows]
 
 
 # --- cost ledger -------------------------------------------------------------------------------
@@ -133,7 +205,7 @@ def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, at
                model_snapshot: str | None, usage: dict, usd: float) -> None:
     """Append what one reply cost (call inside the transaction that writes its record)."""
     ws.conn.execute("INSERT INTO annotation_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, item_id, request_key, attempt, int(batch), model_snapshot,
+                    (run_id, item_id, request_key, attempt, int(batch), redact(model_snapshot),
                      *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
 
 

@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from curate.errors import CurateError
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
@@ -15,8 +17,13 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     On any exception the temporary file is removed and ``target`` is left untouched.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if target.is_dir():
+        raise CurateError(f"{target}: is a folder; name a file to write")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise CurateError(f"{target}: cannot write here ({exc.strerror or exc})") from None
     os.close(fd)
     tmp = Path(tmp)
     try:

@@ -70,20 +70,20 @@ def mark(out: Path, stamp: str) -> None:
 # --- stages ---------------------------------------------------------------------------------
 
 def ingest_stage(cfg: AuditConfig) -> Outcome:
-    from curate.ingest import adapter_record, ingest
+    from curate.ingest import ingest, same_adapter
 
     b = cfg.benchmark
     if (cfg.workspace / "workspace.db").is_file():
         with Workspace.open(cfg.workspace) as ws:
             stored, split, n = ws.meta("adapter", {}), ws.meta("split"), ws.count_items()
-        if stored != adapter_record(b.make_adapter()) or split != b.split:
+        if not same_adapter(stored, b.make_adapter()) or split != b.source()["split"]:
             raise CurateError(f"{cfg.workspace}: was ingested with other benchmark settings than {cfg.file} "
                               f"names (adapter, columns or split); use a new workspace directory")
         return Outcome("ingest", "skipped", f"workspace exists ({n} items)", {"items": n})
-    ingest(cfg.workspace, data=b.data, adapter=b.make_adapter(), split=b.split, revision=b.revision, limit=b.limit)
+    ingest(cfg.workspace, adapter=b.make_adapter(), **b.source())
     with Workspace.open(cfg.workspace) as ws:
         n = ws.count_items()
-    return Outcome("ingest", "ran", f"{n} items from {b.data}", {"items": n})
+    return Outcome("ingest", "ran", f"{n} items from {b.source()['data']}", {"items": n})
 
 
 def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
@@ -107,11 +107,21 @@ def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
 
 def score_stage(cfg: AuditConfig) -> list[Outcome]:
     from scoring.run import score_workspace
+    from scoring.study_csv import import_study_csv, imported
 
     sc, outcomes = cfg.scoring, []
+    for imp in sc.imports:  # format study-csv, the only one the schema allows
+        if imported(cfg.workspace, imp.dir):
+            outcomes.append(Outcome("score", "skipped", f"{imp.format} scores from {imp.dir} already imported"))
+            continue
+        summary = import_study_csv(cfg.workspace, imp.dir)
+        pairs = sorted({(r["model"], r["mode"]) for r in summary})
+        outcomes.append(Outcome("score", "ran", f"imported {imp.format} scores from {imp.dir}: {len(pairs)} "
+                                f"model-modes of {len({m for m, _ in pairs})} models", {"imported": summary}))
     for model in sc.models:
         extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
         s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
+                            formulations=list(sc.formulations) if sc.formulations else None,
                             max_memory=sc.max_memory, self_check_items=sc.self_check, **extra)
         status = "ran" if s["computed"] else "skipped"
         outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
@@ -214,6 +224,8 @@ def summary_lines(cfg: AuditConfig, outcomes: list[Outcome]) -> list[str]:
         lines.append(f"report     {cfg.analyze_out / 'report.html'}")
     if cfg.filter_out:
         lines.append(f"decisions  {cfg.filter_out / 'decisions.parquet'}")
+        lines.append(f"review     curate review {cfg.workspace} --decisions {cfg.filter_out} --queue removed "
+                     "--reviewer NAME   (then open http://127.0.0.1:8000/)")
     rel = next((o for o in outcomes if o.stage == "release"), None)
     if rel and cfg.release:
         lines.append(f"release    {cfg.release.name} {cfg.release.version} at {cfg.release.spec}")

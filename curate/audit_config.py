@@ -6,8 +6,8 @@ the generic adapter, batches only for Claude, a Claude model with a known price,
 a filter). Every problem names the
 config file and the dotted path of the bad key, e.g. ``audit.yaml, field 'scoring.modes[1]'``.
 
-Input paths (``benchmark.path``, ``filter.rules``) are relative to the config file, so a config
-travels with its data; output paths (``workspace``, ``analyze.out``, ``filter.out``, a local or
+Input paths (``benchmark.path``, ``scoring.imports[].dir``, ``filter.rules``) are relative to the
+config file, so a config travels with its data; output paths (``workspace``, ``analyze.out``, ``filter.out``, a local or
 git release target) are relative to the directory curate runs in. ``load_config`` returns them
 resolved to absolute paths.
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 import schemas
+from curate import strict_yaml
 from curate.errors import CurateError, InputError
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
@@ -31,14 +32,25 @@ class Benchmark:
     path: Path | None
     hub: str | None
     revision: str | None
-    split: str
+    split: str | None  # None: the benchmark's own (built-ins), else validation
     limit: int | None
     columns: dict  # generic adapter options, keyword names of curate.adapters.generic.Generic
+    config: str | None = None
+    delimiter: str | None = None
+    encoding: str | None = None
 
     @property
-    def data(self) -> str:
-        """What ``curate.ingest.ingest(data=...)`` takes: the local path or the Hub id."""
+    def data(self) -> str | None:
+        """What ``curate.ingest.ingest(data=...)`` takes: the local path or the Hub id (None: a
+        built-in benchmark's own Hub id)."""
         return str(self.path) if self.path is not None else self.hub
+
+    def source(self) -> dict:
+        """The keyword arguments of ``curate.ingest.ingest`` that say what to read."""
+        from curate.adapters import hub_default
+        data, split, config = hub_default(self.make_adapter(), self.data, self.split, self.config)
+        return {"data": data, "split": split, "config": config, "revision": self.revision, "limit": self.limit,
+                "delimiter": self.delimiter, "encoding": self.encoding}
 
     def make_adapter(self):
         from curate.adapters import get_adapter
@@ -59,14 +71,22 @@ class Annotator:
 
 
 @dataclass(frozen=True)
+class ScoreImport:
+    format: str  # study-csv
+    dir: Path
+
+
+@dataclass(frozen=True)
 class Scoring:
-    models: tuple[str, ...]
-    modes: tuple[str, ...]
+    models: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    formulations: tuple[str, ...] | None = None  # None: the workspace's own
     dtype: str = "float32"
     device: str = "cpu"
     batch_tokens: int | None = None  # None: the scorer's own default
+    imports: tuple[ScoreImport, ...] = ()  # run before the models are scored
     max_memory: str | None = None    # with device auto: where the model may go (curate score --max-memory)
-    self_check: int = 2
+    self_check: int = 2              # items also scored by the model's own forward (curate score --self-check)
 
 
 @dataclass(frozen=True)
@@ -130,8 +150,8 @@ def read_yaml(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the config file: {exc}", path=str(path)) from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except _DuplicateKey as exc:
+        data = strict_yaml.load(text)
+    except strict_yaml.DuplicateKey as exc:
         raise InputError(str(exc), path=str(path), field=exc.key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -152,7 +172,9 @@ def config_problems(data: dict) -> list[tuple[str, str]]:
 
 def missing_inputs(config: AuditConfig) -> list[tuple[str, Path]]:
     """Input paths named by ``config`` that do not exist, as (key, path)."""
-    wanted = [("benchmark.path", config.benchmark.path), ("filter.rules", config.filter_rules)]
+    imports = config.scoring.imports if config.scoring else ()
+    wanted = [("benchmark.path", config.benchmark.path), ("filter.rules", config.filter_rules),
+              *((f"scoring.imports[{i}].dir", imp.dir) for i, imp in enumerate(imports))]
     return [(key, p) for key, p in wanted if p is not None and not p.exists()]
 
 
@@ -166,12 +188,18 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     b = data["benchmark"]
     benchmark = Benchmark(
         adapter=b["adapter"], path=(here / b["path"]).resolve() if "path" in b else None,
-        hub=b.get("hub"), revision=b.get("revision"), split=b.get("split", "validation"),
-        limit=b.get("limit"), columns=_adapter_columns(b.get("columns")))
+        hub=b.get("hub"), revision=b.get("revision"), split=b.get("split"),
+        limit=b.get("limit"), columns=_adapter_columns(b.get("columns")), config=b.get("config"),
+        delimiter=b.get("delimiter"), encoding=b.get("encoding"))
     annotators = tuple(Annotator(a["annotator"], tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
     s, f, r = data.get("scoring"), data.get("filter"), data.get("release")
-    scoring = Scoring(tuple(s["models"]), tuple(s["modes"]), **_given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check")) if s else None
+    scoring = None
+    if s:
+        imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
+        scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),
+                          tuple(s["formulations"]) if "formulations" in s else None, imports=imports,
+                          **_given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check"))
     release = None
     if r:
         [(kind, target)] = r["target"].items()
@@ -205,10 +233,16 @@ def _adapter_columns(columns: dict | None) -> dict:
 def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     problems = []
     b = data["benchmark"]
-    if ("path" in b) == ("hub" in b):
+    builtin = b["adapter"] not in ("generic", "hellaswag")
+    if ("path" in b and "hub" in b) or ("path" not in b and "hub" not in b and not builtin):
         problems.append(("benchmark", "give exactly one of 'path' (a local file or folder) or 'hub' (a Hub dataset id)"))
-    if "revision" in b and "hub" not in b:
-        problems.append(("benchmark.revision", "a revision pins a Hub dataset; it needs 'hub', not 'path'"))
+    for key, what in (("revision", "a revision pins a Hub dataset"), ("config", "a config names a Hub dataset's "
+                                                                                "configuration")):
+        if key in b and "path" in b:
+            problems.append((f"benchmark.{key}", f"{what}; it needs 'hub', not 'path'"))
+    for key in ("delimiter", "encoding"):
+        if key in b and "path" not in b:
+            problems.append((f"benchmark.{key}", f"the {key} of a local file needs 'path'"))
     if b["adapter"] == "generic" and "columns" not in b:
         problems.append(("benchmark.columns", "the generic adapter needs a column mapping (question, choices, answer)"))
     if b["adapter"] != "generic" and "columns" in b:
@@ -227,6 +261,9 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     named = [a["annotator"] for a in data.get("annotators") or []]
     if wanted and named and wanted not in named:
         problems.append(("filter.annotator", f"{wanted!r} is not one of this audit's annotators ({', '.join(named)})"))
+    scoring = data.get("scoring")
+    if scoring is not None and not scoring.get("models") and not scoring.get("imports"):
+        problems.append(("scoring", "give models (with modes) to score, imports to import, or both"))
     if "release" in data and "filter" not in data:
         problems.append(("release", "a release is made from the filter's decisions: add a 'filter' section"))
     return problems
@@ -271,32 +308,12 @@ def _explain(error) -> list[tuple[str, str]]:
     return [(_key_path(where) or "<root>", message)]
 
 
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key: str, line: int, first: int):
-        self.key = key
-        super().__init__(f"key {key!r} appears twice (lines {first} and {line}); the second would silently win")
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping key written twice instead of keeping the last one."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise _DuplicateKey(str(key), line, seen[key])
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
 def describe(config: AuditConfig) -> list[str]:
     """One line per step the config asks for, for a plan or a summary."""
     b = config.benchmark
     source = str(b.path) if b.path else f"{b.hub}@{b.revision or 'unpinned'}"
     lines = [f"workspace  {config.workspace}",
-             f"ingest     {b.adapter}: {source} (split {b.split}{f', first {b.limit}' if b.limit else ''})"]
+             f"ingest     {b.adapter}: {source} (split {b.split or 'default'}{f', first {b.limit}' if b.limit else ''})"]
     for a in config.annotators:
         extras = ["batch API"] * a.batch + [f"concurrency {a.concurrency}"] + \
                  ([f"max ${a.max_cost:g}/round"] if a.max_cost is not None else [])
@@ -304,7 +321,10 @@ def describe(config: AuditConfig) -> list[str]:
                      f"{', '.join(map(str, a.rounds))} ({', '.join(extras)})")
     if config.scoring:
         s = config.scoring
-        lines.append(f"score      {', '.join(s.models)} on {', '.join(s.modes)} ({s.dtype}, {s.device})")
+        for imp in s.imports:
+            lines.append(f"score      import {imp.format} scores from {imp.dir}")
+        if s.models:
+            lines.append(f"score      {', '.join(s.models)} on {', '.join(s.modes)} ({s.dtype}, {s.device})")
     if config.analyze_out:
         lines.append(f"analyze    -> {config.analyze_out}")
     if config.filter_rules:

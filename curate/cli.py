@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import collections
+import errno
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -12,14 +14,39 @@ from curate.errors import CurateError
 
 
 class Group(click.Group):
-    """Prints CurateError as one clear line and exits 2, instead of a traceback."""
+    """Prints CurateError, a full disk and a damaged database as one clear line and exits 2,
+    instead of a traceback. Writes are atomic or transactional, so the failed step left nothing
+    half-written; work committed before it stays and a rerun resumes. Everything the command
+    prints passes through ``curate.secrets.redact`` (keys, tokens, URL credentials)."""
 
     def invoke(self, ctx):
+        from curate.secrets import redact_streams
+
+        redact_streams()
         try:
             return super().invoke(ctx)
         except CurateError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            if not disk_full(exc) and not isinstance(exc, sqlite3.DatabaseError):
+                raise
+            if disk_full(exc):
+                what = "no space left on the device (or over the file size limit) while writing" + \
+                       (f" {exc.filename}" if getattr(exc, "filename", None) else "")
+            else:
+                what = f"the workspace database failed ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')}: {exc}; " \
+                       f"a full disk, a damaged file or a failing device)"
+            click.echo(f"error: {what}; the step that failed was rolled back and nothing is half-written "
+                       f"(work committed before it stays): fix the cause and run the command again", err=True)
+        sys.exit(2)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """A write refused for lack of space or over the file size limit (errno, or SQLite's words)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("database or disk is full", "no space left on device", "file too large"))
 
 
 @click.group(cls=Group)
@@ -28,41 +55,71 @@ def main():
     """Audit multiple-choice LLM benchmarks and publish cleaned, versioned subsets."""
 
 
+def _adapters() -> list[str]:
+    from curate.adapters import known
+    return known()
+
+
 @main.command()
 @click.argument("workspace", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--benchmark", required=True, type=click.Choice(["hellaswag", "generic"]),
-              help="Adapter that maps source rows to canonical items.")
-@click.option("--data", required=True, help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id.")
-@click.option("--split", default="validation", show_default=True)
+@click.option("--benchmark", required=True, type=click.Choice(_adapters()),
+              help="Adapter that maps source rows to canonical items: a built-in benchmark, or generic.")
+@click.option("--data", default=None,
+              help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id "
+                   "(built-in benchmarks: default their Hub id).")
+@click.option("--split", default=None, help="Split to ingest [default: the benchmark's, else validation].")
+@click.option("--config", "config", default=None,
+              help="Configuration of a Hub dataset (e.g. ARC-Challenge) [built-ins: their own].")
 @click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
+@click.option("--copy-of", default=None, metavar="OWNER/NAME[@REV]",
+              help="The Hub dataset a local --data file is a copy of; releases name it as the source.")
+@click.option("--delimiter", default=None, help="CSV: the field delimiter [default: detected].")
+@click.option("--encoding", default=None, help="CSV or JSON: the file's encoding [default: UTF-8, or detected for CSV].")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
 @click.option("--name", default=None, help="generic: benchmark name used in item ids (default 'generic').")
 @click.option("--question", default=None, help="generic: question/context column (dotted paths allowed).")
 @click.option("--choices", default=None, help="generic: one list column, or option columns separated by commas.")
-@click.option("--answer", default=None, help="generic: answer column (index or letter).")
-@click.option("--answer-format", type=click.Choice(["auto", "index", "letter"]), default="auto", show_default=True)
+@click.option("--answer", default=None,
+              help="generic: answer column (an option number, a letter, a label or the option's text).")
+@click.option("--answer-format", type=click.Choice(["auto", "index", "index1", "letter", "text"]), default="auto",
+              show_default=True, help="generic: index counts from 0, index1 from 1; auto reads a number from 0, a "
+                                      "letter, else the option's text.")
 @click.option("--choice-labels", default=None, help="generic: column of option labels the answer refers to (ARC: choices.label).")
 @click.option("--zero-column", default=None, help="generic: column kept as context in zero mode (default: none).")
 @click.option("--source-column", default=None, help="generic: column naming the item's sub-source/domain.")
 @click.option("--id-columns", default=None, help="generic: the benchmark's own id columns, comma-separated (must be unique).")
 @click.option("--template", default="{question}", show_default=True,
               help="generic: full-mode context; {question} and {column} are filled in.")
-def init(workspace, benchmark, data, split, revision, limit, name, question, choices, answer,
-         answer_format, choice_labels, zero_column, source_column, id_columns, template):
+@click.option("--letters-template", default=None,
+              help="generic: the letters formulation's text before the lettered options [default: the full context].")
+@click.option("--kind", type=click.Choice(["question", "continuation"]), default="question", show_default=True,
+              help="generic: a question with answers, or a text continued by endings (the annotation wording).")
+@click.option("--formulation", type=click.Choice(["cloze", "letters"]), default="cloze", show_default=True,
+              help="generic: the formulation `curate score` uses by default.")
+def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter, encoding, limit, name, question,
+         choices, answer, answer_format, choice_labels, zero_column, source_column, id_columns, template,
+         letters_template, kind, formulation):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
-    from curate.adapters import get_adapter
+    from curate.adapters import get_adapter, hub_default
     from curate.ingest import ingest
 
     if benchmark == "generic":
-        missing = [f"--{n}" for n, v in (("question", question), ("choices", choices), ("answer", answer)) if not v]
+        missing = [f"--{n}" for n, v in (("data", data), ("question", question), ("choices", choices),
+                                         ("answer", answer)) if not v]
         if missing:
             raise click.UsageError(f"the generic adapter needs {', '.join(missing)}")
         adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
                               answer=answer, answer_format=answer_format, choice_labels=choice_labels,
-                              zero=zero_column, source=source_column, ids=id_columns or "", template=template)
+                              zero=zero_column, source=source_column, ids=id_columns or "", template=template,
+                              letters_template=letters_template, kind=kind, formulation=formulation)
     else:
-        adapter = get_adapter("hellaswag")
-    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit)
+        adapter = get_adapter(benchmark)
+    try:
+        data, split, config = hub_default(adapter, data, split, config)
+    except ValueError as exc:
+        raise click.UsageError(f"{exc} (--data)") from None
+    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config,
+                  delimiter=delimiter, encoding=encoding, copy_of=copy_of)
     click.echo(f"created {root} with {_summary(root)}")
 
 
@@ -90,10 +147,14 @@ def info(workspace):
     with Workspace.open(workspace) as ws:
         src = ws.meta("source", {})
         click.echo(f"workspace   {workspace}")
-        click.echo(f"benchmark   {ws.meta('benchmark')} (split {ws.meta('split')})")
+        click.echo(f"benchmark   {ws.meta('benchmark')} (split {ws.meta('split')}, scored in "
+                   f"{ws.meta('formulation', 'cloze')} by default)")
         where = src.get("path") or src.get("repo_id")
         pin = src.get("sha256") or src.get("resolved_revision") or src.get("revision") or "unpinned"
         click.echo(f"source      {where} [{pin}]")
+        if src.get("copy_of"):
+            copy = src["copy_of"]
+            click.echo(f"copy of     {copy['repo_id']}@{copy['revision'] or '(revision not recorded)'}")
         click.echo(f"created     {ws.meta('created_at')} by benchcurate {ws.meta('toolkit_version')}")
         click.echo(f"items       {_summary(workspace, ws)}")
         click.echo("tables")
@@ -157,5 +218,10 @@ main.add_command(demo)
 
 from scoring.cli import score  # noqa: E402  (stage commands register themselves below)
 main.add_command(score)
+from generate.cli import generate  # noqa: E402
+main.add_command(generate)
 from curate.export_cli import export  # noqa: E402
 main.add_command(export)
+from curate.review.cli import COMMANDS as _review_commands  # noqa: E402
+for _command in _review_commands:
+    main.add_command(_command)

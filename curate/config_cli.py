@@ -9,27 +9,39 @@ import click
 
 @click.command("check-config")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules) to exist yet.")
+@click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules, imported scores) to exist yet.")
 def check_config(config, no_files):
-    """Validate an audit CONFIG (default: the embedded demo) and print its plan.
+    """Validate an audit CONFIG (default: the embedded demo), print its plan, and check that the
+    plan is complete: every input the filter rules read will exist after the planned stages.
 
     Lists every problem, each with the config file and the key at fault, and exits 2 if any.
     """
     from curate import audit_config as ac
+    from curate.audit_plan import plan_problems, plan_summary
 
     path = config or ac.DEFAULT_CONFIG
     data = ac.read_yaml(path)
     problems = ac.config_problems(data)
+    complete = None
     if not problems:
         resolved = ac.build(data, file=path.resolve(), cwd=Path.cwd())
-        problems = [] if no_files else [(key, f"no such file or folder: {p}") for key, p in ac.missing_inputs(resolved)]
+        missing = [(key, f"no such file or folder: {p}") for key, p in ac.missing_inputs(resolved)]
+        problems = [] if no_files else missing
+        if not missing:
+            problems = plan_problems(resolved)
+            complete = not problems
     if problems:
-        for key, message in problems:
-            click.echo(f"error: {path}, field '{key}': {message}", err=True)
-        sys.exit(2)
+        report(path, problems)
     click.echo(f"config     {path.resolve()}")
     for line in ac.describe(resolved):
         click.echo(line)
+    click.echo(plan_summary(resolved) if complete else "plan completeness not checked: input files are missing (--no-files)")
+
+
+def report(path: Path, problems: list[tuple[str, str]]) -> None:
+    for key, message in problems:
+        click.echo(f"error: {path}, field '{key}': {message}", err=True)
+    sys.exit(2)
 
 
 @click.command("audit")
@@ -38,12 +50,17 @@ def audit(config):
     """Run the whole audit CONFIG describes (default: the embedded offline demo).
 
     ingest -> annotate -> score -> analyze -> filter -> release in one workspace; every stage
-    resumes, so running the same command again does only what is missing.
+    resumes, so running the same command again does only what is missing. Nothing runs unless
+    the plan is complete (as `curate check-config` reports it).
     """
     from curate import audit_config as ac
     from curate.audit import run_audit, summary_lines
+    from curate.audit_plan import plan_problems
 
     cfg = ac.load_config(config)
+    problems = plan_problems(cfg)  # before anything is spent
+    if problems:
+        report(cfg.file, problems)
     click.echo(f"config     {cfg.file}")
     outcomes = run_audit(cfg)
     click.echo(click.style("summary", bold=True))

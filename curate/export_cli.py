@@ -1,7 +1,9 @@
 """`curate export WORKSPACE KIND --out F`: one command, one small registry of exportable tables.
 
 A stage adds a kind by registering a function ``(workspace_path) -> list[dict]`` in ``EXPORTS``
-(with ``register``); the command writes the records by the file extension of ``--out``.
+(with ``register``); the command writes the records by the file extension of ``--out``. The one
+other kind, ``review``, writes a review queue in an external tool's shape
+(``curate.review.exchange``).
 """
 from __future__ import annotations
 
@@ -34,15 +36,41 @@ def _annotations(workspace: Path) -> list[dict]:
         return annotation_rows(ws)
 
 
+@register("generations")
+def _generations(workspace: Path) -> list[dict]:
+    from generate.export import generation_records
+    return generation_records(workspace)
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("kind", type=click.Choice(sorted(EXPORTS), case_sensitive=False), metavar="KIND")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Output file (.parquet, .csv or .jsonl); default WORKSPACE/exports/KIND.parquet.")
-def export(workspace, kind, out):
-    """Export a table of WORKSPACE (KIND: scores or annotations)."""
+@click.argument("kind", type=click.Choice(sorted([*EXPORTS, "review"]), case_sensitive=False), metavar="KIND")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Output file (.parquet, .csv or .jsonl); default WORKSPACE/exports/KIND.parquet. review: a folder "
+                   "(argilla) or a .jsonl file.")
+@click.option("--format", "fmt", type=click.Choice(["argilla", "jsonl"]), default=None,
+              help="review: Argilla 2.x settings.json + records.json, or plain JSON lines.")
+@click.option("--queue", default=None, help="review: the queue to export (as `curate review --queue`; default "
+                                            "removed with --decisions, else all).")
+@click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="review: a `curate filter --out` folder (for the removed queues).")
+def export(workspace, kind, out, fmt, queue, decisions):
+    """Export a table of WORKSPACE (KIND: scores, annotations, generations, or review: a review queue)."""
     from curate.exports import write_records
 
+    if kind == "review":
+        from curate.review.data import ReviewData
+        from curate.review.exchange import export_review
+
+        if fmt is None:
+            raise click.UsageError("export review needs --format argilla or jsonl")
+        spec = queue or ("removed" if decisions else "all")
+        out = out or workspace / "exports" / ("review-argilla" if fmt == "argilla" else "review.jsonl")
+        n = export_review(ReviewData.load(workspace, decisions), spec, fmt, out)
+        click.echo(f"wrote {n} items of queue {spec} for {fmt} to {out}")
+        return
+    if fmt or queue or decisions:
+        raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
     records = EXPORTS[kind](workspace)
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet")
     click.echo(f"wrote {len(records)} {kind} rows to {out}")

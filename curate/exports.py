@@ -14,7 +14,8 @@ FORMATS = (".jsonl", ".parquet", ".csv")
 
 def write_records(records: list[dict], out: str | Path) -> Path:
     """Write ``records`` to ``out`` atomically. Nested values stay nested in jsonl and parquet;
-    csv gets them as JSON strings."""
+    csv gets them as JSON strings. Parquet cannot hold a record with no fields, so a column whose
+    every value is an empty mapping (items without native ids) is written as nulls."""
     out = Path(out)
     ext = out.suffix.lower()
     if ext not in FORMATS:
@@ -25,7 +26,11 @@ def write_records(records: list[dict], out: str | Path) -> Path:
                 for r in records:
                     fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         elif ext == ".parquet":
-            pd.DataFrame.from_records(records).to_parquet(tmp, index=False)
+            frame = pd.DataFrame.from_records(records)
+            for col in frame.columns:
+                if len(frame) and frame[col].map(lambda v: isinstance(v, dict) and not v).all():
+                    frame[col] = None
+            frame.to_parquet(tmp, index=False)
         else:
             flat = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
                      for k, v in r.items()} for r in records]

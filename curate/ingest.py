@@ -6,11 +6,11 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import curate
-from curate.adapters import FieldError
+from curate.adapters import FieldError, default_formulation
 from curate.errors import InputError
 from curate.items import validation_errors
-from curate.sources import open_source
-from curate.store import create_workspace, now
+from curate.sources import open_source, parse_copy_of
+from curate.store import check_new_workspace, create_workspace, now
 
 
 def build_items(rows, adapter, *, split: str, where: str, limit: int | None = None) -> tuple[list[dict], list[dict]]:
@@ -42,22 +42,45 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     return items, raws
 
 
-def ingest(root: str | Path, *, data: str, adapter, split: str = "validation",
-           revision: str | None = None, limit: int | None = None) -> Path:
-    """Create workspace ``root`` from ``data`` (local path or Hub id) using ``adapter``."""
-    source = open_source(data, split=split, revision=revision)
+def ingest(root: str | Path, *, data: str, adapter, split: str = "validation", revision: str | None = None,
+           limit: int | None = None, config: str | None = None, delimiter: str | None = None,
+           encoding: str | None = None, copy_of: str | None = None) -> Path:
+    """Create workspace ``root`` from ``data`` (local path or Hub id; ``config`` names the Hub
+    dataset's configuration; ``delimiter``/``encoding`` override what is detected in a CSV
+    file) using ``adapter``. ``copy_of`` (``OWNER/NAME[@REVISION]``) records which Hub dataset a
+    local file copies, so releases can name it."""
+    check_new_workspace(Path(root))  # before the reading, which can take a while
+    copy = parse_copy_of(copy_of) if copy_of else None
+    source = open_source(data, split=split, revision=revision, config=config, delimiter=delimiter, encoding=encoding)
+    if copy:
+        if source.provenance["kind"] != "local":
+            raise InputError("--copy-of describes a local copy; a Hub source names itself", path=data)
+        source.provenance["copy_of"] = copy
     where = source.provenance.get("path") or source.provenance.get("repo_id")
     items, raws = build_items(source.rows, adapter, split=split, where=where, limit=limit)
     meta = {
         "benchmark": adapter.name,
         "adapter": adapter_record(adapter),
         "split": split,
+        "formulation": default_formulation(adapter),
         "source": source.provenance,
         "limit": limit,
         "created_at": now(),
         "toolkit_version": curate.__version__,
     }
     return create_workspace(root, meta=meta, items=items, raw_rows=raws)
+
+
+def same_adapter(record: dict, adapter) -> bool:
+    """Whether a workspace's adapter ``record`` describes ``adapter``; options the record lacks
+    (added to the adapter after the workspace was made) count as their defaults."""
+    from dataclasses import fields, is_dataclass
+
+    current = adapter_record(adapter)
+    defaults = {f.name: f.default for f in fields(adapter)} if is_dataclass(adapter) else {}
+    stored = {**{k: v for k, v in current["options"].items() if k not in record.get("options", {})
+                 and v == defaults.get(k)}, **record.get("options", {})}
+    return record.get("kind") == current["kind"] and stored == current["options"]
 
 
 def adapter_record(adapter) -> dict:

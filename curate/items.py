@@ -2,6 +2,12 @@
 
 An item is a plain dict validated by ``schemas/item.schema.json``. Adapters build them with
 ``make_item``, which fills in the id and the content hash so those are defined in one place.
+
+``prompts``, ``options`` and ``gold`` are the cloze view every stage reads: option j is scored as
+``delimiter + options[j]`` after ``prompts[mode]``. Optional fields say what else is scored
+(``curate.formulations`` turns an item into requests): ``delimiter`` when it is not " ",
+``partial`` for per-option contexts (Winogrande), ``letters`` for the lettered-list formulation.
+``kind`` picks the annotation wording ("question" or "continuation", the default).
 """
 from __future__ import annotations
 
@@ -27,10 +33,20 @@ def sha256_text(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def content_hash(prompts: dict, options: list[str], gold: int) -> str:
+#: Optional item fields that change what is scored, so the content hash covers them when present.
+SCORED_EXTRAS = ("delimiter", "partial", "letters")
+
+#: What an item is scored as when it does not say: the cloze continuation follows one space.
+DEFAULT_DELIMITER = " "
+
+
+def content_hash(prompts: dict, options: list[str], gold: int, extras: dict | None = None) -> str:
     """Hash of exactly what is scored and annotated. Two items with equal hashes are
-    interchangeable for every cached score or annotation."""
-    return sha256_text(canonical_json({"prompts": prompts, "options": options, "gold": gold}))
+    interchangeable for every cached score or annotation. ``extras`` (the optional fields of
+    ``SCORED_EXTRAS`` the item has) enter only when present, so an item without them keeps the
+    hash it always had."""
+    fields = {"prompts": prompts, "options": options, "gold": gold, **(extras or {})}
+    return sha256_text(canonical_json(fields))
 
 
 def item_id(benchmark: str, split: str, row_index: int) -> str:
@@ -38,7 +54,12 @@ def item_id(benchmark: str, split: str, row_index: int) -> str:
 
 
 def make_item(*, benchmark: str, split: str, row_index: int, native_ids: dict, source: str | None,
-              context_parts: dict, prompts: dict, options: list[str], gold: int) -> dict:
+              context_parts: dict, prompts: dict, options: list[str], gold: int, kind: str | None = None,
+              delimiter: str | None = None, partial: dict | None = None, letters: dict | None = None) -> dict:
+    """A canonical item; the optional fields are left out when not given (or, for the
+    delimiter, when it is the default one)."""
+    extras = {k: v for k, v in (("delimiter", delimiter), ("partial", partial), ("letters", letters))
+              if v is not None and not (k == "delimiter" and v == DEFAULT_DELIMITER)}
     return {
         "item_id": item_id(benchmark, split, row_index),
         "benchmark": benchmark,
@@ -50,8 +71,16 @@ def make_item(*, benchmark: str, split: str, row_index: int, native_ids: dict, s
         "prompts": prompts,
         "options": options,
         "gold": gold,
-        "content_hash": content_hash(prompts, options, gold),
+        **({"kind": kind} if kind else {}),
+        **extras,
+        "content_hash": content_hash(prompts, options, gold, extras),
     }
+
+
+def item_hash(item: dict) -> str:
+    """The content hash an item's own fields give (what ``make_item`` stored)."""
+    return content_hash(item["prompts"], item["options"], item["gold"],
+                        {k: item[k] for k in SCORED_EXTRAS if k in item})
 
 
 def prompts_from(full: str, zero: str) -> dict:
@@ -59,9 +88,22 @@ def prompts_from(full: str, zero: str) -> dict:
     return {"full": full, "zero": zero, "placeholder": PLACEHOLDER + zero, "choice-only": ""}
 
 
+def letters_from(full: str, zero: str, cue: str = "Answer:") -> dict:
+    """The ``letters`` field: per mode the text before the lettered list (each stem ends the way
+    the list should follow it, usually with a newline) and the answer cue after the list. Modes
+    follow ``prompts_from``; choice-only shows the list alone."""
+    return {"stems": prompts_from(full, zero), "cue": cue}
+
+
 def validation_errors(item: dict) -> list[str]:
     """Schema problems plus the cross-field rules a schema cannot say (gold within options)."""
     problems = schemas.errors("item", item)
-    if not problems and not item["gold"] < len(item["options"]):
-        problems.append(f"gold: index {item['gold']} out of range for {len(item['options'])} options")
+    if problems:
+        return problems
+    n = len(item["options"])
+    if not item["gold"] < n:
+        problems.append(f"gold: index {item['gold']} out of range for {n} options")
+    for mode, contexts in item.get("partial", {}).get("contexts", {}).items():
+        if len(contexts) != n:
+            problems.append(f"partial/contexts/{mode}: {len(contexts)} contexts for {n} options")
     return problems

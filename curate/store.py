@@ -10,22 +10,35 @@ Each stage owns its tables and declares them as a list of named migrations (plai
 ``Workspace.migrate`` applies once, in order, recording them in the ``migrations`` table. So a
 stage never edits another stage's schema, and an old workspace upgrades when a newer toolkit
 opens it.
+
+The database records its workspace format (SQLite's ``user_version``, ``WORKSPACE_FORMAT``). A
+workspace is opened only when its database is a whole SQLite file of a format this toolkit
+reads, holding the core tables: an emptied, truncated or foreign file, or one written by a newer
+toolkit, is refused in one line instead of being recreated empty or failing in a traceback.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import sqlite3
 import tempfile
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import curate
 from curate.errors import CurateError
 
 DB_NAME = "workspace.db"
+
+#: The workspace format this toolkit writes and reads (PRAGMA user_version); 0 = made before
+#: formats were recorded (read as 1). Raise it when a change needs a newer reader.
+WORKSPACE_FORMAT = 1
+SQLITE_HEADER = b"SQLite format 3\x00"
+CORE_TABLES = {"meta", "items", "migrations"}
 
 #: The foundation's own tables. Later stages pass their own lists to ``Workspace.migrate``.
 MIGRATIONS = [
@@ -59,6 +72,30 @@ def connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
+def check_database_file(db: Path) -> None:
+    """Refuse, in one line, a database file that is empty, not SQLite, or shorter than its own
+    header says (truncated), before SQLite is let near it (it would recreate an empty file)."""
+    size = db.stat().st_size
+    if size == 0:
+        raise CurateError(f"{db}: the database file is empty (0 bytes): the workspace's data is gone; restore it "
+                          f"from a copy, or create a new workspace with `curate init`")
+    with open(db, "rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(SQLITE_HEADER):
+        raise CurateError(f"{db}: not a SQLite database (the file starts with {header[:16]!r}): not a benchcurate "
+                          f"workspace, or overwritten")
+    if len(header) < 100:
+        raise CurateError(f"{db}: truncated ({size} bytes, shorter than a SQLite header); restore it from a copy")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96]  # the page count is valid when the change counter matches it
+    wal = db.with_name(db.name + "-wal")
+    pending = wal.is_file() and wal.stat().st_size > 0  # a checkpoint may be half done: SQLite finishes it
+    if valid and pages and not pending and size < pages * page_size:
+        raise CurateError(f"{db}: truncated ({size} bytes, its header says {pages * page_size}); restore it from a copy")
+
+
 class Workspace:
     """An open workspace. Use ``Workspace.open(dir)`` or ``create_workspace``."""
 
@@ -71,8 +108,31 @@ class Workspace:
         db = root / DB_NAME
         if not db.is_file():
             raise CurateError(f"{root}: not a benchcurate workspace (no {DB_NAME}); create one with `curate init`")
-        ws = cls(root, connect(db))
-        ws.migrate(MIGRATIONS)
+        check_database_file(db)
+        try:  # read-only first: a database this toolkit must not use is left exactly as it was
+            with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as ro:
+                format_ = ro.execute("PRAGMA user_version").fetchone()[0]
+                tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise CurateError(f"{db}: the database cannot be read ({exc}): it is damaged (restore the workspace "
+                              f"from a copy), or there is no room for SQLite's working files beside it") from None
+        if format_ > WORKSPACE_FORMAT:
+            raise CurateError(f"{db}: workspace format {format_} was written by a newer benchcurate (this one reads "
+                              f"up to format {WORKSPACE_FORMAT}, version {curate.__version__}); upgrade benchcurate")
+        if not CORE_TABLES <= tables:
+            raise CurateError(f"{db}: a SQLite database without the workspace tables "
+                              f"({', '.join(sorted(CORE_TABLES - tables))} missing): not a benchcurate workspace")
+        conn = connect(db)
+        ws = cls(root, conn)
+        try:
+            ws.migrate(MIGRATIONS)
+            for (key,) in conn.execute("SELECT key FROM meta"):  # every later read of meta can trust it
+                ws.meta(key)
+            if format_ == 0:
+                conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
+        except BaseException:
+            conn.close()
+            raise
         return ws
 
     def close(self) -> None:
@@ -102,7 +162,11 @@ class Workspace:
         self.conn.execute("COMMIT")
 
     def migrate(self, migrations: Iterable[tuple[str, str]]) -> list[str]:
-        """Apply the named migrations not yet applied, each in its own transaction."""
+        """Apply the named migrations not yet applied, each in its own transaction.
+
+        Safe when several processes open a fresh workspace at once: each migration's script
+        first records its name, inside the write transaction, so a process that lost the race
+        fails on that row before creating any table, rolls back and finds the migration done."""
         self.conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
         applied = []
@@ -112,8 +176,14 @@ class Workspace:
             # One script, one transaction: a migration is applied whole or not at all.
             quoted = name.replace("'", "''")
             try:
-                self.conn.executescript(f"BEGIN IMMEDIATE;\n{sql}\n;INSERT INTO migrations VALUES "
-                                        f"('{quoted}', '{now()}');\nCOMMIT;")
+                self.conn.executescript(f"BEGIN IMMEDIATE;\nINSERT INTO migrations VALUES ('{quoted}', '{now()}');\n"
+                                        f"{sql}\n;COMMIT;")
+            except sqlite3.IntegrityError:  # another process applied it since we looked
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                if not self.conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
+                    raise
+                continue
             except BaseException:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
@@ -125,7 +195,7 @@ class Workspace:
 
     def meta(self, key: str, default=None):
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else default
+        return _json(row[0], self.root, f"meta '{key}'") if row else default
 
     def set_meta(self, key: str, value) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
@@ -137,11 +207,13 @@ class Workspace:
 
     def items(self) -> list[dict]:
         """All canonical items in row order."""
-        return [json.loads(r[0]) for r in self.conn.execute("SELECT item_json FROM items ORDER BY row_index")]
+        return [_json(r[1], self.root, f"items row {r[0]}")
+                for r in self.conn.execute("SELECT row_index, item_json FROM items ORDER BY row_index")]
 
     def raw_rows(self) -> list[dict]:
         """The source rows as read, in row order (for writing releases in the source format)."""
-        return [json.loads(r[0]) for r in self.conn.execute("SELECT raw_json FROM items ORDER BY row_index")]
+        return [_json(r[1], self.root, f"items row {r[0]} (raw_json)")
+                for r in self.conn.execute("SELECT row_index, raw_json FROM items ORDER BY row_index")]
 
     def tables(self) -> dict[str, int]:
         """Row count of every table, for `curate info` (stages' own tables included)."""
@@ -150,20 +222,33 @@ class Workspace:
         return {n: self.conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
 
 
+def _json(text: str, root: Path, where: str):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise CurateError(f"{root / DB_NAME}, {where}: not valid JSON ({exc}); the workspace was edited or damaged") from None
+
+
+def check_new_workspace(root: Path) -> None:
+    """A workspace goes into a new or empty folder only."""
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise CurateError(f"{root}: already exists and is not empty; choose a new workspace directory")
+
+
 def create_workspace(root: str | os.PathLike, *, meta: dict, items: list[dict], raw_rows: list[dict]) -> Path:
     """Build a complete workspace in a temporary sibling folder, then rename it into place.
 
     A crash or an error at any point leaves no workspace at ``root`` (nothing half-ingested).
     """
     root = Path(root)
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise CurateError(f"{root}: already exists and is not empty; choose a new workspace directory")
+    check_new_workspace(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".partial", dir=root.parent))
     try:
         conn = connect(tmp / DB_NAME)
         ws = Workspace(tmp, conn)
         ws.migrate(MIGRATIONS)
+        conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
         with ws.transaction() as c:
             for key, value in meta.items():
                 ws.set_meta(key, value)
@@ -175,9 +260,13 @@ def create_workspace(root: str | os.PathLike, *, meta: dict, items: list[dict], 
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
         (tmp / "exports").mkdir()
-        if root.exists():
-            root.rmdir()
-        os.replace(tmp, root)
+        try:  # one atomic rename: onto nothing or an empty folder, never onto another's workspace
+            os.replace(tmp, root)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise
+            raise CurateError(f"{root}: was created by another process while this one was ingesting; "
+                              f"nothing was written by this one") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

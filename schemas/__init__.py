@@ -48,6 +48,8 @@ def read_checked(path, name: str, *, missing: str = "file not found") -> dict:
         raise InputError(missing, path=str(path)) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}", path=str(path)) from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"cannot be read: {exc}", path=str(path)) from None
     problems = errors(name, document)
     if problems:
         field, _, message = problems[0].partition(": ")

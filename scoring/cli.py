@@ -8,6 +8,19 @@ import click
 from curate.items import MODES
 
 
+def _formulations(ctx, param, value: str | None) -> list[str] | None:
+    from curate.errors import CurateError
+    from curate.formulations import check
+
+    if value is None:
+        return None
+    names = [f.strip() for f in value.split(",") if f.strip()]
+    try:
+        return [check(f) for f in names] or None
+    except CurateError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _modes(ctx, param, value: str) -> list[str]:
     modes = [m.strip() for m in value.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -21,6 +34,9 @@ def _modes(ctx, param, value: str) -> list[str]:
 @click.option("--model", required=True, help="Built-in name (smollm2-135m), local model folder, GGUF file or Hub id.")
 @click.option("--modes", default=",".join(MODES), show_default=True, callback=_modes,
               help="Comma-separated prompt modes.")
+@click.option("--formulations", default=None, callback=_formulations,
+              help="Comma-separated: cloze, letters, letters+rK (the list rotated K places) or letters+rotations "
+                   "(every rotation) [default: the benchmark's, as lm-eval scores it].")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
 @click.option("--device", default="cpu", show_default=True,
               help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.")
@@ -42,20 +58,22 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
                    "(without it such a run is refused).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def score(workspace, model, modes, dtype, device, max_memory, batch_tokens, limit, label, verify, no_seq_mean, self_check,
-          replace, quiet):
-    """Score every option of every item of WORKSPACE under each prompt mode."""
+def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
+          no_seq_mean, self_check, replace, quiet):
+    """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.run import score_workspace, verify_batch_invariance
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
                               limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
-                              replace=replace, self_check_items=self_check, max_memory=max_memory)
+                              replace=replace, formulations=formulations, self_check_items=self_check,
+                              max_memory=max_memory)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""
     if summary["replaced_rows"]:
         click.echo(f"replaced: deleted {summary['replaced_rows']} stored score rows of {summary['label']!r}")
-    click.echo(f"scored {summary['label']} [{dtype}, {device}]{who}: {summary['computed']} item-modes computed, "
+    click.echo(f"scored {summary['label']} [{dtype}, {device}, {', '.join(summary['formulations'])}]{who}: "
+               f"{summary['computed']} item-modes computed, "
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")
     check = summary["self_check"]
@@ -63,9 +81,11 @@ def score(workspace, model, modes, dtype, device, max_memory, batch_tokens, limi
         click.echo(f"self-check: {check['items']} items also scored by the model's own forward, largest difference "
                    f"{check['max_abs_diff']:.1e} ({summary['runner']} runner)")
     if verify:
+        first = summary["formulations"][0]  # the first formulation scored (a rotation request: its unrotated list)
         for mode in modes:
             check = verify_batch_invariance(workspace, model, mode, verify, dtype=dtype, device=device,
-                                            label=summary["label"])
+                                            label=summary["label"],
+                                            formulation="letters" if first == "letters+rotations" else first)
             diff = check["max_abs_diff"]
             click.echo(f"batch invariance ({mode}, {check['items']} items one at a time): max |diff| "
                        f"logprob_sum {diff['logprob_sum']:.2e}, seq_mean {diff['seq_mean']:.2e}")

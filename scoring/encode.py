@@ -9,9 +9,11 @@ pair like this, and so do we, so our ``logprob_sum`` is its number:
 - an empty context becomes the prefix token (BOS, else EOS), unless the continuation already
   starts with it, in which case its first token serves as the context.
 
-The continuation is ``" " + option`` (the hellaswag task's target delimiter).
+The continuation is ``delimiter + option`` (lm-eval's ``target_delimiter``, " " by default).
+Options may each have their own context (lm-eval's partial scoring, Winogrande); options whose
+contexts encode to the same tokens share one request, so a shared context is computed once.
 
-The study's whole-sequence mean (``seq_mean``) is over ``tokenizer(context + " " + option)``
+The study's whole-sequence mean (``seq_mean``) is over ``tokenizer(context + delimiter + option)``
 with the tokenizer's default special tokens. When those tokens are exactly the lm-eval
 sequence, it comes from the same forward pass; otherwise (an empty context, a token merged
 across the boundary) an extra sequence is scored for it alone. A sequence longer than the model's
@@ -21,6 +23,7 @@ the option is flagged ``truncated``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass
@@ -44,14 +47,16 @@ class Request:
 
 @dataclass
 class Unit:
-    """Everything scored for one (item, mode): requests plus how to assemble the results."""
+    """Everything scored for one (item, mode, formulation): requests plus how to assemble the
+    results. ``options`` are the continuation texts (without the delimiter)."""
     item_index: int
     mode: str
     options: list[str]
     requests: list[Request] = field(default_factory=list)
     flags: list[set] = field(default_factory=list)          # per option
     n_tokens: list[int] = field(default_factory=list)       # per option (lm-eval continuation)
-    seq_len: list[int] = field(default_factory=list)        # per option: len(tokenizer(ctx+" "+opt))
+    seq_len: list[int] = field(default_factory=list)        # per option: len(tokenizer(ctx+delim+opt))
+    formulation: str = "cloze"
 
     @property
     def n_input(self) -> int:
@@ -86,27 +91,41 @@ class Encoder:
         return self.memo[(string, special)]
 
 
-def needed_strings(context: str, options: list[str]) -> list[tuple[str, bool]]:
+class Spec(NamedTuple):
+    """What ``build_units`` builds one unit from (the arguments of ``build_unit``)."""
+    item_index: int
+    mode: str
+    context: str | list[str]  # one context for every option, or one per option
+    options: list[str]
+    delimiter: str = " "
+    formulation: str = "cloze"
+
+
+def per_option(context: str | list[str], n: int) -> list[str]:
+    return [context] * n if isinstance(context, str) else list(context)
+
+
+def needed_strings(context: str | list[str], options: list[str], delimiter: str = " ") -> list[tuple[str, bool]]:
     """Every (string, add_special_tokens) that ``build_unit`` encodes for this item and mode."""
-    if context == "":
-        out = [(" " + o, False) for o in options]
-    else:
-        stripped = context.rstrip()
-        out = [(stripped, True)] + [(context + " " + o, True) for o in options]
-    return out + [(context + " " + o, True) for o in options]
+    out = []
+    for ctx, o in zip(per_option(context, len(options)), options):
+        out += [(delimiter + o, False)] if ctx == "" else [(ctx.rstrip(), True), (ctx + delimiter + o, True)]
+        out.append((ctx + delimiter + o, True))
+    return out
 
 
 def build_units(tokenizer, specs, *, max_length: int, seq_mean: bool = True, chunk: int = 2000) -> list["Unit"]:
-    """``build_unit`` for many (item_index, mode, context, options), tokenizing in batches."""
+    """``build_unit`` for many specs (``Spec`` or tuples of its fields), tokenizing in batches."""
     units = []
+    specs = [Spec(*s) for s in specs]
     for start in range(0, len(specs), chunk):
         encoder = Encoder(tokenizer)
         part = specs[start:start + chunk]
-        wanted = [pair for _, _, context, options in part for pair in needed_strings(context, options)]
+        wanted = [pair for s in part for pair in needed_strings(s.context, s.options, s.delimiter)]
         for special in (True, False):
             encoder.prefetch([s for s, sp in wanted if sp == special], special)
-        units += [build_unit(encoder, i, mode, context, options, max_length=max_length, seq_mean=seq_mean)
-                  for i, mode, context, options in part]
+        units += [build_unit(encoder, s.item_index, s.mode, s.context, s.options, max_length=max_length,
+                             seq_mean=seq_mean, delimiter=s.delimiter, formulation=s.formulation) for s in part]
     return units
 
 
@@ -130,17 +149,19 @@ def encode_pair(encode, context: str, continuation: str) -> tuple[list[int], lis
     return ctx, whole[len(ctx):], whole[:len(ctx)] != ctx
 
 
-def build_unit(encode, item_index: int, mode: str, context: str, options: list[str], *,
-               max_length: int, seq_mean: bool = True) -> Unit:
-    """The requests that score every option of one item in one mode (``encode``: an Encoder
-    or a tokenizer)."""
+def build_unit(encode, item_index: int, mode: str, context: str | list[str], options: list[str], *,
+               max_length: int, seq_mean: bool = True, delimiter: str = " ", formulation: str = "cloze") -> Unit:
+    """The requests that score every option of one item in one mode and formulation: option j
+    is ``delimiter + options[j]`` after ``context`` (or after ``context[j]``, one per option).
+    ``encode``: an Encoder or a tokenizer."""
     if not isinstance(encode, Encoder):
         encode = Encoder(encode)
-    unit = Unit(item_index, mode, options)
+    contexts = per_option(context, len(options))
+    unit = Unit(item_index, mode, options, formulation=formulation)
     groups: dict[tuple, Request] = {}
     pairs = []
-    for j, option in enumerate(options):
-        ctx, cont, merged = encode_pair(encode, context, " " + option)
+    for j, (context, option) in enumerate(zip(contexts, options)):
+        ctx, cont, merged = encode_pair(encode, context, delimiter + option)
         flags = set()
         if context == "":
             flags.add("empty-context")
@@ -163,30 +184,34 @@ def build_unit(encode, item_index: int, mode: str, context: str, options: list[s
     if not seq_mean:
         return unit
     wholes = []
-    for j, option in enumerate(options):
-        whole = encode(context + " " + option)
+    for j, (c, option) in enumerate(zip(contexts, options)):
+        whole = encode(c + delimiter + option)
         if len(whole) > max_length + 1:  # as lm-eval truncates: the last max_length + 1 tokens
             whole = whole[-(max_length + 1):]
             unit.flags[j].add("truncated")
         wholes.append(whole)
     unit.seq_len = [len(w) for w in wholes]
-    shared = len(unit.requests) == 1 and all(
-        w == pairs[0][0] + cont for w, (_, cont) in zip(wholes, pairs)) and "truncated" not in set().union(*unit.flags)
-    if shared:
-        unit.requests[0].prefix_lp = True
-    else:
-        unit.requests.extend(seq_requests(wholes))
+    # A request whose sequences are exactly the whole texts gives their seq_mean in the same pass.
+    rest = []
+    for request in unit.requests:
+        if all(wholes[j] == pairs[j][0] + pairs[j][1] and "truncated" not in unit.flags[j] for j in request.options):
+            request.prefix_lp = True
+        else:
+            rest += request.options
+    if rest:
+        unit.requests.extend(seq_requests([wholes[j] for j in sorted(rest)], sorted(rest)))
     return unit
 
 
-def seq_requests(wholes: list[list[int]]) -> list[Request]:
+def seq_requests(wholes: list[list[int]], options: list[int] | None = None) -> list[Request]:
     """Rows scoring each whole sequence from its first token on: one row sharing the common
-    prefix when the sequences have one, else one row per sequence."""
+    prefix when the sequences have one, else one row per sequence. ``options`` are the option
+    indices of ``wholes`` (default 0, 1, ...)."""
+    options = list(range(len(wholes))) if options is None else options
     shortest = min(len(w) for w in wholes)
     common = 0
     while common < shortest - 1 and all(w[common] == wholes[0][common] for w in wholes):
         common += 1
     if common == 0:
-        return [Request(w[:1], [w[1:]], [j], purpose="seq", prefix_lp=True) for j, w in enumerate(wholes)]
-    return [Request(wholes[0][:common], [w[common:] for w in wholes], list(range(len(wholes))),
-                    purpose="seq", prefix_lp=True)]
+        return [Request(w[:1], [w[1:]], [j], purpose="seq", prefix_lp=True) for j, w in zip(options, wholes)]
+    return [Request(wholes[0][:common], [w[common:] for w in wholes], list(options), purpose="seq", prefix_lp=True)]

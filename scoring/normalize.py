@@ -21,6 +21,14 @@ import pandas as pd
 
 NORMALIZATIONS = ("sum", "token", "char", "byte", "seq_mean", "study_sum", "study_byte_mean")
 
+#: The columns naming one set of predictions: which model, in which prompt mode and formulation.
+CONDITION = ["model", "mode", "formulation"]
+
+
+def with_formulation(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a formulation column (cloze, when a frame from before formulations has none)."""
+    return frame if "formulation" in frame.columns else frame.assign(formulation="cloze")
+
 
 def option_values(scores: pd.DataFrame, normalization: str) -> pd.Series:
     """One value per score row under ``normalization`` (NaN where the inputs are missing)."""
@@ -40,17 +48,18 @@ def available(scores: pd.DataFrame) -> list[str]:
 
 
 def predictions(scores: pd.DataFrame, normalization: str) -> pd.DataFrame:
-    """Argmax option per (model, mode, item): columns model, mode, item_id, row_index, source,
-    pred. Ties go to the lowest option index (as numpy/lm-eval's argmax). Items with any
-    missing option value are left out rather than guessed."""
-    keys = ["model", "mode", "item_id", "row_index", "source"]
+    """Argmax option per (model, mode, formulation, item): columns model, mode, formulation,
+    item_id, row_index, source, pred. Ties go to the lowest option index (as numpy/lm-eval's
+    argmax). Items with any missing option value are left out rather than guessed."""
+    scores = with_formulation(scores)
+    keys = CONDITION + ["item_id", "row_index", "source"]
     frame = scores[keys + ["option_index"]].copy()
     frame["value"] = option_values(scores, normalization).to_numpy()
-    missing = frame["value"].isna().groupby([frame[k] for k in ("model", "mode", "item_id")]).transform("any")
+    missing = frame["value"].isna().groupby([frame[k] for k in CONDITION + ["item_id"]]).transform("any")
     frame = frame[~missing.to_numpy()]
     # Highest value first, lowest option index first among equals; keep the first per item.
-    frame = frame.sort_values(["model", "mode", "row_index", "value", "option_index"],
-                              ascending=[True, True, True, False, True], kind="stable")
-    best = frame.drop_duplicates(["model", "mode", "item_id"], keep="first")
+    frame = frame.sort_values(CONDITION + ["row_index", "value", "option_index"],
+                              ascending=[True, True, True, True, False, True], kind="stable")
+    best = frame.drop_duplicates(CONDITION + ["item_id"], keep="first")
     out = best[keys + ["option_index"]].rename(columns={"option_index": "pred"})
     return out.reset_index(drop=True)

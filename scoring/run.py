@@ -1,8 +1,9 @@
 """Scoring a workspace: what is still to do, in length-sorted batches, committed batch by batch.
 
 A stored score is reused when its content key matches: model hash, tokenizer hash, dtype, the
-engine version (``scoring.ENGINE_VERSION``), mode and the item's content hash (all options of an
-item are written in one transaction, so an item is either complete or absent). A label holds one
+engine version (``scoring.ENGINE_VERSION``), mode, formulation and the item's content hash (all
+options of an item are written in one transaction, so an item is either complete or absent).
+What each (item, mode, formulation) scores comes from ``curate.formulations``. A label holds one
 model's scores in one dtype: a run that would store another model, tokenizer or dtype under a
 label that has scores is refused unless ``replace`` deletes them first (``store.check_label``).
 Each batch commits on its own, so a killed run loses only the batch in flight and a second
@@ -18,17 +19,19 @@ import platform
 import random
 import time
 import uuid
+from contextlib import nullcontext
 
+from curate import formulations as forms
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
+from curate.lock import work_lock
 from curate.store import Workspace
 from scoring import ENGINE_VERSION
-from scoring.encode import Unit, build_unit, build_units
+from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.models import DTYPES, check_device, load, placement, resolve
 from scoring.reference import self_check
-from scoring.store import (add_run, check_label, open_scores, other_sources, read_scores, run_source,
-                           write_scores)
+from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 
 
 def tokenizer_hash(tokenizer) -> str:
@@ -50,15 +53,16 @@ def max_length(model, tokenizer) -> int:
     return int(limit) if limit and limit < 10**9 else 2048
 
 
-def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True) -> set[str]:
-    """Items of (label, mode) whose stored scores have this content key (and a seq_mean, when
-    one is wanted: a run with --no-seq-mean leaves it empty). Scores of another engine version
-    are not reused."""
+def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True,
+                    formulation: str = "cloze") -> set[str]:
+    """Items of (label, mode, formulation) whose stored scores have this content key (and a
+    seq_mean, when one is wanted: a run with --no-seq-mean leaves it empty). Scores of another
+    engine version are not reused."""
     rows = ws.conn.execute(
         "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine, "
         "coalesce(json_extract(r.info_json, '$.seq_mean'), 1) "
-        "FROM scores s JOIN score_runs r USING (run_id) WHERE s.model = ? AND s.mode = ? "
-        "GROUP BY s.item_id, s.run_id", (label, mode))
+        "FROM scores s JOIN score_runs r USING (run_id) WHERE s.model = ? AND s.mode = ? AND s.formulation = ? "
+        "GROUP BY s.item_id, s.run_id", (label, mode, formulation))
     hashes = {it: h for it, h in ws.conn.execute("SELECT item_id, content_hash FROM items")}
     wanted = (key["model_hash"], key["tokenizer_hash"], key["dtype"], key["engine"])
     return {item_id for item_id, content, mh, th, dt, engine, has_seq_mean in rows
@@ -68,7 +72,7 @@ def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = Tr
 def batches(units: list[Unit], batch_tokens: int) -> list[list[Unit]]:
     """Longest first (memory peaks show up at once; the ETA errs long), each batch's rows x
     longest row within ``batch_tokens`` (a unit never splits)."""
-    ordered = sorted(units, key=lambda u: (-u.max_row, u.item_index, u.mode))
+    ordered = sorted(units, key=lambda u: (-u.max_row, u.item_index, u.mode, u.formulation))
     out, current, rows, longest = [], [], 0, 0
     for unit in ordered:
         n_rows, new_longest = rows + len(unit.requests), max(longest, unit.max_row)
@@ -96,7 +100,8 @@ def assemble(unit: Unit, results, item: dict, *, label: str, run_id: str) -> lis
     for j, option in enumerate(unit.options):
         predicted = (unit.seq_len[j] - 1) if unit.seq_len else 0
         rows.append({
-            "model": label, "mode": unit.mode, "item_id": item["item_id"], "option_index": j,
+            "model": label, "mode": unit.mode, "formulation": unit.formulation, "item_id": item["item_id"],
+            "option_index": j,
             "logprob_sum": logprob[j], "n_tokens": unit.n_tokens[j], "n_chars": len(option),
             "n_bytes": len(option.encode("utf-8")), "is_greedy": int(greedy[j]),
             "seq_mean": seq_total[j] / predicted if seq_total[j] is not None and predicted > 0 else None,
@@ -115,7 +120,25 @@ def refuse_inexact(model, units: list[Unit], items) -> None:
             raise CurateError(
                 f"item {items[unit.item_index]['item_id']} ({unit.mode}): a sequence of {longest} tokens, but "
                 f"{architecture(model)} rescales its rotary embedding past {limit} tokens by the length of each "
-                f"forward pass, which batched scoring cannot reproduce exactly, so items this long are not scored with this model")
+                f"forward pass, which batched scoring cannot reproduce exactly, so items this long are not scored "
+                f"with this model")
+
+
+def item_formulations(item: dict, wanted) -> list[str]:
+    """The formulations of ``wanted`` that apply to ``item``: ``letters+rotations`` stands for
+    every cyclic rotation of its lettered list, and a rotation applies to the items with more
+    options than it (ARC's 3-option items have no letters+r3)."""
+    n, out = len(item["options"]), []
+    for name in wanted:
+        names = forms.rotations(n) if name == forms.ALL_ROTATIONS else [name]
+        out += [f for f in names if forms.parse(f)[1] < n and f not in out]
+    return out
+
+
+def unit_spec(index: int, item: dict, mode: str, formulation: str) -> Spec:
+    """What ``build_units`` needs to score ``item`` (the ``index``-th) in ``mode`` and ``formulation``."""
+    s = forms.scored(item, mode, formulation)
+    return Spec(index, mode, s.contexts, s.continuations, s.delimiter, formulation)
 
 
 def distributed(device: str):
@@ -150,8 +173,9 @@ def versions() -> dict:
 def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32", device: str = "cpu",
                     batch_tokens: int = 4096, limit: int | None = None, show_progress: bool = True,
                     label: str | None = None, seq_mean: bool = True, replace: bool = False,
-                    self_check_items: int = 2, max_memory=None) -> dict:
-    """Score every option of every item (the first ``limit``) of ``root`` under ``modes``.
+                    formulations: list[str] | None = None, self_check_items: int = 2, max_memory=None) -> dict:
+    """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
+    ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
 
     ``label`` is the model name stored with the scores (default: ``model``); it must not hold
     scores of another model, tokenizer or dtype unless ``replace`` deletes them (all of the
@@ -164,8 +188,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     (``scoring.reference.self_check``); a difference over the dtype's tolerance stops the run.
     ``device="auto"`` places the model over the visible GPUs (``max_memory``: where it may go,
     see ``scoring.models.parse_max_memory``). Returns a summary: items, options, computed and
-    cached unit counts (one unit = one item in one mode), input tokens, seconds, run_id, process
-    index/count, the self-check's result.
+    cached unit counts (one unit = one item in one mode and formulation), input tokens, seconds,
+    run_id, process index/count, the runner and the self-check's result.
     """
     import torch
     from tqdm import tqdm
@@ -175,6 +199,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
     if dtype not in DTYPES:
         raise CurateError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    for name in formulations or []:
+        forms.check(name)
     if batch_tokens < 1:
         raise CurateError("--batch-tokens must be positive")
     if self_check_items < 0:
@@ -184,16 +210,24 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     rank, world, state = distributed(device)
     if state is not None and device == "cuda":
         device = str(state.device)
-    Workspace.open(root).close()  # a missing or bad workspace fails before the model loads
+    # A missing or bad workspace, or a model that cannot be found, fails before anything is
+    # written; the first process creates the score tables while the others wait (two processes
+    # must not run one migration), and holds the lock that keeps a second run on this label out
+    # (curate.lock) until it returns.
+    Workspace.open(root).close()
     ref = resolve(model)
-    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True, max_memory=max_memory)
-    runner = runner_for(lm)  # an architecture the engine cannot reproduce is refused here
-    # Nothing is written before the model has loaded. The first process creates the score tables
-    # while the others wait (two processes must not run one migration).
+    lock = work_lock(root, f"score {label or model}", command="score") if rank == 0 else nullcontext()
     if rank == 0:
         open_scores(root).close()
+        lock.__enter__()
     if state is not None:
         state.wait_for_everyone()
+    try:
+        lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True, max_memory=max_memory)
+        runner = runner_for(lm)  # an architecture the engine cannot reproduce is refused here
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
     label = label or model
     key = {"model_hash": ref.weights_hash, "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
            "engine": ENGINE_VERSION}
@@ -204,6 +238,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     ws = open_scores(root)
     try:
         items = ws.items()[:limit] if limit else ws.items()
+        formulations = list(formulations or [ws.meta("formulation", "cloze")])
         mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
         # A label holding another source's scores is refused now, or (``replace``) all its rows
         # will be deleted, so none of them counts as done.
@@ -213,23 +248,25 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
-        pending, units = 0, []
+        units, done = [], {}
         for mode in modes:
-            done = set() if stale else cached_item_ids(ws, label, mode, key, seq_mean=seq_mean)
-            todo = [i for i in mine if items[i]["item_id"] not in done]
-            pending += len(todo)
-            units += [(i, mode, items[i]["item_id"] not in done) for i in mine]
+            for i in mine:
+                for f in item_formulations(items[i], formulations):
+                    if (mode, f) not in done:
+                        done[mode, f] = set() if stale else cached_item_ids(ws, label, mode, key, seq_mean=seq_mean,
+                                                                            formulation=f)
+                    units.append((i, mode, f, items[i]["item_id"] not in done[mode, f]))
         plan, checked = [], {"items": 0, "note": "nothing to compute"}
-        if pending:
-            built = build_units(tokenizer, [(i, mode, items[i]["prompts"][mode], items[i]["options"])
-                                            for i, mode, _ in units], max_length=limit_len, seq_mean=seq_mean)
-            missing = {(i, mode) for i, mode, todo in units if todo}
+        missing = {(i, mode, f) for i, mode, f, todo in units if todo}
+        if missing:
+            built = build_units(tokenizer, [unit_spec(i, items[i], mode, f) for i, mode, f, _ in units],
+                                max_length=limit_len, seq_mean=seq_mean)
             plan = [b for b in batches(built, batch_tokens)
-                    if any((u.item_index, u.mode) in missing for u in b)]
+                    if any((u.item_index, u.mode, u.formulation) in missing for u in b)]
             refuse_inexact(lm, [u for b in plan for u in b], items)
             checked = self_check(lm, [u for b in plan for u in b if u.max_row <= batch_tokens][:self_check_items],
                                  dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "
-                                 f"({u.mode})")
+                                 f"({u.mode}, {u.formulation})")
         # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
         # the label's scores and the others wait for it before they write.
         replaced = 0
@@ -239,10 +276,10 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
                     tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "batch_tokens": batch_tokens, "limit": limit, "max_length": limit_len, "seq_mean": seq_mean,
-                          "processes": world, "versions": versions(), "replaced_rows": replaced,
-                          "architecture": architecture(lm), "runner": runner, "self_check": checked,
-                          "device_map": placement(lm), "max_memory": max_memory})
+                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
+                          "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
+                          "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
+                          "self_check": checked, "device_map": placement(lm), "max_memory": max_memory})
         if replace and state is not None:
             state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
@@ -265,8 +302,9 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         bar.close()
         if state is not None:
             state.wait_for_everyone()
-        return {"items": len(items), "options": sum(len(items[i]["options"]) for i in mine) * len(modes),
+        return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in units),
                 "computed": computed, "cached": len(units) - computed, "tokens": tokens, "modes": list(modes),
+                "formulations": formulations,
                 "seconds": round(time.perf_counter() - start, 3),
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
                 "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
@@ -274,18 +312,21 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                 "process": rank, "processes": world, "torch_threads": torch.get_num_threads()}
     finally:
         ws.close()
+        lock.__exit__(None, None, None)
 
 
 def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str = "float32", device: str = "cpu",
-                            label: str | None = None, seed: int = 0) -> dict:
-    """Re-score ``k`` random stored items of (label, mode) one at a time and compare with the
-    stored (batched) numbers: the largest absolute differences of logprob_sum and seq_mean."""
+                            label: str | None = None, seed: int = 0, formulation: str | None = None) -> dict:
+    """Re-score ``k`` random stored items of (label, mode, formulation) one at a time and compare
+    with the stored (batched) numbers: the largest absolute differences of logprob_sum and
+    seq_mean. ``formulation`` defaults to the workspace's."""
     ref = resolve(model)
     lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
     label = label or model
     ws = open_scores(root)
     try:
-        stored = read_scores(ws, models=[label], modes=[mode])
+        formulation = formulation or ws.meta("formulation", "cloze")
+        stored = read_scores(ws, models=[label], modes=[mode], formulations=[formulation])
         by_id = {it["item_id"]: it for it in ws.items()}
     finally:
         ws.close()
@@ -297,7 +338,9 @@ def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str =
     worst = {"logprob_sum": 0.0, "seq_mean": 0.0}
     for item_id in chosen:
         item = by_id[item_id]
-        unit = build_unit(tokenizer, 0, mode, item["prompts"][mode], item["options"], max_length=limit_len)
+        spec = unit_spec(0, item, mode, formulation)
+        unit = build_unit(tokenizer, 0, mode, spec.context, spec.options, max_length=limit_len,
+                          delimiter=spec.delimiter, formulation=formulation)
         alone = assemble(unit, score_requests(lm, unit.requests, pad_id=pad_id), item, label=label, run_id="")
         mine = stored[stored["item_id"] == item_id].sort_values("option_index")
         for row, (_, old) in zip(alone, mine.iterrows()):

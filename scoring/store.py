@@ -1,4 +1,7 @@
-"""Scores in the workspace: one row per (model, mode, item, option), plus one row per run.
+"""Scores in the workspace: one row per (model, mode, formulation, item, option), plus one row
+per run. The formulation (``cloze``, ``letters``, a rotation ``letters+rK``; see
+``curate.formulations``) is a scoring axis like the mode: one model's formulations live under one
+label as different rows.
 
 Stored per option: ``logprob_sum`` (sum of the option's token log-probabilities given the
 context), its ``n_tokens``/``n_chars``/``n_bytes``, ``is_greedy`` and the reference study's
@@ -20,6 +23,7 @@ import json
 import pandas as pd
 
 from curate.errors import CurateError
+from curate.secrets import redact_data
 from curate.store import Workspace, now
 
 MIGRATIONS = [
@@ -60,6 +64,36 @@ MIGRATIONS = [
     ("scores-002-engine", """
         ALTER TABLE score_runs ADD COLUMN engine INTEGER;
     """),
+    # The formulation joins the key. SQLite cannot change a primary key, so the table is rebuilt;
+    # every row stored before formulations existed was scored as cloze.
+    ("scores-003-formulation", """
+        CREATE TABLE scores_new (
+            model           TEXT NOT NULL,
+            mode            TEXT NOT NULL,
+            formulation     TEXT NOT NULL DEFAULT 'cloze',
+            item_id         TEXT NOT NULL REFERENCES items(item_id),
+            option_index    INTEGER NOT NULL,
+            logprob_sum     REAL,
+            n_tokens        INTEGER,
+            n_chars         INTEGER,
+            n_bytes         INTEGER,
+            is_greedy       INTEGER,
+            seq_mean        REAL,
+            study_sum       REAL,
+            study_byte_mean REAL,
+            flags           TEXT,
+            content_hash    TEXT NOT NULL,
+            run_id          TEXT NOT NULL REFERENCES score_runs(run_id),
+            PRIMARY KEY (model, mode, formulation, item_id, option_index)
+        );
+        INSERT INTO scores_new (model, mode, formulation, item_id, option_index, logprob_sum, n_tokens, n_chars,
+                                n_bytes, is_greedy, seq_mean, study_sum, study_byte_mean, flags, content_hash, run_id)
+            SELECT model, mode, 'cloze', item_id, option_index, logprob_sum, n_tokens, n_chars, n_bytes, is_greedy,
+                   seq_mean, study_sum, study_byte_mean, flags, content_hash, run_id FROM scores;
+        DROP TABLE scores;
+        ALTER TABLE scores_new RENAME TO scores;
+        CREATE INDEX scores_run ON scores(run_id);
+    """),
 ]
 
 VALUE_COLUMNS = ("logprob_sum", "n_tokens", "n_chars", "n_bytes", "is_greedy", "seq_mean",
@@ -80,7 +114,7 @@ def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, 
         "INSERT OR IGNORE INTO score_runs (run_id, model, origin, model_hash, tokenizer_hash, dtype, device, "
         "info_json, created_at, engine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, model, origin, model_hash, tokenizer_hash, dtype, device,
-         json.dumps(info, sort_keys=True), now(), engine))
+         json.dumps(redact_data(info), sort_keys=True), now(), engine))
 
 
 # --- what a label holds ----------------------------------------------------------------------
@@ -107,11 +141,12 @@ def _short(digest) -> str:
 
 
 def label_runs(ws: Workspace, label: str) -> pd.DataFrame:
-    """The runs whose rows are stored under ``label``: one row per (mode, run) with its item count
-    and the run's record (the columns of ``score_sources``, and the run's info)."""
+    """The runs whose rows are stored under ``label``: one row per (mode, formulation, run) with
+    its item count and the run's record (the columns of ``score_sources``, and the run's info)."""
     return pd.read_sql_query(
-        "SELECT s.mode, count(DISTINCT s.item_id) AS items, r.* FROM scores s JOIN score_runs r USING (run_id) "
-        "WHERE s.model = ? GROUP BY s.mode, s.run_id ORDER BY s.mode, r.created_at", ws.conn, params=(label,))
+        "SELECT s.mode, s.formulation, count(DISTINCT s.item_id) AS items, r.* FROM scores s "
+        "JOIN score_runs r USING (run_id) WHERE s.model = ? GROUP BY s.mode, s.formulation, s.run_id "
+        "ORDER BY s.mode, s.formulation, r.created_at", ws.conn, params=(label,))
 
 
 def other_sources(ws: Workspace, label: str, source: tuple) -> list[tuple]:
@@ -137,18 +172,20 @@ def check_label(ws: Workspace, label: str, source: tuple, *, replace: bool = Fal
 
 
 def score_sources(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Which runs ``scores`` (a ``read_scores`` frame) come from: one row per (model, mode, run)
-    with the run's origin, dtype, device, engine, hashes and its number of items."""
+    """Which runs ``scores`` (a ``read_scores`` frame) come from: one row per (model, mode,
+    formulation, run) with the run's origin, dtype, device, engine, hashes and its number of items."""
     cols = ["run_id", "origin", "model_hash", "tokenizer_hash", "dtype", "device", "engine", "created_at"]
-    counts = scores.groupby(["model", "mode", "run_id"], sort=True)["item_id"].nunique().rename("items").reset_index()
+    counts = scores.groupby(["model", "mode", "formulation", "run_id"], sort=True)["item_id"].nunique()
+    counts = counts.rename("items").reset_index()
     out = counts.merge(runs[[c for c in cols if c in runs.columns]], on="run_id", how="left")
     return out.astype(object).where(out.notna(), None)
 
 
 def require_one_source(sources: pd.DataFrame) -> pd.DataFrame:
     """``sources`` (from ``score_sources`` or ``label_runs``) unchanged, or a CurateError naming
-    the runs when a label mixes scores of different sources (across any of its modes) or a
-    (label, mode) mixes engine versions (a re-score after an engine change, not finished)."""
+    the runs when a label mixes scores of different sources (across any of its modes and
+    formulations) or a (label, mode, formulation) mixes engine versions (a re-score after an
+    engine change, not finished)."""
     for model, group in sources.groupby("model", sort=True):
         kinds = {run_source(r): r for r in group.to_dict("records")}
         if len(kinds) > 1:
@@ -157,36 +194,38 @@ def require_one_source(sources: pd.DataFrame) -> pd.DataFrame:
                 f"model {model!r}: its stored scores mix {describe_source(a)} (mode {ra['mode']}, run {ra['run_id']}, "
                 f"{ra['items']} items) and {describe_source(b)} (mode {rb['mode']}, run {rb['run_id']}, "
                 f"{rb['items']} items); re-score it under one setting with --replace, or under separate --labels")
-        for mode, part in group.groupby("mode", sort=True):
+        for (mode, formulation), part in group.groupby(["mode", "formulation"], sort=True):
             engines = sorted({"none" if e is None or e != e else str(int(e)) for e in part["engine"]})
             if part["origin"].iloc[0] == "scored" and len(engines) > 1:
+                which = f"mode {mode!r}" + ("" if formulation == "cloze" else f", formulation {formulation!r}")
                 raise CurateError(
-                    f"model {model!r}, mode {mode!r}: stored scores come from engine versions {', '.join(engines)} "
+                    f"model {model!r}, {which}: stored scores come from engine versions {', '.join(engines)} "
                     f"(runs {', '.join(part['run_id'])}); finish re-scoring it (curate score) before analysing")
     return sources
 
 
 def write_scores(ws: Workspace, rows: list[dict]) -> None:
-    """Insert or replace score rows (dicts with the table's columns); call inside a transaction."""
-    cols = ("model", "mode", "item_id", "option_index", *VALUE_COLUMNS, "content_hash", "run_id")
+    """Insert or replace score rows (dicts with the table's columns; ``formulation`` defaults to
+    cloze); call inside a transaction."""
+    cols = ("model", "mode", "formulation", "item_id", "option_index", *VALUE_COLUMNS, "content_hash", "run_id")
     ws.conn.executemany(
         f"INSERT OR REPLACE INTO scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-        ([r.get(c) for c in cols] for r in rows))
+        ([r.get(c, "cloze") if c == "formulation" else r.get(c) for c in cols] for r in rows))
 
 
-def read_scores(ws: Workspace, *, models=None, modes=None) -> pd.DataFrame:
-    """All scores joined with row_index and source, one row per (model, mode, item, option),
-    sorted by model, mode, row_index, option_index."""
+def read_scores(ws: Workspace, *, models=None, modes=None, formulations=None) -> pd.DataFrame:
+    """All scores joined with row_index and source, one row per (model, mode, formulation, item,
+    option), sorted by model, mode, formulation, row_index, option_index."""
     where, params = [], []
-    for col, values in (("s.model", models), ("s.mode", modes)):
+    for col, values in (("s.model", models), ("s.mode", modes), ("s.formulation", formulations)):
         if values:
             where.append(f"{col} IN ({', '.join('?' * len(values))})")
             params.extend(values)
-    sql = ("SELECT s.model, s.mode, s.item_id, i.row_index, i.source, s.option_index, "
+    sql = ("SELECT s.model, s.mode, s.formulation, s.item_id, i.row_index, i.source, s.option_index, "
            + ", ".join(f"s.{c}" for c in VALUE_COLUMNS) + ", s.content_hash, s.run_id "
            "FROM scores s JOIN items i USING (item_id)"
            + (" WHERE " + " AND ".join(where) if where else "")
-           + " ORDER BY s.model, s.mode, i.row_index, s.option_index")
+           + " ORDER BY s.model, s.mode, s.formulation, i.row_index, s.option_index")
     # A plain-tuple cursor: the workspace's sqlite3.Row factory costs seconds on a million rows.
     cursor = ws.conn.cursor()
     cursor.row_factory = None

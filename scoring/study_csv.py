@@ -46,6 +46,41 @@ def find_files(root: Path) -> list[tuple[str, Path]]:
     return found
 
 
+def group_files(directory: Path) -> dict[tuple[str, str], dict[str, Path]]:
+    """(model, mode) -> {score column: file} for every study CSV under ``directory``, read from
+    the file names alone (what an audit plan needs to know before anything is imported)."""
+    grouped: dict[tuple[str, str], dict[str, Path]] = {}
+    for mode, path in find_files(Path(directory)):
+        model, column = classify(path)
+        grouped.setdefault((model, mode), {})[column] = path
+    return grouped
+
+
+def run_id(model: str, mode: str, columns: dict[str, Path]) -> tuple[str, str]:
+    """(run id, sha256 of the files): one run per (model, mode) and exact file contents, so the
+    same files imported again have the same run id."""
+    digest = sha256_text("".join(sorted(f"{p.name}:{_file_hash(p)}" for p in columns.values())))
+    return f"study-csv:{model}:{mode}:{digest[7:19]}", digest
+
+
+def imported(root_ws, directory: str | Path) -> bool:
+    """Whether every file under ``directory`` is already in the workspace, unchanged: each
+    (model, mode) holds a score row for every option of every item from that files' run."""
+    grouped = group_files(Path(directory))
+    ws = open_scores(root_ws)
+    try:
+        options = sum(len(it["options"]) for it in ws.items())
+        for (model, mode), columns in grouped.items():
+            rid = run_id(model, mode, columns)[0]
+            n = ws.conn.execute("SELECT count(*) FROM scores WHERE model = ? AND mode = ? AND run_id = ?",
+                                (model, mode, rid)).fetchone()[0]
+            if n != options:
+                return False
+        return True
+    finally:
+        ws.close()
+
+
 def read_matrix(path: Path, items: list[dict]) -> np.ndarray:
     """The file's values as a frame, checked against the workspace's items: one row per item,
     one ``nll_j`` column per option, finite numbers only."""
@@ -81,32 +116,29 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: 
     refused unless ``replace``. Returns one summary dict per (model, mode, column) imported.
     """
     directory = Path(directory)
-    files = find_files(directory)
+    find_files(directory)  # no study files: fail before the workspace is opened
     ws = open_scores(root_ws)
     try:
         items = ws.items()
         if [it["row_index"] for it in items] != list(range(len(items))):
             raise InputError("study CSVs are in row order; the workspace must hold rows 0..N-1 "
                              "(it was ingested with gaps)", path=str(ws.root))
-        matrices = [(mode, *classify(f), f, read_matrix(f, items)) for mode, f in files]
-        # Group all columns of one (model, mode) so each score row is written once.
-        merged: dict[tuple[str, str], dict[str, tuple[Path, np.ndarray]]] = {}
-        for mode, model, column, path, values in matrices:
-            merged.setdefault((model, mode), {})[column] = (path, values)
+        grouped = group_files(directory)
+        merged = {key: {column: (path, read_matrix(path, items)) for column, path in columns.items()}
+                  for key, columns in grouped.items()}
         summary = []
         with ws.transaction():
             for (model, mode), columns in sorted(merged.items()):
-                digest = sha256_text("".join(sorted(f"{p.name}:{_file_hash(p)}" for p, _ in columns.values())))
-                run_id = f"study-csv:{model}:{mode}:{digest[7:19]}"
+                rid, digest = run_id(model, mode, {c: p for c, (p, _) in columns.items()})
                 check_label(ws, model, ("imported:study-csv",), replace=replace)
-                add_run(ws, run_id=run_id, model=model, origin="imported:study-csv",
+                add_run(ws, run_id=rid, model=model, origin="imported:study-csv",
                         info={"directory": str(directory.resolve()), "mode": mode,
                               "files": {c: p.name for c, (p, _) in columns.items()}, "sha256": digest})
                 rows = []
                 for i, item in enumerate(items):
                     for j in range(len(item["options"])):
                         row = {"model": model, "mode": mode, "item_id": item["item_id"], "option_index": j,
-                               "content_hash": item["content_hash"], "run_id": run_id}
+                               "content_hash": item["content_hash"], "run_id": rid}
                         for column, (_, values) in columns.items():
                             row[column] = float(values[i, j])
                         rows.append(row)

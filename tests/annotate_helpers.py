@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from conftest import HELLASWAG
+from conftest import HELLASWAG, ROOT
 
 KEY = "sk-ant-test-0123456789-DO-NOT-LEAK-abcdef"
 MODEL = "claude-haiku-4-5"
@@ -79,3 +82,29 @@ def records(root, **kw):
         return read_annotations(ws, **kw)
     finally:
         ws.close()
+
+
+def items_of(root) -> list[dict]:
+    """The workspace's canonical items, in row order."""
+    from curate.store import Workspace
+    with Workspace.open(root) as ws:
+        return ws.items()
+def kill_when_stored(args: list[str], db: Path, table: str, rows: int, *, env: dict | None = None,
+                     timeout: float = 120) -> None:
+    """Run `curate ARGS` in a child process and kill -9 it as soon as ``table`` in ``db`` holds
+    at least ``rows`` rows (the child must not finish first)."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "curate", *map(str, args)], env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + timeout
+    while True:
+        assert time.time() < deadline and proc.poll() is None
+        try:
+            with sqlite3.connect(db, timeout=5) as conn:
+                if conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] >= rows:
+                    break
+        except sqlite3.OperationalError:  # the table does not exist yet
+            pass
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()

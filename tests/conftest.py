@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 HELLASWAG = SHARED / "hellaswag" / "validation.jsonl.gz"
 PAPER_SCORES = SHARED / "paper-scores"
+sys.path.insert(0, str(ROOT))  # tests import benchmarks/lmeval_reference.py as benchmarks.lmeval_reference
 
 # Nothing in the tests may reach the Hugging Face Hub (no network here, nor in CI).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -8,11 +8,14 @@ point huggingface_hub at it with HF_ENDPOINT, which must be set before huggingfa
 imported (the CLI subprocess gets it in its environment).
 
 Hooks for failure tests: ``race`` (someone else commits to main just before our commit lands),
-``corrupt`` (serve different bytes for a path than were committed).
+``corrupt`` (serve different bytes for a path than were committed, at every revision),
+``corrupt_next`` (the same, only for the commits made while it is set: what a faulty upload would
+leave, while older revisions still serve what they hold).
 """
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -26,12 +29,16 @@ class FakeHub:
         self.repos: dict[str, dict] = {}   # repo_id -> {"commits": {oid: files}, "main": oid, "tags": {name: oid}}
         self.race = False
         self.corrupt: dict[str, bytes] = {}
+        self.corrupt_next: dict[str, bytes] = {}
+        self.corrupted: dict[str, dict[str, bytes]] = {}  # commit oid -> path -> bytes served
         self.lock = threading.Lock()
 
     def new_commit(self, repo: dict, files: dict[str, bytes], message: str) -> str:
         oid = hashlib.sha1(f"{len(repo['commits'])}:{message}:{sorted(files)}".encode()).hexdigest()
         repo["commits"][oid] = files
         repo["main"] = oid
+        if self.corrupt_next:
+            self.corrupted[oid] = dict(self.corrupt_next)
         return oid
 
     def create(self, repo_id: str) -> None:
@@ -147,7 +154,7 @@ class FakeHub:
                     files = hub.repos[repo_id]["commits"][oid]
                     if file not in files:
                         return self.reply(404, {"error": "no entry"}, {"X-Error-Code": "EntryNotFound"})
-                    data = hub.corrupt.get(file, files[file])
+                    data = hub.corrupt.get(file, hub.corrupted.get(oid, {}).get(file, files[file]))
                     etag = hashlib.sha1(data).hexdigest()
                     return self.reply(200, data, {"X-Repo-Commit": oid, "ETag": f'"{etag}"'})
 
@@ -156,3 +163,18 @@ class FakeHub:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server
+
+
+@contextlib.contextmanager
+def running():
+    """A served FakeHub and the environment a `curate` subprocess needs to use it. HF_ENDPOINT is
+    read when huggingface_hub is imported, so it goes into the environment of the subprocess,
+    which imports huggingface_hub after it is set."""
+    fake = FakeHub()
+    server = fake.serve()
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_HUB_OFFLINE": "0",
+           "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "5"}
+    try:
+        yield fake, env
+    finally:
+        server.shutdown()

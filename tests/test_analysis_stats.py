@@ -112,8 +112,4 @@ def test_minimum_detectable_difference_round_trips_through_statsmodels():
     assert h == pytest.approx((Z + sps.norm.ppf(0.8)) * math.sqrt(2 / n), rel=1e-3)  # normal approximation
     assert NormalIndPower().power(effect_size=h, nobs1=n, alpha=0.05) == pytest.approx(0.8, abs=1e-3)
     assert stats.mdd_independent(4 * n, base) < mdd  # more items, smaller detectable difference
-    # Paired: difference d with per-item variance psi - d^2 needs n = (z_a + z_b)^2 (psi - d^2) / d^2.
-    psi = 0.2
-    d = stats.mdd_paired(n, psi)
-    assert (Z + sps.norm.ppf(0.8)) ** 2 * (psi - d ** 2) / d ** 2 == pytest.approx(n, rel=1e-3)
-    assert math.isnan(stats.mdd_paired(n, 0.0))
+    # The paired formula (Connor 1987) is checked in tests/test_reliability_stats.py.

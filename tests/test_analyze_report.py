@@ -3,7 +3,6 @@ summarized, bad input refused, and the HTML report checked in a real headless Ch
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 from annotate.store import open_annotations, write_annotation
 from conftest import HELLASWAG, PAPER_SCORES, run_cli
 from curate.analyses.report import analyze_workspace
-from headless import find_chromium, inspect_page
+from headless import inspect_page, require_chromium
 from scoring.store import add_run, open_scores, write_scores
 
 ROWS = list(range(0, 10042, 50))  # 201 items from both sources
@@ -163,12 +162,7 @@ def test_report_files_and_traceability(paper_report):
 
 
 def test_report_renders_in_headless_chromium(paper_report, tmp_path):
-    binary = find_chromium()
-    if binary is None:
-        message = "Debian chromium is not installed (apt-get install -y chromium)"
-        if os.environ.get("BENCHCURATE_REQUIRE_BROWSER"):  # set by CI after installing it
-            pytest.fail(message)
-        pytest.skip(message)
+    binary = require_chromium()
     out, m = paper_report
     page = inspect_page(out / "report.html", binary)
     assert page["title"] == "benchcurate audit report"

@@ -27,6 +27,8 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
     first = run_cli("audit", config, cwd=tmp_path).stdout
     assert "new work   ingest, annotate r1, annotate r2, score, analyze, filter, release" in first
     out = tmp_path / "demo-out"
+    where = out.resolve()
+    assert f"review     curate review {where / 'workspace'} --decisions {where / 'decisions'} --queue removed" in first
     assert (out / "report" / "report.html").is_file() and (out / "report" / "metrics.json").is_file()
     decisions = pd.read_parquet(out / "decisions" / "decisions.parquet")
     assert len(decisions) == 6

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import schemas
-from conftest import ROOT, run_cli
+from conftest import PAPER_SCORES, ROOT, run_cli
 from curate import demo
 from curate.audit_config import DEFAULT_CONFIG, config_problems, describe, load_config, missing_inputs, read_yaml
 from curate.errors import InputError
@@ -132,7 +132,7 @@ BAD = [
     ("revision of a file", _set("benchmark", "revision", "abc123"), "benchmark.revision", "needs 'hub'"),
     ("generic without columns", _delete("benchmark", "columns"), "benchmark.columns", "needs a column mapping"),
     ("columns for hellaswag", _set("benchmark", "adapter", "hellaswag"), "benchmark.columns", "takes no column mapping"),
-    ("unknown adapter", _set("benchmark", "adapter", "mmlu"), "benchmark.adapter", "'mmlu' is not one of"),
+    ("unknown adapter", _set("benchmark", "adapter", "mmlu_pro"), "benchmark.adapter", "'mmlu_pro' is not one of"),
     ("zero limit", _set("benchmark", "limit", 0), "benchmark.limit", "less than the minimum of 1"),
     ("column typo", _set("benchmark", "columns", "anwser", "label"), "benchmark.columns.anwser", "unknown key"),
     ("choices a number", _set("benchmark", "columns", "choices", 4), "benchmark.columns.choices", "is not of type"),
@@ -145,6 +145,14 @@ BAD = [
     ("capital name", _set("release", "name", "Demo"), "release.name", "'Demo' is not valid here: Release name"),
     ("hub target without org", _set("release", "target", {"hub": "goldenswag"}), "release.target.hub", "not valid here"),
     ("analyze without out", _set("analyze", {}), "analyze.out", "missing (required)"),
+    ("models without modes", _delete("scoring", "modes"), "scoring", "'modes' is a dependency of 'models'"),
+    ("nothing to score", _set("scoring", {"dtype": "float32"}), "scoring", "give models (with modes) to score, imports"),
+    ("unknown import format", _set("scoring", "imports", [{"format": "lm-eval", "dir": "x"}]),
+     "scoring.imports[0].format", "'lm-eval' is not one of ['study-csv']"),
+    ("import without dir", _set("scoring", "imports", [{"format": "study-csv"}]), "scoring.imports[0].dir",
+     "missing (required)"),
+    ("import dir missing", _set("scoring", "imports", [{"format": "study-csv", "dir": "no/scores"}]),
+     "scoring.imports[0].dir", "no such file or folder"),
     ("filter reads another annotator", _set("filter", "annotator", "anthropic:claude-haiku-4-5"), "filter.annotator",
      "not one of this audit's annotators (local:smollm2-135m)"),
 ]
@@ -266,6 +274,81 @@ def test_plan_of_the_claude_example():
     plan = describe(config)
     assert plan[1] == "ingest     hellaswag: Rowan/hellaswag@<COMMIT-SHA> (split validation)"
     assert plan[2] == "annotate   anthropic:claude-sonnet-4-5 rounds 1, 2 (batch API, concurrency 4, max $150/round)"
-    assert plan[3].startswith("score      meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-1.5B") and plan[3].endswith("(bfloat16, cuda)")
+    assert plan[3] == f"score      import study-csv scores from {PAPER_SCORES.resolve()}"
     assert plan[-1] == "release    goldenswag 1.0.0 -> hub your-org/goldenswag"
     assert config.release.spec == "hf:your-org/goldenswag"
+
+
+# --- plan completeness: every input the rules read will exist -----------------------------------
+
+def example_in(tmp_path, change) -> "Path":
+    """The GoldenSwag example with its input paths made absolute, changed, written to tmp_path."""
+    example = ROOT / "examples" / "audit" / "hellaswag-claude.yaml"
+    data = read_yaml(example)
+    data["filter"]["rules"] = str((example.parent / data["filter"]["rules"]).resolve())
+    data["scoring"]["imports"][0]["dir"] = str(PAPER_SCORES)
+    change(data)
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_plan_names_every_missing_input(tmp_path):
+    from curate.audit_plan import plan_problems
+
+    def change(data):
+        data["annotators"][0]["rounds"] = [2]
+        data["scoring"] = {"models": ["smollm2-135m", str(tmp_path / "no-model")], "modes": ["full", "zero"]}
+        data["filter"]["tokenizer"] = "meta-llama/Llama-3.2-1B"   # not cached, and the Hub is offline here
+    problems = plan_problems(load_config(example_in(tmp_path, change), cwd=tmp_path))
+    by_key = {}
+    for key, message in problems:
+        by_key.setdefault(key, []).append(message)
+    assert by_key["scoring.models[1]"] == [f"{str(tmp_path / 'no-model')!r} cannot be found: no such file or folder: "
+                                           f"{tmp_path / 'no-model'}"]
+    [annotation] = by_key["filter.annotator"]
+    assert annotation.startswith("stages 'prompt-quality', 'correct-quality', 'incorrect-ungrammatical' of "
+                                 "goldenswag.yaml read anthropic:claude-sonnet-4-5's round 1 records, which no "
+                                 "planned annotator provides (planned: anthropic:claude-sonnet-4-5 round 2)")
+    [tokenizer] = by_key["filter.tokenizer"]
+    assert tokenizer.startswith("stages 'length-spread', 'gold-longest' of goldenswag.yaml count tokens with "
+                                "'meta-llama/Llama-3.2-1B', which cannot be found: a Hub id that is not in the local")
+    scores = by_key["scoring"]
+    assert len(scores) == 10 and all("stage 'zero-prompt-core' of goldenswag.yaml read zero-mode seq_mean scores"
+                                     in m for m in scores)
+    # SmolLM2-135M is scored in zero mode, but is not one of the ten models the stage names
+    assert "'meta-llama/Llama-3.2-1B', which no planned stage provides (nothing scores or imports" in " ".join(scores)
+
+
+def test_plan_counts_what_the_workspace_already_holds(tmp_path):
+    """Scores imported by hand before the audit count: the plan needs no import step."""
+    from curate.adapters import get_adapter
+    from curate.audit_plan import plan_problems
+    from curate.ingest import ingest
+    from scoring.study_csv import import_study_csv
+    from conftest import HELLASWAG
+
+    scores = tmp_path / "scores"
+    for src in PAPER_SCORES.glob("zero_prompt/*.csv"):
+        (scores / "zero_prompt").mkdir(parents=True, exist_ok=True)
+        with src.open() as fh:
+            (scores / "zero_prompt" / src.name).write_text("".join(next(fh) for _ in range(4)))
+    ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=3)
+    import_study_csv(tmp_path / "ws", scores)
+
+    def change(data):
+        del data["scoring"]
+        data["workspace"] = str(tmp_path / "ws")
+    assert plan_problems(load_config(example_in(tmp_path, change), cwd=tmp_path)) == []
+
+
+def test_audit_refuses_an_incomplete_plan_before_anything_runs(tmp_path):
+    config = example_in(tmp_path, lambda data: data.pop("scoring"))
+    proc = run_cli("audit", config, cwd=tmp_path, check=False,
+                   env={"ANTHROPIC_API_KEY": "sk-unused", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 10
+    assert all(line.startswith(f"error: {config}, field 'scoring': stage 'zero-prompt-core'") for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml"]  # no workspace, nothing else
+    check = run_cli("check-config", config, check=False)
+    assert check.returncode == 2 and check.stderr == proc.stderr

@@ -124,17 +124,18 @@ def test_missing_annotations_stop_the_run_with_a_clear_error(golden_ws, tmp_path
     from curate.errors import CurateError
     from curate.filter import run_filter
 
-    with pytest.raises(CurateError, match=r"13 of 13 items have no round-1 record from annotator 'nobody:here'"):
+    with pytest.raises(CurateError, match=r"annotator 'nobody:here' has no round-1 records in this workspace; "
+                                          r"annotators with records: test:synthetic \(round 1,2\)"):
         run_filter(golden_ws, ROOT / "rules" / "goldenswag.yaml", tmp_path / "dec", annotator="nobody:here",
                    tokenizer="smollm2-135m")
     assert not (tmp_path / "dec").exists()
 
-    # if_missing: no_match lets a run go on without annotations for that condition.
+    # if_missing does not excuse an annotator without a single record: the name is wrong.
     rules = tmp_path / "r.yaml"
     rules.write_text("name: r\nstages:\n  - name: prompt\n    when: {labels: {annotator: 'nobody:here', "
                      "any: [nonsense_prompt], if_missing: no_match}}\n")
-    summary = run_filter(golden_ws, rules, tmp_path / "dec2")
-    assert summary["kept"] == 13 and summary["stages"][0]["matched"] == 0
+    with pytest.raises(CurateError, match="has no round-1 records"):
+        run_filter(golden_ws, rules, tmp_path / "dec2")
 
 
 def test_other_condition_kinds_and_combinators(golden_ws, tmp_path):

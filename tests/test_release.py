@@ -162,16 +162,10 @@ def test_git_target_makes_one_commit_and_a_tag(small, tmp_path):
 @pytest.fixture
 def hub():
     """The Hub stand-in from tests/hub_standin.py; see its docstring for what it covers."""
-    from hub_standin import FakeHub
+    from hub_standin import running
 
-    fake = FakeHub()
-    server = fake.serve()
-    # HF_ENDPOINT is read when huggingface_hub is imported, so it goes into the environment of
-    # the `curate` subprocess, which imports huggingface_hub after it is set.
-    env = {"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_HUB_OFFLINE": "0",
-           "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "5"}
-    yield fake, env
-    server.shutdown()
+    with running() as (fake, env):
+        yield fake, env
 
 
 def release_to_hub(small, env, version, dec="dec-a", check=True):
@@ -218,11 +212,12 @@ def test_failed_hub_push_leaves_no_release(small, hub):
     assert "other.txt" in repo["commits"][repo["main"]]                     # only the other writer's commit
     assert json.loads(repo["commits"][repo["main"]]["manifest.json"])["version"] == "0.1.0"
 
-    # The commit lands but what the tag serves does not verify: the tag is taken back.
-    fake.corrupt["README.md"] = b"something else"
+    # The commit lands but what the tag serves does not verify: the tag is taken back (and main
+    # put back: tests/test_reliability_releases.py).
+    fake.corrupt_next["README.md"] = b"something else"
     failed = release_to_hub(small, env, "0.2.0", dec="dec-b", check=False)
     assert failed.returncode == 2 and "does not verify" in failed.stderr
     assert "hs-small-v0.2.0" not in repo["tags"]
-    fake.corrupt.clear()
+    fake.corrupt_next.clear()
     release_to_hub(small, env, "0.2.0", dec="dec-b")                         # a clean retry succeeds
     assert "hs-small-v0.2.0" in repo["tags"]

@@ -1,7 +1,8 @@
 """Benchmark adapters: each turns one source row into one canonical item (see curate.items).
 
 An adapter is an object with ``name``, ``to_item(row, row_index, split) -> item`` and
-``native_key(item) -> hashable`` (the benchmark's own identity, used to refuse duplicates).
+``native_key(item) -> hashable`` (the benchmark's own identity, used to refuse duplicates), and
+optionally ``formulation`` (the default formulation its items are scored in; "cloze" if absent).
 Problems with a row are raised as ``FieldError`` naming the field; ingest adds file and row.
 """
 from __future__ import annotations
@@ -24,18 +25,50 @@ def require(row: dict, field: str, kind: type | tuple[type, ...]):
     return value
 
 
+def is_index_text(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts '²' or '٣', which int() then refuses or reads."""
+    return text.isascii() and text.isdigit()
+
+
 def _as_tuple(kind):
     return kind if isinstance(kind, tuple) else (kind,)
 
 
-def get_adapter(kind: str, **options):
-    """The adapter called ``kind`` configured with ``options`` (column mapping for 'generic')."""
-    from curate.adapters import generic, hellaswag
+def known() -> list[str]:
+    """Every adapter name ``get_adapter`` accepts: hellaswag, the built-ins, generic."""
+    from curate.adapters.builtin import BENCHMARKS
+    return ["hellaswag", *BENCHMARKS, "generic"]
 
-    if kind == "hellaswag":
-        if options:
-            raise ValueError(f"the hellaswag adapter takes no options, got {sorted(options)}")
-        return hellaswag.HellaSwag()
-    if kind == "generic":
+
+def get_adapter(name: str, /, **options):
+    """The adapter called ``name`` configured with ``options`` (column mapping for 'generic')."""
+    from curate.adapters import builtin, generic, hellaswag
+
+    if name == "generic":
         return generic.Generic(**options)
-    raise ValueError(f"unknown benchmark adapter {kind!r}; known: hellaswag, generic")
+    if options:
+        raise ValueError(f"the {name} adapter takes no options, got {sorted(options)}")
+    if name == "hellaswag":
+        return hellaswag.HellaSwag()
+    if name in builtin.BENCHMARKS:
+        return builtin.Builtin(name)
+    raise ValueError(f"unknown benchmark adapter {name!r}; known: {', '.join(known())}")
+
+
+def hub_default(adapter, data: str | None, split: str | None, config: str | None) -> tuple[str, str, str | None]:
+    """(data, split, config) with a built-in benchmark's defaults filled in: its Hub id and
+    configuration when no data is named (the configuration only applies to its own Hub id),
+    and its usual split."""
+    spec = getattr(adapter, "spec", None)
+    if spec is None:
+        if data is None:
+            raise ValueError(f"the {adapter.name} adapter needs data (a local path or a Hub id)")
+        return data, split or "validation", config
+    if data is None or (data == spec.hub and config is None):
+        data, config = spec.hub, spec.config
+    return data, split or spec.split, config
+
+
+def default_formulation(adapter) -> str:
+    """The formulation lm-eval scores the adapter's benchmark in ("cloze" unless it says)."""
+    return getattr(adapter, "formulation", "cloze")

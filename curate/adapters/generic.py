@@ -2,16 +2,20 @@
 
 Shapes covered: MMLU (question, choices list, answer index or letter), ARC (question,
 choices.text / choices.label, answerKey letter or label), PIQA (goal, sol1, sol2, label index).
-Column names may be dotted paths into nested records (``choices.text``).
+Column names may be dotted paths into nested records (``choices.text``). Cells may be written as
+real-world files write them (``curate.adapters.cells``): a list of options as a JSON or Python
+list literal, answers as a 0- or 1-based number, a letter, a label in any case, or the answer's
+text.
 """
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass, field
 
 from curate.adapters import FieldError
-from curate.items import make_item, prompts_from
+from curate.adapters.cells import ANSWER_FORMATS, answer_index, match_label, option_text, parse_list
+from curate.formulations import FORMULATIONS
+from curate.items import letters_from, make_item, prompts_from
 
 _MISSING = object()
 _PLACEHOLDER_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
@@ -32,13 +36,16 @@ class Generic:
     question: str
     choices: tuple[str, ...]
     answer: str
-    answer_format: str = "auto"  # auto | index | letter
+    answer_format: str = "auto"  # one of cells.ANSWER_FORMATS
     choice_labels: str | None = None
     zero: str | None = None
     source: str | None = None
     ids: tuple[str, ...] = field(default_factory=tuple)
     template: str = "{question}"
     name: str = "generic"
+    kind: str = "question"  # question | continuation: the annotation wording
+    formulation: str = "cloze"  # how `curate score` scores the items by default
+    letters_template: str | None = None  # the letters formulation's text before the list; None: the cloze context
 
     def __post_init__(self):
         if isinstance(self.choices, str):
@@ -47,8 +54,14 @@ class Generic:
             object.__setattr__(self, "ids", tuple(c for c in self.ids.split(",") if c))
         if not self.choices:
             raise ValueError("generic adapter: name the choices column(s)")
-        if self.answer_format not in ("auto", "index", "letter"):
-            raise ValueError(f"generic adapter: answer_format must be auto, index or letter, got {self.answer_format!r}")
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"generic adapter: answer_format must be one of {', '.join(ANSWER_FORMATS)}, "
+                             f"got {self.answer_format!r}")
+        if self.kind not in ("question", "continuation"):
+            raise ValueError(f"generic adapter: kind must be question or continuation, got {self.kind!r}")
+        if self.formulation not in FORMULATIONS:
+            raise ValueError(f"generic adapter: formulation must be one of {', '.join(FORMULATIONS)}, "
+                             f"got {self.formulation!r}")
 
     def _options(self, row: dict) -> list[str]:
         if len(self.choices) > 1:  # one column per option (PIQA: sol1, sol2)
@@ -58,66 +71,50 @@ class Generic:
             value = lookup(row, col)
             if isinstance(value, dict) and "text" in value:  # ARC-style {"text": [...], "label": [...]}
                 col, value = f"{col}.text", value["text"]
-            if not isinstance(value, (list, tuple)):
-                raise FieldError(col, f"expected a list of options, got {type(value).__name__}")
-            raw = [(f"{col}[{j}]", v) for j, v in enumerate(value)]
-        options = []
-        for where, value in raw:
-            if not isinstance(value, str):
-                raise FieldError(where, f"expected str, got {type(value).__name__}")
-            if not value.strip():
-                raise FieldError(where, "option is empty")
-            options.append(value.strip())
+            raw = [(f"{col}[{j}]", v) for j, v in enumerate(parse_list(value, col))]
+        options = [option_text(value, where) for where, value in raw]
         if len(options) < 2:
             raise FieldError(self.choices[0], f"expected at least 2 options, got {len(options)}")
         return options
 
-    def _gold(self, row: dict, n: int) -> int:
+    def _gold(self, row: dict, options: list[str]) -> int:
         value = lookup(row, self.answer)
         if self.choice_labels:
-            labels = [str(x) for x in lookup(row, self.choice_labels)]
-            if str(value).strip() not in labels:
-                raise FieldError(self.answer, f"answer {value!r} is not one of the choice labels {labels}")
-            return labels.index(str(value).strip())
-        fmt = self.answer_format
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise FieldError(self.answer, f"expected an index or a letter, got {type(value).__name__}")
-        text = str(value).strip()
-        if fmt in ("auto", "index") and (isinstance(value, int) or text.isdigit()):
-            gold = int(text)
-        elif fmt in ("auto", "letter") and len(text) == 1 and text.upper() in string.ascii_uppercase:
-            gold = string.ascii_uppercase.index(text.upper())
-        else:
-            raise FieldError(self.answer, f"cannot read {value!r} as an answer ({fmt})")
-        if not 0 <= gold < n:
-            raise FieldError(self.answer, f"gold index {gold} out of range for {n} options")
-        return gold
-
-    def _render(self, row: dict, question: str) -> str:
-        def fill(match):
-            name = match.group(1)
-            return question if name == "question" else str(lookup(row, name))
-        return _PLACEHOLDER_FIELD.sub(fill, self.template).strip()
+            labels = [str(x).strip() for x in parse_list(lookup(row, self.choice_labels), self.choice_labels)]
+            return match_label(value, labels, self.answer)
+        return answer_index(value, options, self.answer_format, self.answer)
 
     def to_item(self, row: dict, row_index: int, split: str) -> dict:
         question = lookup(row, self.question)
         if not isinstance(question, str):
             raise FieldError(self.question, f"expected str, got {type(question).__name__}")
         options = self._options(row)
-        gold = self._gold(row, len(options))
+        gold = self._gold(row, options)
         zero = lookup(row, self.zero).strip() if self.zero else ""
         parts = {"question": question} | ({"zero": zero} if self.zero else {})
         source = lookup(row, self.source) if self.source else None
+        letters = None
+        if self.letters_template is not None:
+            stem = _render(self.letters_template, row, question.strip())
+            letters = letters_from(stem + "\n" if stem else "", zero + "\n" if zero else "")
         return make_item(
             benchmark=self.name, split=split, row_index=row_index,
             native_ids={c: _scalar(lookup(row, c)) for c in self.ids},
             source=None if source is None else str(source),
-            context_parts=parts, prompts=prompts_from(self._render(row, question.strip()), zero),
-            options=options, gold=gold,
+            context_parts=parts, prompts=prompts_from(_render(self.template, row, question.strip()), zero),
+            options=options, gold=gold, kind=self.kind, letters=letters,
         )
 
     def native_key(self, item: dict):
         return tuple(item["native_ids"][c] for c in self.ids) if self.ids else None
+
+
+def _render(template: str, row: dict, question: str) -> str:
+    """``template`` with {question} and {column} filled in from ``row``."""
+    def fill(match):
+        name = match.group(1)
+        return question if name == "question" else str(lookup(row, name))
+    return _PLACEHOLDER_FIELD.sub(fill, template).strip()
 
 
 def _scalar(value):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from curate.adapters import FieldError, require
+from curate.adapters import FieldError, is_index_text, require
 from curate.items import make_item, prompts_from
 
 _BRACKET_TAG = re.compile(r"\[.*?\]")
@@ -33,7 +33,7 @@ def source_of(source_id: str) -> str:
 
 def gold_index(label) -> int:
     """HellaSwag's label is an int in some copies and a digit string in others."""
-    if isinstance(label, str) and label.strip().isdigit():
+    if isinstance(label, str) and is_index_text(label.strip()):
         return int(label)
     if isinstance(label, int) and not isinstance(label, bool):
         return label

@@ -1,5 +1,5 @@
-"""Accuracy per model x mode x normalization, overall and by source, with Wilson intervals;
-extended and worst-option accuracy against round-2 annotations.
+"""Accuracy per model x mode x formulation x normalization, overall and by source, with Wilson
+intervals; extended and worst-option accuracy against round-2 annotations.
 
 Inputs are the frames the stores return (``scoring.store.read_scores``,
 ``annotate.store.read_annotations``) and the items' gold indices; nothing here touches the
@@ -12,22 +12,23 @@ import pandas as pd
 
 from curate.analyses.stats import INTERVAL, wilson
 from curate.errors import CurateError
-from scoring.normalize import NORMALIZATIONS, available, option_values, predictions
+from scoring.normalize import CONDITION, NORMALIZATIONS, available, option_values, predictions, with_formulation
 
 #: Which normalization drives agreement, the core and length analyses when none is named:
 #: the study's own score first, then lm-eval's acc_norm, then the rest.
 PREFERENCE = ("seq_mean", "char", "sum", "token", "byte", "study_sum", "study_byte_mean")
 
-KEYS = ["model", "mode", "item_id", "row_index", "source"]
+KEYS = CONDITION + ["item_id", "row_index", "source"]
 
 
-def groups_available(scores: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
-    """The normalizations each (model, mode) has values for on every option."""
-    return {key: available(group) for key, group in scores.groupby(["model", "mode"], sort=True)}
+def groups_available(scores: pd.DataFrame) -> dict[tuple[str, str, str], list[str]]:
+    """The normalizations each (model, mode, formulation) has values for on every option."""
+    return {key: available(group) for key, group in with_formulation(scores).groupby(CONDITION, sort=True)}
 
 
 def primary_normalization(scores: pd.DataFrame, requested: str | None = None) -> str:
-    """The one normalization every (model, mode) in ``scores`` has (``requested`` if given)."""
+    """The one normalization every (model, mode, formulation) in ``scores`` has (``requested``
+    if given)."""
     groups = groups_available(scores)
     if not groups:
         raise CurateError("the workspace has no scores; import or score some first (curate import-scores)")
@@ -35,7 +36,7 @@ def primary_normalization(scores: pd.DataFrame, requested: str | None = None) ->
     if requested is not None:
         if requested not in NORMALIZATIONS:
             raise CurateError(f"unknown normalization {requested!r}; known: {', '.join(NORMALIZATIONS)}")
-        lacking = sorted(f"{m}/{mode}" for (m, mode), norms in groups.items() if requested not in norms)
+        lacking = sorted("/".join(key) for key, norms in groups.items() if requested not in norms)
         if lacking:
             raise CurateError(f"normalization {requested!r} is missing for {', '.join(lacking[:5])}"
                               + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""))
@@ -48,12 +49,12 @@ def primary_normalization(scores: pd.DataFrame, requested: str | None = None) ->
 
 
 def all_predictions(scores: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
-    """Predictions under every normalization each (model, mode) has, with ``gold`` (a Series
-    item_id -> gold index) and ``correct``; one row per (model, mode, normalization, item)."""
+    """Predictions under every normalization each (model, mode, formulation) has, with ``gold``
+    (a Series item_id -> gold index) and ``correct``; one row per (model, mode, formulation,
+    normalization, item)."""
     frames = []
-    for (model, mode), norms in groups_available(scores).items():
-        group = scores[(scores["model"] == model) & (scores["mode"] == mode)]
-        for norm in norms:
+    for _, group in with_formulation(scores).groupby(CONDITION, sort=True):
+        for norm in available(group):
             frames.append(predictions(group, norm).assign(normalization=norm))
     if not frames:
         return pd.DataFrame(columns=KEYS + ["normalization", "pred", "gold", "correct"])
@@ -64,15 +65,17 @@ def all_predictions(scores: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
 
 
 def accuracy_table(preds: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Accuracy with a Wilson interval per model x mode x normalization, for all items
-    ("all") and for each source ("source=<name>")."""
+    """Accuracy with a Wilson interval per model x mode x formulation x normalization, for all
+    items ("all") and for each source ("source=<name>")."""
     rows = []
-    for (model, mode, norm), group in preds.groupby(["model", "mode", "normalization"], sort=True):
+    for (model, mode, formulation, norm), group in with_formulation(preds).groupby(
+            CONDITION + ["normalization"], sort=True):
         subsets = [("all", group)] + [(f"source={s}", g) for s, g in group.groupby(group["source"].fillna("(none)"))]
         for subset, g in subsets:
-            rows.append(_acc_row(g["correct"], alpha) | {"model": model, "mode": mode, "normalization": norm,
-                                                         "subset": subset})
-    cols = ["model", "mode", "normalization", "subset", "n", "correct", "accuracy", "ci_low", "ci_high", "interval"]
+            rows.append(_acc_row(g["correct"], alpha) | {"model": model, "mode": mode, "formulation": formulation,
+                                                         "normalization": norm, "subset": subset})
+    cols = ["model", "mode", "formulation", "normalization", "subset", "n", "correct", "accuracy", "ci_low",
+            "ci_high", "interval"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -84,20 +87,21 @@ def _acc_row(correct, alpha) -> dict:
 
 
 def worst_predictions(scores: pd.DataFrame, normalization: str) -> pd.DataFrame:
-    """The least likely option per (model, mode, item) (ties: lowest option index), column
-    ``worst_pred``; items with a missing option value are left out as in ``predictions``."""
+    """The least likely option per (model, mode, formulation, item) (ties: lowest option index),
+    column ``worst_pred``; items with a missing option value are left out as in ``predictions``."""
+    scores = with_formulation(scores)
     frame = scores[KEYS + ["option_index"]].copy()
     frame["value"] = option_values(scores, normalization).to_numpy()
-    missing = frame["value"].isna().groupby([frame[k] for k in ("model", "mode", "item_id")]).transform("any")
-    frame = frame[~missing.to_numpy()].sort_values(["model", "mode", "row_index", "value", "option_index"],
+    missing = frame["value"].isna().groupby([frame[k] for k in CONDITION + ["item_id"]]).transform("any")
+    frame = frame[~missing.to_numpy()].sort_values(CONDITION + ["row_index", "value", "option_index"],
                                                    kind="stable")
-    best = frame.drop_duplicates(["model", "mode", "item_id"], keep="first")
+    best = frame.drop_duplicates(CONDITION + ["item_id"], keep="first")
     return best[KEYS + ["option_index"]].rename(columns={"option_index": "worst_pred"}).reset_index(drop=True)
 
 
 def round2_accuracy(preds: pd.DataFrame, worst: pd.DataFrame, round2: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Plain, extended and worst-option accuracy per annotator x model x mode on the items
-    with a valid round-2 annotation.
+    """Plain, extended and worst-option accuracy per annotator x model x mode x formulation on
+    the items with a valid round-2 annotation.
 
     extended: the prediction is the gold or an option the annotator called equally good.
     worst: the model's least likely option is the annotator's worst option.
@@ -107,18 +111,22 @@ def round2_accuracy(preds: pd.DataFrame, worst: pd.DataFrame, round2: pd.DataFra
     for annotator, ann in valid.groupby("annotator", sort=True):
         equally = dict(zip(ann["item_id"], (set(r["equally_good"]) for r in ann["result"])))
         worst_ann = dict(zip(ann["item_id"], (r["worst"] for r in ann["result"])))
-        for (model, mode, norm), group in preds.groupby(["model", "mode", "normalization"], sort=True):
+        for (model, mode, formulation, norm), group in with_formulation(preds).groupby(
+                CONDITION + ["normalization"], sort=True):
             g = group[group["item_id"].isin(equally)]
             extended = g["correct"].to_numpy() | np.array([p in equally[i] for p, i in zip(g["pred"], g["item_id"])],
                                                           dtype=bool)
-            w = worst[(worst["model"] == model) & (worst["mode"] == mode) & worst["item_id"].isin(worst_ann)]
+            w = with_formulation(worst)
+            w = w[(w["model"] == model) & (w["mode"] == mode) & (w["formulation"] == formulation)
+                  & w["item_id"].isin(worst_ann)]
             hits = w["worst_pred"].to_numpy() == w["item_id"].map(worst_ann).to_numpy()
-            base = {"annotator": annotator, "model": model, "mode": mode, "normalization": norm}
+            base = {"annotator": annotator, "model": model, "mode": mode, "formulation": formulation,
+                    "normalization": norm}
             for measure, values in (("accuracy", g["correct"]), ("extended", extended), ("worst", hits)):
                 row = _acc_row(values, alpha)
                 rows.append(base | {"measure": measure, "n": row["n"], "correct": row["correct"],
                                     "value": row["accuracy"], "ci_low": row["ci_low"], "ci_high": row["ci_high"],
                                     "interval": INTERVAL})
-    cols = ["annotator", "model", "mode", "normalization", "measure", "n", "correct", "value", "ci_low",
+    cols = ["annotator", "model", "mode", "formulation", "normalization", "measure", "n", "correct", "value", "ci_low",
             "ci_high", "interval"]
     return pd.DataFrame(rows, columns=cols)

@@ -1,4 +1,5 @@
-"""How often a model gives the same answer under two prompt modes, and how they differ.
+"""How often a model gives the same answer under two prompt modes (or two formulations), and
+how they differ.
 
 For one model and a pair of modes (a, b) over the items both were scored on, every item is in
 exactly one of five parts: both correct; both the same wrong option; only a correct; only b
@@ -12,6 +13,7 @@ import itertools
 import pandas as pd
 
 from curate.analyses.stats import cohens_kappa
+from scoring.normalize import with_formulation
 
 PARTS = ("both_correct", "same_wrong", "only_a_correct", "only_b_correct", "different_wrong")
 
@@ -47,15 +49,29 @@ def mode_pairs(modes) -> list[tuple[str, str]]:
 
 
 def agreement_table(preds: pd.DataFrame, modes, n_options: int) -> pd.DataFrame:
-    """One row per model x mode pair (on the items both modes scored), from predictions of
-    one normalization (columns model, mode, item_id, pred, gold)."""
+    """One row per model x formulation x mode pair (on the items both modes scored), from
+    predictions of one normalization (columns model, mode, item_id, pred, gold; formulation)."""
+    return _pairs(preds, "mode", mode_pairs(modes), n_options)
+
+
+def formulation_table(preds: pd.DataFrame, formulations, n_options: int) -> pd.DataFrame:
+    """One row per model x mode x formulation pair (e.g. cloze vs letters), as ``agreement_table``."""
+    return _pairs(preds, "formulation", list(itertools.combinations(formulations, 2)), n_options)
+
+
+def _pairs(preds: pd.DataFrame, axis: str, pairs, n_options: int) -> pd.DataFrame:
+    """Agreement between two values of ``axis`` (mode or formulation) for each model and each
+    value of the other axis, over the items both scored."""
+    other = "formulation" if axis == "mode" else "mode"
     rows = []
-    for model, group in preds.groupby("model", sort=True):
-        by_mode = {m: g.set_index("item_id") for m, g in group.groupby("mode")}
-        for a, b in mode_pairs([m for m in modes if m in by_mode]):
-            joined = by_mode[a][["pred", "gold"]].join(by_mode[b][["pred"]].rename(columns={"pred": "pred_b"}),
-                                                       how="inner")
-            rows.append({"model": model, "mode_a": a, "mode_b": b,
+    for (model, fixed), group in with_formulation(preds).groupby(["model", other], sort=True):
+        by_value = {v: g.set_index("item_id") for v, g in group.groupby(axis)}
+        for a, b in pairs:
+            if a not in by_value or b not in by_value:
+                continue
+            joined = by_value[a][["pred", "gold"]].join(by_value[b][["pred"]].rename(columns={"pred": "pred_b"}),
+                                                        how="inner")
+            rows.append({"model": model, other: fixed, f"{axis}_a": a, f"{axis}_b": b,
                          **agreement(joined["pred"], joined["pred_b"], joined["gold"], n_options)})
-    cols = ["model", "mode_a", "mode_b", "n", *PARTS, *(f"{p}_share" for p in PARTS), "agreement", "kappa"]
+    cols = ["model", other, f"{axis}_a", f"{axis}_b", "n", *PARTS, *(f"{p}_share" for p in PARTS), "agreement", "kappa"]
     return pd.DataFrame(rows, columns=cols)

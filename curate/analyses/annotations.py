@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from annotate.store import LABELS
+from scoring.normalize import CONDITION, with_formulation
 
 ROUND2_FLAGS = ("wrong_gold", "multiple_correct", "all_implausible")
 
@@ -52,18 +53,19 @@ def label_rates(flags: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_overlap(flags: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
-    """Per annotator x measure x model x mode: error rate on flagged vs unflagged items and the
-    share of the model's errors that fall on flagged items (predictions of one normalization)."""
+    """Per annotator x measure x model x mode x formulation: error rate on flagged vs unflagged
+    items and the share of the model's errors that fall on flagged items (predictions of one
+    normalization)."""
     rows = []
-    wrong = preds.assign(wrong=~preds["correct"])[["model", "mode", "item_id", "wrong"]]
+    wrong = with_formulation(preds).assign(wrong=~preds["correct"])[CONDITION + ["item_id", "wrong"]]
     for (annotator, measure), g in flags.groupby(["annotator", "measure"], sort=False):
         flagged = g.set_index("item_id")["flagged"]
-        for (model, mode), p in wrong.groupby(["model", "mode"], sort=True):
+        for (model, mode, formulation), p in wrong.groupby(CONDITION, sort=True):
             p = p[p["item_id"].isin(flagged.index)]
             f = p["item_id"].map(flagged).astype(bool)
             errors = int(p["wrong"].sum())
             rows.append({"annotator": annotator, "measure": measure, "model": model, "mode": mode,
-                         "n_flagged": int(f.sum()), "n_unflagged": int((~f).sum()),
+                         "formulation": formulation, "n_flagged": int(f.sum()), "n_unflagged": int((~f).sum()),
                          "error_rate_flagged": float(p.loc[f, "wrong"].mean()) if f.any() else float("nan"),
                          "error_rate_unflagged": float(p.loc[~f, "wrong"].mean()) if (~f).any() else float("nan"),
                          "errors_on_flagged_share": float(p.loc[f, "wrong"].sum() / errors) if errors else float("nan")})

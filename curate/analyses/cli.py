@@ -33,8 +33,14 @@ def analyze(workspace, out_dir, normalization, models, modes, length_units, core
                                 modes=modes or None, length_units=length_units, core_mode=core_mode,
                                 core_threshold=core_threshold, alpha=alpha, n_resamples=n_resamples, seed=seed)
     s = metrics["settings"]
-    click.echo(f"analyzed {len(s['models'])} models x {len(s['modes'])} modes ({s['normalization']}) "
+    how = s["normalization"] or "generation only"
+    click.echo(f"analyzed {len(s['models'])} models x {len(s['modes'])} modes ({how}) "
                f"on {metrics['provenance']['items']} items")
+    if metrics.get("generation", {}).get("present"):
+        for r in metrics["generation"]["spread"]:
+            click.echo(f"generation {r['model']} {r['mode']} [{r['template']}, {r['settings']}]: accuracy over "
+                       f"{r['seeds']} seeds {r['mean']:.3f} (sd {r['sd'] if r['sd'] is not None else float('nan'):.3f}, "
+                       f"range {r['range']:.3f}) on {r['n_items']} items")
     if "core" in metrics:
         c = metrics["core"]
         curve = " ".join(f"{round(100 * r['share'])}" for r in c["curve"])

@@ -1,12 +1,14 @@
 """Families of paired comparisons on the same items, each corrected as a family.
 
-- modes: per model, is mode a more accurate than mode b? With the full context as a the claim
-  is directional (the context should help: one-sided exact McNemar, a > b); between two
-  context-free modes it is not (two-sided). Each comes with a paired bootstrap interval of
-  the difference; Holm and Bonferroni across the models of each pair; and, for directional
-  claims, an intersection-union test of "a beats b for every model".
-- models: in each mode, every pair of models, two-sided exact McNemar (no direction is
-  claimed in advance), Holm and Bonferroni across the pairs of that mode.
+- modes: per model (in each formulation), is mode a more accurate than mode b? With the full
+  context as a the claim is directional (the context should help: one-sided exact McNemar,
+  a > b); between two context-free modes it is not (two-sided). Each comes with a paired
+  bootstrap interval of the difference; Holm and Bonferroni across the models of each pair;
+  and, for directional claims, an intersection-union test of "a beats b for every model".
+- formulations: per model (in each mode), cloze vs letters and any other pair, two-sided, as
+  modes are compared.
+- models: in each mode and formulation, every pair of models, two-sided exact McNemar (no
+  direction is claimed in advance), Holm and Bonferroni across the pairs of that mode.
 - power: the minimum detectable difference for a subset size (independent samples, and
   paired at the observed discordance).
 """
@@ -20,6 +22,7 @@ import pandas as pd
 from curate.analyses.agreement import mode_pairs
 from curate.analyses.stats import (corrected, intersection_union, mcnemar_exact, mdd_independent, mdd_paired,
                                    paired_bootstrap)
+from scoring.normalize import with_formulation
 
 
 def _paired(preds: pd.DataFrame, key: str, a: str, b: str) -> pd.DataFrame:
@@ -45,46 +48,64 @@ def _adjust(rows: list[dict], alpha: float) -> None:
 
 
 def mode_comparisons(preds: pd.DataFrame, modes, *, n_resamples=2000, seed=0, alpha=0.05) -> dict:
-    """Per mode pair: one row per model (exact McNemar, bootstrap CI, Holm and Bonferroni
-    across models) and, for directional pairs, the intersection-union p of 'a > b for every
-    model'."""
+    """Per formulation and mode pair: one row per model (exact McNemar, bootstrap CI, Holm and
+    Bonferroni across models) and, for directional pairs, the intersection-union p of 'a > b for
+    every model'."""
+    return _families(preds, "mode", mode_pairs(modes), lambda a: "greater" if a == "full" else "two-sided",
+                     n_resamples=n_resamples, seed=seed, alpha=alpha)
+
+
+def formulation_comparisons(preds: pd.DataFrame, formulations, *, n_resamples=2000, seed=0, alpha=0.05) -> dict:
+    """Per mode and formulation pair (cloze vs letters): one row per model, two-sided, as
+    ``mode_comparisons``."""
+    return _families(preds, "formulation", list(itertools.combinations(formulations, 2)), lambda a: "two-sided",
+                     n_resamples=n_resamples, seed=seed, alpha=alpha)
+
+
+def _families(preds, axis: str, pairs, alternative_of, *, n_resamples, seed, alpha) -> dict:
+    """One family per (value of the other axis, pair along ``axis``), a row per model in it."""
+    other = "formulation" if axis == "mode" else "mode"
     out = []
-    for a, b in mode_pairs(modes):
-        alternative = "greater" if a == "full" else "two-sided"
-        rows = []
-        for model, g in preds.groupby("model", sort=True):
-            pair = _paired(g, "mode", a, b)
-            if pair.empty:
+    for fixed, part in with_formulation(preds).groupby(other, sort=True):
+        for a, b in pairs:
+            alternative = alternative_of(a)
+            rows = []
+            for model, g in part.groupby("model", sort=True):
+                pair = _paired(g, axis, a, b)
+                if pair.empty:
+                    continue
+                boot = paired_bootstrap(pair["a"], pair["b"], n_resamples=n_resamples, seed=seed)
+                rows.append({"model": model, **_compare(pair, alternative), "boot_ci_low": boot["ci_low"],
+                             "boot_ci_high": boot["ci_high"], "p_boot_two_sided": boot["p"]})
+            if not rows:
                 continue
-            boot = paired_bootstrap(pair["a"], pair["b"], n_resamples=n_resamples, seed=seed)
-            rows.append({"model": model, **_compare(pair, alternative), "boot_ci_low": boot["ci_low"],
-                         "boot_ci_high": boot["ci_high"], "p_boot_two_sided": boot["p"]})
-        if not rows:
-            continue
-        _adjust(rows, alpha)
-        family = {"mode_a": a, "mode_b": b, "alternative": alternative,
-                  "claim": f"{a} is more accurate than {b}" if alternative == "greater" else f"{a} and {b} differ",
-                  "test": f"exact McNemar, {'one-sided (a > b)' if alternative == 'greater' else 'two-sided'}; "
-                          "paired percentile bootstrap CI",
-                  "n_resamples": n_resamples, "seed": seed, "rows": rows}
-        if alternative == "greater":
-            family.update(iut_every_model_p=intersection_union([r["p_mcnemar"] for r in rows]), iut_models=len(rows))
-        out.append(family)
+            _adjust(rows, alpha)
+            family = {other: fixed, f"{axis}_a": a, f"{axis}_b": b, "alternative": alternative,
+                      "claim": f"{a} is more accurate than {b}" if alternative == "greater" else f"{a} and {b} differ",
+                      "test": f"exact McNemar, {'one-sided (a > b)' if alternative == 'greater' else 'two-sided'}; "
+                              "paired percentile bootstrap CI",
+                      "n_resamples": n_resamples, "seed": seed, "rows": rows}
+            if alternative == "greater":
+                family.update(iut_every_model_p=intersection_union([r["p_mcnemar"] for r in rows]),
+                              iut_models=len(rows))
+            out.append(family)
     return {"alpha": alpha, "families": out}
 
 
 def model_comparisons(preds: pd.DataFrame, modes, alpha=0.05) -> dict:
-    """Every pair of models within each mode: two-sided exact McNemar, corrected per mode."""
+    """Every pair of models within each mode and formulation: two-sided exact McNemar,
+    corrected per mode and formulation."""
     out = []
-    for mode in modes:
-        g = preds[preds["mode"] == mode]
-        rows = []
-        for a, b in itertools.combinations(sorted(g["model"].unique()), 2):
-            rows.append({"model_a": a, "model_b": b, **_compare(_paired(g, "model", a, b), "two-sided")})
-        if not rows:
-            continue
-        _adjust(rows, alpha)
-        out.append({"mode": mode, "test": "exact McNemar, two-sided", "rows": rows})
+    for formulation, part in with_formulation(preds).groupby("formulation", sort=True):
+        for mode in modes:
+            g = part[part["mode"] == mode]
+            rows = []
+            for a, b in itertools.combinations(sorted(g["model"].unique()), 2):
+                rows.append({"model_a": a, "model_b": b, **_compare(_paired(g, "model", a, b), "two-sided")})
+            if not rows:
+                continue
+            _adjust(rows, alpha)
+            out.append({"mode": mode, "formulation": formulation, "test": "exact McNemar, two-sided", "rows": rows})
     return {"alpha": alpha, "families": out}
 
 

@@ -3,7 +3,8 @@
 Lengths are counted in a named unit -- ``chars``, ``bytes`` (UTF-8) or ``tokens:<tokenizer>``
 where the tokenizer is a built-in model name (``smollm2-135m``) or a local tokenizer folder --
 over one of two texts: the option alone (``option``) or the scored text, the mode's context
-followed by " " and the option (``context+option``).
+followed by the delimiter and the option (``context+option``; an item with per-option contexts,
+Winogrande, counts each option's whole sentence; ``curate.formulations.Scored.texts``).
 
 The relative spread of an item is (longest - shortest) / longest. "Gold is longest" means the
 gold option is strictly longer than every other option (ties count as not longest).
@@ -18,7 +19,7 @@ from scipy import stats as sps
 
 from curate.analyses.stats import INTERVAL, fisher_greater, wilson
 from curate.errors import CurateError
-from scoring.normalize import option_values
+from scoring.normalize import CONDITION, option_values, with_formulation
 
 TEXTS = ("option", "context+option")
 
@@ -65,12 +66,13 @@ def option_lengths(items: list[dict], unit: str, text: str = "option", mode: str
     """One row per (item, option): item_id, row_index, source, option_index, length."""
     if text not in TEXTS:
         raise CurateError(f"unknown length text {text!r}; use one of {', '.join(TEXTS)}")
+    from curate.formulations import scored
+
     rows, texts = [], []
     for it in items:
-        context = it["prompts"].get(mode, "") if text == "context+option" else None
-        for j, opt in enumerate(it["options"]):
+        for j, opt in enumerate(scored(it, mode).texts() if text == "context+option" else it["options"]):
             rows.append((it["item_id"], it["row_index"], it["source"], j))
-            texts.append(opt if context is None else f"{context} {opt}")
+            texts.append(opt)
     frame = pd.DataFrame(rows, columns=["item_id", "row_index", "source", "option_index"])
     frame["length"] = count(texts, unit)
     return frame
@@ -111,15 +113,17 @@ def spread_summary(spread: pd.DataFrame, thresholds=(0.15, 0.3)) -> list[dict]:
 
 
 def longest_accuracy(preds: pd.DataFrame, spread: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Accuracy per model x mode when the gold option is the longest vs not (different items,
-    so Wilson intervals per group and a one-sided Fisher exact test that longest is easier)."""
+    """Accuracy per model x mode x formulation when the gold option is the longest vs not
+    (different items, so Wilson intervals per group and a one-sided Fisher exact test that
+    longest is easier)."""
     longest = spread.set_index("item_id")["gold_longest"]
     rows = []
-    for (model, mode, norm), g in preds.groupby(["model", "mode", "normalization"], sort=True):
+    for (model, mode, formulation, norm), g in with_formulation(preds).groupby(CONDITION + ["normalization"],
+                                                                                 sort=True):
         flag = g["item_id"].map(longest).fillna(False).astype(bool)
         a, b = g.loc[flag, "correct"], g.loc[~flag, "correct"]
         (la, ha), (lb, hb) = wilson(a.sum(), len(a), alpha), wilson(b.sum(), len(b), alpha)
-        rows.append({"model": model, "mode": mode, "normalization": norm,
+        rows.append({"model": model, "mode": mode, "formulation": formulation, "normalization": norm,
                      "n_longest": int(len(a)), "acc_longest": float(a.mean()) if len(a) else float("nan"),
                      "ci_longest": [la, ha], "n_other": int(len(b)),
                      "acc_other": float(b.mean()) if len(b) else float("nan"), "ci_other": [lb, hb],
@@ -130,19 +134,21 @@ def longest_accuracy(preds: pd.DataFrame, spread: pd.DataFrame, alpha: float = 0
 
 
 def length_correlation(scores: pd.DataFrame, lengths: pd.DataFrame, norms_by_group: dict) -> pd.DataFrame:
-    """Spearman correlation of each option value with its length, per model x mode x
-    normalization x source (and over all sources)."""
+    """Spearman correlation of each option value with its length, per model x mode x formulation
+    x normalization x source (and over all sources); ``norms_by_group`` as ``groups_available``."""
     length = lengths.set_index(["item_id", "option_index"])["length"]
+    scores = with_formulation(scores)
     rows = []
-    for (model, mode), norms in norms_by_group.items():
-        g = scores[(scores["model"] == model) & (scores["mode"] == mode)]
+    for (model, mode, formulation), norms in norms_by_group.items():
+        g = scores[(scores["model"] == model) & (scores["mode"] == mode) & (scores["formulation"] == formulation)]
         lens = length.reindex(pd.MultiIndex.from_arrays([g["item_id"], g["option_index"]])).to_numpy()
         src = g["source"].fillna("(none)").to_numpy()
         for norm in norms:
             vals = option_values(g, norm).to_numpy()
             for name, mask in [("all", np.ones(len(g), bool))] + [(f"source={s}", src == s) for s in sorted(set(src))]:
                 rho, p = sps.spearmanr(vals[mask], lens[mask])
-                rows.append({"model": model, "mode": mode, "normalization": norm, "subset": name,
+                rows.append({"model": model, "mode": mode, "formulation": formulation, "normalization": norm,
+                             "subset": name,
                              "n_options": int(mask.sum()), "spearman": float(rho), "p": float(p)})
     return pd.DataFrame(rows)
 

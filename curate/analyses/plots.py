@@ -30,24 +30,27 @@ def _short(model: str) -> str:
     return model.split("/")[-1]
 
 
-def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], path: Path) -> Path:
-    """Accuracy on all items per model, one bar per mode (in ``modes`` order), with the 95%
-    Wilson interval."""
+def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], formulations: list[str],
+                  path: Path, chance: float = 0.25) -> Path:
+    """Accuracy on all items per model, one bar per mode (in ``modes`` order) and formulation,
+    with the 95% Wilson interval, and the chance level (the mean of 1 / options over items)."""
     t = table[(table["subset"] == "all") & (table["normalization"] == normalization)]
-    models, modes = sorted(t["model"].unique()), [m for m in modes if m in set(t["mode"])]
+    models = sorted(t["model"].unique())
+    bars = [(m, f) for f in formulations for m in modes if ((t["mode"] == m) & (t["formulation"] == f)).any()]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(models) + 2), 4.2))
-    width = 0.8 / max(1, len(modes))
-    for i, mode in enumerate(modes):
-        m = t[t["mode"] == mode].set_index("model").reindex(models)
-        x = np.arange(len(models)) + (i - (len(modes) - 1) / 2) * width
+    width = 0.8 / max(1, len(bars))
+    for i, (mode, formulation) in enumerate(bars):
+        m = t[(t["mode"] == mode) & (t["formulation"] == formulation)].set_index("model").reindex(models)
+        x = np.arange(len(models)) + (i - (len(bars) - 1) / 2) * width
         err = np.vstack([m["accuracy"] - m["ci_low"], m["ci_high"] - m["accuracy"]])
-        ax.bar(x, m["accuracy"], width, yerr=err, capsize=2, label=mode)
-    ax.axhline(0.25, color="grey", lw=0.8, ls="--", label="chance (4 options)")
+        ax.bar(x, m["accuracy"], width, yerr=err, capsize=2,
+               label=mode if len(formulations) == 1 else f"{mode}, {formulation}")
+    ax.axhline(chance, color="grey", lw=0.8, ls="--", label=f"chance ({chance:.2f})")
     ax.set_xticks(np.arange(len(models)), [_short(m) for m in models], rotation=35, ha="right", fontsize=8)
     ax.set_ylabel(f"accuracy ({normalization})")
     ax.set_ylim(0, 1)
     ax.set_title("Accuracy per model and prompt mode (95% Wilson intervals)")
-    ax.legend(fontsize=8, ncol=len(modes) + 1, loc="upper left")
+    ax.legend(fontsize=8, ncol=min(len(bars) + 1, 5), loc="upper left")
     return _save(fig, path)
 
 
@@ -94,4 +97,52 @@ def spread_histogram(spread: pd.DataFrame, unit: str, text: str, path: Path) -> 
     ax.set_ylabel("items")
     ax.set_title("(longest - shortest) / longest")
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _condition(row) -> str:
+    return f"{_short(row.model)} {row.mode} [{row.template}, {row.settings}]"
+
+
+def seed_accuracy(table: pd.DataFrame, path: Path) -> Path:
+    """Generation accuracy of every seed (dots, 95% Wilson intervals) per condition, and the
+    mean over seeds (bar)."""
+    conditions = list(dict.fromkeys(_condition(r) for r in table.itertuples()))
+    labels = [_condition(r) for r in table.itertuples()]
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(conditions) + 1.6))
+    y = {c: i for i, c in enumerate(conditions)}
+    means = table.assign(label=labels).groupby("label", sort=False)["accuracy"].mean()
+    ax.barh([y[c] for c in means.index], means.to_numpy(), color="#dde6f0", height=0.6, label="mean over seeds")
+    err = np.vstack([table["accuracy"] - table["ci_low"], table["ci_high"] - table["accuracy"]])
+    jitter = (table["seed"].rank(method="dense").to_numpy() - 1) / max(1, table["seed"].nunique()) * 0.4 - 0.2
+    ax.errorbar(table["accuracy"], [y[c] + j for c, j in zip(labels, jitter)], xerr=err, fmt="o", ms=4,
+                capsize=2, lw=0.8, color="#1f4e79", label="one seed (95% Wilson)")
+    ax.set_yticks(range(len(conditions)), conditions, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("accuracy (unparsed replies count as not correct)")
+    ax.set_title("Generation accuracy per seed")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def position_bias(positions: pd.DataFrame, path: Path) -> Path:
+    """Share of parsed replies choosing each displayed position, one bar group per condition,
+    against the share of items whose gold is shown there (ticks)."""
+    t = positions.assign(label=[_condition(r) for r in positions.itertuples()])
+    conditions = list(dict.fromkeys(t["label"]))
+    k = int(t["position"].max())
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(conditions) + 2), 4))
+    width = 0.8 / k
+    for p in range(1, k + 1):
+        part = t[t["position"] == p].set_index("label").reindex(conditions)
+        x = np.arange(len(conditions)) + (p - 1 - (k - 1) / 2) * width
+        ax.bar(x, part["chosen_share"], width, label=f"position {p}")
+        ax.scatter(x, part["gold_share"], marker="_", color="k", s=80, zorder=3,
+                   label="gold shown here" if p == 1 else None)
+    ax.set_xticks(np.arange(len(conditions)), conditions, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("share of parsed replies")
+    ax.set_ylim(0, 1)
+    ax.set_title("Position bias: which displayed position the model names")
+    ax.legend(fontsize=7, ncol=k + 1, loc="upper left")
     return _save(fig, path)

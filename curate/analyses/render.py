@@ -1,6 +1,7 @@
 """Render one list of report blocks as Markdown and as a self-contained HTML page.
 
-A block is ("h1" | "h2" | "h3" | "p", text), ("table", DataFrame) or ("img", png_path, caption).
+A block is ("h1" | "h2" | "h3" | "p", text), ("table", DataFrame), ("img", png_path, caption) or
+("links", [(label, relative href or None, note), ...]).
 The HTML embeds every image as a base64 data URI and uses no script, font or stylesheet from
 elsewhere, so the page works offline and from any folder.
 """
@@ -50,6 +51,8 @@ def markdown(blocks) -> str:
             out.append(_md_table(block[1]))
         elif kind == "img":
             out.append(f"![{block[2]}]({Path(block[1]).name})")
+        elif kind == "links":
+            out.append("\n".join(f"- {f'[{label}]({href})' if href else label}: {note}" for label, href, note in block[1]))
     return "\n\n".join(out) + "\n"
 
 
@@ -74,9 +77,16 @@ def html_page(blocks, title: str) -> str:
             data = base64.b64encode(Path(block[1]).read_bytes()).decode("ascii")
             body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(block[2])}">'
                         f"<figcaption>{html.escape(block[2])}</figcaption></figure>")
+        elif kind == "links":
+            body.append("<ul>" + "".join(
+                f"<li>{_link(label, href)}: {html.escape(note)}</li>" for label, href, note in block[1]) + "</ul>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+def _link(label: str, href: str | None) -> str:
+    return f'<a href="{html.escape(href)}">{html.escape(label)}</a>' if href else html.escape(label)
 
 
 def _inline(text: str) -> str:

@@ -8,6 +8,8 @@ comparisons is corrected with Holm and Bonferroni side by side.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+from scipy import optimize
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
@@ -26,13 +28,23 @@ def wilson(correct: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def paired_counts(a, b) -> dict:
-    """Counts of the 2x2 paired table of two boolean vectors over the same items."""
-    a, b = np.asarray(a, bool), np.asarray(b, bool)
+def paired_outcomes(a, b) -> tuple[np.ndarray, np.ndarray, int]:
+    """Two right/wrong vectors over the same items as booleans, without the pairs where either
+    side is missing (NaN or None: no prediction, which is neither right nor wrong), and how many
+    pairs were left out."""
+    a, b = (np.asarray(pd.array(list(x), dtype="boolean")) for x in (a, b))
     if a.shape != b.shape:
         raise ValueError(f"paired vectors differ in length: {a.shape} vs {b.shape}")
+    known = ~(pd.isna(a) | pd.isna(b))
+    return a[known].astype(bool), b[known].astype(bool), int((~known).sum())
+
+
+def paired_counts(a, b) -> dict:
+    """Counts of the 2x2 paired table of two right/wrong vectors over the same items; pairs
+    with a missing value on either side are counted in ``missing`` and nowhere else."""
+    a, b, missing = paired_outcomes(a, b)
     return {"both": int((a & b).sum()), "only_a": int((a & ~b).sum()),
-            "only_b": int((~a & b).sum()), "neither": int((~a & ~b).sum())}
+            "only_b": int((~a & b).sum()), "neither": int((~a & ~b).sum()), "missing": missing}
 
 
 def mcnemar_exact(a, b, alternative: str = "two-sided") -> dict:
@@ -49,7 +61,7 @@ def mcnemar_exact(a, b, alternative: str = "two-sided") -> dict:
         p = sps.binomtest(c["only_a"], discordant, 0.5, alternative=alternative).pvalue if discordant else 1.0
     else:
         raise ValueError(f"alternative must be two-sided, greater or less, not {alternative!r}")
-    n = sum(c.values())
+    n = c["both"] + c["only_a"] + c["only_b"] + c["neither"]
     return {**c, "n": n, "difference": (c["only_a"] - c["only_b"]) / n if n else float("nan"),
             "alternative": alternative, "test": "exact McNemar", "p": float(p)}
 
@@ -57,13 +69,17 @@ def mcnemar_exact(a, b, alternative: str = "two-sided") -> dict:
 def paired_bootstrap(a, b, *, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
                      batch: int = 250) -> dict:
     """Percentile bootstrap of mean(a) - mean(b), resampling items with replacement (pairs
-    kept together) from ``numpy.random.default_rng(seed)``.
+    kept together) from ``numpy.random.default_rng(seed)``. Pairs with a missing side are left
+    out, as in ``paired_counts``.
 
     The p-value is two-sided: twice the smaller share of resampled differences on either
     side of zero, counted as (hits + 1) / (resamples + 1) so it is never 0 (capped at 1).
     """
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+    if np.shape(a) != np.shape(b) or np.ndim(a) != 1:
+        raise ValueError(f"paired bootstrap needs two equal vectors, got {np.shape(a)} and {np.shape(b)}")
+    a, b, _ = paired_outcomes(a, b)
+    a, b = a.astype(float), b.astype(float)
+    if a.size == 0:
         raise ValueError(f"paired bootstrap needs two equal, non-empty vectors, got {a.shape} and {b.shape}")
     diff = a - b
     rng = np.random.default_rng(seed)
@@ -75,6 +91,50 @@ def paired_bootstrap(a, b, *, n_resamples: int = 2000, seed: int = 0, confidence
     p = min(1.0, 2 * (hits + 1) / (n_resamples + 1))
     return {"difference": float(diff.mean()), "ci_low": float(low), "ci_high": float(high), "p": float(p),
             "n": int(diff.size), "n_resamples": n_resamples, "seed": seed, "test": "paired percentile bootstrap"}
+
+
+def seed_bootstrap(values, *, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+                   batch: int = 250) -> dict:
+    """Percentile bootstrap of the mean of an items x seeds matrix (correctness, or a paired
+    difference), resampling items and seeds with replacement, each resample from
+    ``numpy.random.default_rng(seed)``. With one seed it resamples items only. The p-value is
+    two-sided against a mean of 0, counted as in ``paired_bootstrap``."""
+    m = np.asarray(values, float)
+    if m.ndim != 2 or m.size == 0:
+        raise ValueError(f"seed bootstrap needs a non-empty items x seeds matrix, got shape {m.shape}")
+    n, s = m.shape
+    rng = np.random.default_rng(seed)
+    dist = []
+    for done in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - done)
+        cols = rng.integers(0, s, size=(size, s))
+        weights = np.stack([np.bincount(c, minlength=s) / s for c in cols])    # seed weights per resample
+        rows = rng.integers(0, n, size=(size, n))
+        per_item = m @ weights.T                                                # items x resamples
+        dist.append(np.take_along_axis(per_item.T, rows, axis=1).mean(axis=1))
+    dist = np.concatenate(dist)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(dist, [tail, 1 - tail])
+    hits = min(int((dist <= 0).sum()), int((dist >= 0).sum()))
+    return {"mean": float(m.mean()), "ci_low": float(low), "ci_high": float(high),
+            "p": min(1.0, 2 * (hits + 1) / (n_resamples + 1)), "n_items": n, "seeds": s,
+            "n_resamples": n_resamples, "seed": seed, "test": "percentile bootstrap over items and seeds"}
+
+
+def sign_test(a, b, alternative: str = "two-sided") -> dict:
+    """Exact sign test of "a and b are equally accurate" on paired per-item scores (e.g. accuracy
+    averaged over seeds): the items where a is higher against those where b is, by scipy's
+    binomtest at 0.5; ties carry no information. On 0/1 scores this is the exact McNemar test."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired vectors differ in length: {a.shape} vs {b.shape}")
+    a_better, b_better = int((a > b).sum()), int((a < b).sum())
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, not {alternative!r}")
+    p = sps.binomtest(a_better, a_better + b_better, 0.5, alternative=alternative).pvalue if a_better + b_better else 1.0
+    return {"n": int(a.size), "a_better": a_better, "b_better": b_better,
+            "difference": float((a - b).mean()) if a.size else float("nan"), "alternative": alternative,
+            "test": "exact sign test", "p": float(p)}
 
 
 def corrected(pvalues, alpha: float = 0.05) -> dict:
@@ -103,34 +163,68 @@ def fisher_greater(correct_a: int, n_a: int, correct_b: int, n_b: int) -> float:
     return float(sps.fisher_exact(table, alternative="greater").pvalue)
 
 
-def mdd_independent(n: int, baseline: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+def mdd_independent(n: int, baseline: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
     """Smallest accuracy gain over ``baseline`` that a two-sided test on two independent
-    samples of ``n`` items each detects with ``power`` (Cohen's h, statsmodels)."""
+    samples of ``n`` items each detects with ``power`` (Cohen's h, statsmodels).
+
+    None when no gain is detectable: even an accuracy of 1 is less than the effect needed (a
+    high baseline, or few items). Returning 1 - baseline there would claim a detectable gain.
+    """
     h = NormalIndPower().solve_power(effect_size=None, nobs1=n, alpha=alpha, power=power, ratio=1.0)
     target = np.arcsin(np.sqrt(baseline)) + h / 2
-    return float(min(1.0, np.sin(min(target, np.pi / 2)) ** 2) - baseline)
+    if target > np.pi / 2:
+        return None
+    return float(np.sin(target) ** 2 - baseline)
 
 
-def mdd_paired(n: int, discordant: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+def paired_power(n: int, discordant: float, difference: float, *, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired (McNemar) z test on ``n`` items when a share ``discordant``
+    of items is right under exactly one condition and the accuracies differ by ``difference``.
+
+    Connor (1987): per item the paired difference has variance ``discordant`` under the null
+    and ``discordant - difference**2`` under the alternative, so
+    power = Phi((sqrt(n) |d| - z_{1-alpha/2} sqrt(psi)) / sqrt(psi - d**2)).
+    """
+    d, psi = abs(difference), discordant
+    spread = np.sqrt(max(psi - d * d, 0.0))
+    if spread == 0:
+        return 1.0 if np.sqrt(n) * d > sps.norm.ppf(1 - alpha / 2) * np.sqrt(psi) else 0.0
+    return float(sps.norm.cdf((np.sqrt(n) * d - sps.norm.ppf(1 - alpha / 2) * np.sqrt(psi)) / spread))
+
+
+def mdd_paired(n: int, discordant: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
     """Smallest accuracy difference that a paired test on ``n`` shared items detects with
-    ``power``, when a share ``discordant`` of items is right under exactly one condition.
+    ``power``, when a share ``discordant`` of items is right under exactly one condition:
+    ``paired_power`` solved for the difference (0.1730 at n = 50, discordant = 0.2: Connor
+    1987's sample-size formula inverted).
 
-    Per item the paired difference is -1, 0 or +1 with variance discordant - d**2, so a
-    one-sample test (statsmodels NormalIndPower with ratio=0) needs the standardized effect
-    es = d / sqrt(discordant - d**2); solved for d.
+    NaN when no item is discordant (nothing to compare); None when no difference is detectable
+    (the accuracies can differ by at most ``discordant``, and even that falls short of ``power``).
     """
     if discordant <= 0:
         return float("nan")
-    es = NormalIndPower().solve_power(effect_size=None, nobs1=n, alpha=alpha, power=power, ratio=0.0)
-    return float(es * np.sqrt(discordant / (1 + es ** 2)))
+    if paired_power(n, discordant, discordant, alpha=alpha) < power:
+        return None
+    return float(optimize.brentq(lambda d: paired_power(n, discordant, d, alpha=alpha) - power,
+                                 0.0, discordant, xtol=1e-12))
 
 
 def cohens_kappa(pred_a, pred_b, n_categories: int) -> float:
-    """Cohen's kappa of two prediction vectors over the same items (statsmodels)."""
+    """Cohen's kappa of two raters' category codes (0..n_categories-1) over the same items,
+    by statsmodels from their contingency table.
+
+    Convention: kappa = (po - pe) / (1 - pe) wherever pe < 1, so two raters who each use one
+    category, different ones, get 0 (po = pe = 0; sklearn's cohen_kappa_score agrees). Only
+    when both put every item in one and the same category is pe = 1 and kappa undefined: NaN.
+    """
     from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
 
     table = np.zeros((n_categories, n_categories))
     np.add.at(table, (np.asarray(pred_a, int), np.asarray(pred_b, int)), 1)
-    if table.sum() == 0:
+    n = table.sum()
+    if n == 0:
+        return float("nan")
+    chance = float((table.sum(0) / n) @ (table.sum(1) / n))
+    if chance >= 1 - 1e-12:
         return float("nan")
     return float(sm_kappa(table, return_results=False))

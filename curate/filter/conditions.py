@@ -96,11 +96,23 @@ def gold_longest(spec: dict, inputs: Inputs) -> np.ndarray:
 # --- scores --------------------------------------------------------------------------------
 
 def correct(spec: dict, inputs: Inputs) -> np.ndarray:
-    preds = inputs.predictions(spec["models"], spec["mode"], spec["normalization"])
+    preds = inputs.predictions(spec["models"], spec["mode"], spec["normalization"], spec.get("formulation"))
     gold = dict(zip(inputs.item_ids, inputs.gold.tolist()))
     counts = features.correct_counts(preds, gold, spec["models"], inputs.item_ids)
     bounds = {"ge": spec.get("at_least"), "le": spec.get("at_most")}
     return features.in_range(counts, {k: v for k, v in bounds.items() if v is not None})
+
+
+def seeds_correct(spec: dict, inputs: Inputs) -> np.ndarray:
+    counts = inputs.seeds_right(spec).sum(axis=1)
+    bounds = {"ge": spec.get("at_least"), "le": spec.get("at_most")}
+    return features.in_range(counts, {k: v for k, v in bounds.items() if v is not None})
+
+
+def rotated_correct(spec: dict, inputs: Inputs) -> np.ndarray:
+    right, total = inputs.rotation_counts(spec["models"], spec["mode"], spec["normalization"])
+    bounds = {"ge": spec.get("at_least"), "le": spec.get("at_most")}
+    return features.in_range(right / total, {k: v for k, v in bounds.items() if v is not None})
 
 
 # --- item text and fields ------------------------------------------------------------------
@@ -139,5 +151,7 @@ def ids(spec: dict, inputs: Inputs) -> np.ndarray:
 
 
 KINDS = {"labels": labels, "answer": answer, "status": status, "length_spread": length_spread,
-         "gold_longest": gold_longest, "correct": correct, "near_duplicate_options": near_duplicate_options,
+         "gold_longest": gold_longest, "correct": correct, "seeds_correct": seeds_correct,
+         "rotated_correct": rotated_correct,
+         "near_duplicate_options": near_duplicate_options,
          "field": field, "ids": ids}

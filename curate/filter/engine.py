@@ -12,10 +12,12 @@ from tqdm.auto import tqdm
 
 import curate
 from curate.atomic import atomic_path, write_text
+from curate.errors import CurateError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
 from curate.filter.rules import load_rules
+from curate.sources import file_sha256
 from curate.store import Workspace, now
 
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
@@ -27,6 +29,7 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, token
     under ``"stages"``."""
     rules = load_rules(rules_path, annotator=annotator, tokenizer=tokenizer)
     out_dir = Path(out_dir)
+    check_out_dir(out_dir)
     with Workspace.open(root) as ws:
         inputs = Inputs(ws)
         names = [s["name"] for s in rules["stages"]]
@@ -47,12 +50,44 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, token
             "toolkit_version": curate.__version__,
             "created_at": now(),
         }
+    check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The summary goes first and comes back last: a folder with a summary holds a complete,
+    # consistent set of outputs, whose files it records by sha256.
+    (out_dir / SUMMARY).unlink(missing_ok=True)
     with atomic_path(out_dir / DECISIONS) as tmp:
         decisions.to_parquet(tmp, index=False)
     with atomic_path(out_dir / STAGES) as tmp:
         table.to_csv(tmp, index=False)
     write_text(out_dir / RULES, rules["text"])
-    # Written last: a folder with a summary holds a complete, consistent set of outputs.
+    summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
     write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """``--out`` must be new, empty, or this command's own earlier output (which is replaced);
+    anything else, a release folder above all, is refused before any work is done."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CurateError(f"{out_dir}: exists and is not a folder; --out names a folder for the decisions")
+    names = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if not names:
+        return
+    if "manifest.json" in names:
+        raise CurateError(f"{out_dir}: is a release folder (it holds manifest.json), which filter never writes "
+                          f"into; give --out a new folder")
+    ours = {DECISIONS, STAGES, RULES, SUMMARY}
+    visible = {n for n in names if not n.startswith(".")}  # hidden: temp files, the audit's fingerprint
+    if visible <= ours and SUMMARY in names and _is_summary(out_dir / SUMMARY):
+        return
+    others = [n for n in names if n not in ours] or names
+    raise CurateError(f"{out_dir}: exists and is not an earlier `curate filter` output (it holds "
+                      f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}); give --out a new or empty folder")
+
+
+def _is_summary(path: Path) -> bool:
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and {"rules", "stages", "workspace"} <= set(summary)

@@ -12,16 +12,15 @@ import numpy as np
 
 
 def length_texts(items: Sequence[dict], over: str, mode: str) -> list[list[str]]:
-    """The texts whose lengths are compared: each option alone (``options``) or the prompt-mode
-    context, a space and the option (``context+option``; the option alone when the context is
-    empty, as for many zero-mode WikiHow items)."""
+    """The texts whose lengths are compared: each option alone (``options``) or the text scored
+    in the prompt mode (``context+option``): the context, the delimiter and the option, or the
+    option alone when the context is empty, as for many zero-mode WikiHow items; for items with
+    per-option contexts (Winogrande) each option's whole sentence."""
+    from curate.formulations import scored
+
     if over == "options":
         return [list(it["options"]) for it in items]
-    out = []
-    for it in items:
-        ctx = it["prompts"][mode]
-        out.append([f"{ctx} {o}" if ctx else o for o in it["options"]])
-    return out
+    return [scored(it, mode).texts() for it in items]
 
 
 def measure(texts: list[list[str]], unit: str, count_tokens: Callable[[list[str]], list[int]] | None = None) -> np.ndarray:

@@ -28,13 +28,15 @@ class Inputs:
         self._predictions: dict[tuple[str, str], pd.DataFrame] = {}
         self._lengths: dict[tuple, np.ndarray] = {}
         self._tokenizers: dict[str, object] = {}
-        self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}}
+        self._generations: dict[tuple, np.ndarray] = {}
+        self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}, "generation_runs": {}}
 
     def provenance(self) -> dict:
-        """The annotators, score runs and tokenizers the evaluated conditions read."""
+        """The annotators, score runs, tokenizers and generation runs the evaluated conditions read."""
         return {"annotators": list(self.used["annotators"].values()),
                 "score_runs": [{"run_id": r, **info} for r, info in sorted(self.used["score_runs"].items())],
-                "tokenizers": list(self.used["tokenizers"].values())}
+                "tokenizers": list(self.used["tokenizers"].values()),
+                "generation_runs": [{"run_id": r, **info} for (r, _), info in sorted(self.used["generation_runs"].items())]}
 
     @cached_property
     def _tables(self) -> set[str]:
@@ -43,18 +45,29 @@ class Inputs:
     # --- annotations -----------------------------------------------------------------------
 
     def annotations(self, annotator: str, round: int) -> dict[str, tuple[str, dict | None]]:
-        """item_id -> (status, result) of ``annotator``'s records in ``round`` (empty when the
-        workspace holds no annotations at all)."""
+        """item_id -> (status, result) of ``annotator``'s records in ``round``. An annotator
+        without a single record in that round is an error, never a condition that silently
+        matches nothing (or everything): the name is most likely wrong."""
         key = (annotator, round)
         if key not in self._annotations:
-            records = {}
+            frame = None
             if "annotations" in self._tables:
                 from annotate.store import read_annotations
                 frame = read_annotations(self.ws, round=round, annotator=annotator)
-                records = dict(zip(frame["item_id"], zip(frame["status"], frame["result"])))
-                self._note_annotator(annotator, round, frame)
-            self._annotations[key] = records
+            if frame is None or frame.empty:
+                raise CurateError(f"annotator {annotator!r} has no round-{round} records in this workspace; "
+                                  f"annotators with records: {self._annotators_present() or 'none'} (check the "
+                                  f"rules file's annotator, defaults.annotator or --annotator)")
+            self._note_annotator(annotator, round, frame)
+            self._annotations[key] = dict(zip(frame["item_id"], zip(frame["status"], frame["result"])))
         return self._annotations[key]
+
+    def _annotators_present(self) -> str:
+        if "annotations" not in self._tables:
+            return ""
+        rows = self.ws.conn.execute("SELECT annotator, group_concat(DISTINCT round) FROM annotations "
+                                    "GROUP BY annotator ORDER BY annotator").fetchall()
+        return ", ".join(f"{a} (round {r})" for a, r in rows)
 
     def _note_annotator(self, annotator: str, round: int, frame: pd.DataFrame) -> None:
         def distinct(col):
@@ -68,31 +81,63 @@ class Inputs:
 
     # --- scores ----------------------------------------------------------------------------
 
-    def predictions(self, models: list[str], mode: str, normalization: str) -> pd.DataFrame:
-        """Argmax predictions of ``models`` in ``mode``; every model must have a prediction for
-        every item, or the run stops naming what is missing."""
+    def predictions(self, models: list[str], mode: str, normalization: str,
+                    formulation: str | None = None) -> pd.DataFrame:
+        """Argmax predictions of ``models`` in ``mode`` and ``formulation`` (default: the
+        workspace's); every model must have a prediction for every item, or the run stops naming
+        what is missing."""
+        formulation = formulation or self.ws.meta("formulation", "cloze")
         out = []
         for model in models:
-            key = (model, mode, normalization)
+            key = (model, mode, normalization, formulation)
             if key not in self._predictions:
-                self._predictions[key] = self._load_predictions(model, mode, normalization)
+                self._predictions[key] = self._load_predictions(model, mode, normalization, [formulation])
             out.append(self._predictions[key])
         return pd.concat(out, ignore_index=True)
 
-    def _load_predictions(self, model: str, mode: str, normalization: str) -> pd.DataFrame:
+    def rotation_counts(self, models: list[str], mode: str, normalization: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per item (in row order): how many (model, rotation) pairs pick the gold option, and how
+        many there are, over every cyclic rotation of the lettered list; every model must have
+        every rotation of every item."""
+        from curate.analyses.position import item_rotation_counts
+        from curate.formulations import rotations
+
+        right, total = np.zeros(len(self.item_ids)), np.zeros(len(self.item_ids))
+        sizes = pd.Series({it["item_id"]: len(it["options"]) for it in self.items})
+        wanted = sorted({f for it in self.items for f in rotations(len(it["options"]))})
+        for model in models:
+            key = (model, mode, normalization, "rotations")
+            if key not in self._predictions:
+                self._predictions[key] = self._load_predictions(model, mode, normalization, wanted, complete=False)
+            preds = self._predictions[key]
+            counts = item_rotation_counts(preds.assign(correct=preds["pred"] == preds["item_id"].map(
+                dict(zip(self.item_ids, self.gold.tolist())))), sizes).set_index("item_id").reindex(self.item_ids)
+            lacking = counts.index[~counts["complete"].fillna(False).astype(bool)]
+            if len(lacking):
+                raise CurateError(f"model {model!r}, mode {mode!r}: {len(lacking)} of {len(self.item_ids)} items lack "
+                                  f"scores in some rotation of their options (first: {lacking[0]}); score them with "
+                                  f"curate score --formulations letters+rotations")
+            right += counts["right"].to_numpy(float)
+            total += counts["rotations"].to_numpy(float)
+        return right, total
+
+    def _load_predictions(self, model: str, mode: str, normalization: str, formulations: list[str],
+                          complete: bool = True) -> pd.DataFrame:
         from scoring.normalize import predictions
         from scoring.store import label_runs, read_scores, require_one_source
 
-        scores = read_scores(self.ws, models=[model], modes=[mode]) if "scores" in self._tables else None
+        scores = (read_scores(self.ws, models=[model], modes=[mode], formulations=formulations)
+                  if "scores" in self._tables else None)
+        what = f"formulation {formulations[0]!r}" if len(formulations) == 1 else "rotated letters"
         if scores is None or scores.empty:
             known = sorted(self._score_pairs())
-            raise CurateError(f"no scores for model {model!r} in mode {mode!r} in this workspace; "
-                              f"scored: {', '.join(f'{m} ({d})' for m, d in known) or 'nothing'}")
+            raise CurateError(f"no scores for model {model!r} in mode {mode!r} ({what}) in this workspace; "
+                              f"scored: {', '.join(f'{m} ({d}, {f})' for m, d, f in known) or 'nothing'}")
         preds = predictions(scores, normalization)
         have = set(preds["item_id"])
         missing = [i for i in self.item_ids if i not in have]
-        if missing:
-            raise CurateError(f"model {model!r}, mode {mode!r}: no {normalization!r} prediction for "
+        if missing and complete:
+            raise CurateError(f"model {model!r}, mode {mode!r}, {what}: no {normalization!r} prediction for "
                               f"{len(missing)} of {len(self.item_ids)} items (first: {missing[0]}); "
                               f"score them or choose a normalization they have")
         # One source per model (all its modes), or an error naming the runs; record what was read.
@@ -100,17 +145,64 @@ class Inputs:
         for run_id in sorted(set(scores["run_id"])):
             run = runs[run_id]
             self.used["score_runs"].setdefault(run_id, {
-                "model": model, "mode": mode, "normalizations": [], "origin": run["origin"], "dtype": run["dtype"],
-                "engine": None if pd.isna(run["engine"]) else int(run["engine"]), "model_hash": run["model_hash"]})
-            norms = self.used["score_runs"][run_id]["normalizations"]
-            if normalization not in norms:
-                norms.append(normalization)
+                "model": model, "mode": mode, "formulations": [], "normalizations": [], "origin": run["origin"],
+                "dtype": run["dtype"], "engine": None if pd.isna(run["engine"]) else int(run["engine"]),
+                "model_hash": run["model_hash"]})
+            used = self.used["score_runs"][run_id]
+            if normalization not in used["normalizations"]:
+                used["normalizations"].append(normalization)
+            used["formulations"] = sorted({*used["formulations"], *scores.loc[scores["run_id"] == run_id, "formulation"]})
         return preds
 
-    def _score_pairs(self) -> set[tuple[str, str]]:
+    def _score_pairs(self) -> set[tuple[str, str, str]]:
         if "scores" not in self._tables:
             return set()
-        return {tuple(r) for r in self.ws.conn.execute("SELECT DISTINCT model, mode FROM scores")}
+        return {tuple(r) for r in self.ws.conn.execute("SELECT DISTINCT model, mode, formulation FROM scores")}
+
+    # --- generations -----------------------------------------------------------------------
+
+    def seeds_right(self, spec: dict) -> np.ndarray:
+        """Items x seeds: whether the model's generated answer is the gold (unparsed: not), in
+        item order. Every item must be answered under every seed asked for."""
+        key = (spec["model"], spec["mode"], spec.get("template"), spec.get("settings"), tuple(spec.get("seeds") or ()))
+        if key not in self._generations:
+            self._generations[key] = self._load_generations(spec)
+        return self._generations[key]
+
+    def _load_generations(self, spec: dict) -> np.ndarray:
+        from generate.store import read_generations
+
+        model, mode = spec["model"], spec["mode"]
+        gens = read_generations(self.ws, models=[model], modes=[mode]) if "generations" in self._tables else None
+        if gens is None or gens.empty:
+            raise CurateError(f"seeds_correct: no generations of model {model!r} in mode {mode!r} in this workspace "
+                              f"(curate generate)")
+        for field in ("template", "settings"):
+            present = sorted(gens[field].unique())
+            if spec.get(field) is None and len(present) > 1:
+                raise CurateError(f"seeds_correct: model {model!r} in mode {mode!r} has generations under "
+                                  f"{field}s {', '.join(present)}; name one with '{field}:'")
+            wanted = spec.get(field) or present[0]
+            if wanted not in present:
+                raise CurateError(f"seeds_correct: no generations of {model!r} in mode {mode!r} under {field} "
+                                  f"{wanted!r} (present: {', '.join(present)})")
+            gens = gens[gens[field] == wanted]
+        seeds = list(spec.get("seeds") or sorted(gens["seed"].unique()))
+        right = gens.assign(right=gens["correct"].fillna(False).astype(bool)).pivot(
+            index="item_id", columns="seed", values="right").reindex(index=self.item_ids, columns=seeds)
+        missing = right.isna().any(axis=1)
+        if missing.any():
+            first = right.index[missing.to_numpy()][0]
+            raise CurateError(f"seeds_correct: {int(missing.sum())} of {len(self.item_ids)} items lack a generation "
+                              f"of {model!r} in mode {mode!r} for some of seeds {seeds} (first: {first}); "
+                              f"generate them or name the seeds to use")
+        used = gens[gens["seed"].isin(seeds)]
+        for run_id in sorted(set(used["run_id"])):
+            entry = self.used["generation_runs"].setdefault((run_id, mode), {
+                "model": model, "mode": mode, "template": used["template"].iloc[0],
+                "settings": used["settings"].iloc[0], "seeds": []})
+            entry["seeds"] = sorted(set(entry["seeds"]) | {int(s) for s in seeds})
+        return right.to_numpy(bool)
 
     # --- lengths ---------------------------------------------------------------------------
 

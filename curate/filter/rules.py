@@ -1,4 +1,5 @@
-"""Rules files: YAML read safely, checked against ``schemas/rules.schema.json``, defaults applied.
+"""Rules files: UTF-8 YAML read safely (a key written twice is refused), checked against
+``schemas/rules.schema.json``, defaults applied.
 
 A rules file is data, never code: conditions are mappings of a known kind (see the schema), so a
 rules file cannot run anything. Errors name the file and the path of the bad key
@@ -12,6 +13,7 @@ from pathlib import Path
 import yaml
 
 import schemas
+from curate import strict_yaml
 from curate.errors import InputError
 from curate.items import sha256_text
 
@@ -29,11 +31,19 @@ def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read rules file: {exc.strerror}", path=str(path)) from None
     try:
-        doc = yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (save the file as UTF-8)",
+                         path=str(path)) from None
+    try:
+        doc = strict_yaml.load(text)
+    except strict_yaml.DuplicateKey as exc:
+        raise InputError(str(exc), path=str(path), field=exc.key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -81,11 +91,13 @@ def _fill(cond: dict, defaults: dict, where: str, path: Path) -> dict:
         elif "tokenizer" in spec:
             raise InputError(f"a tokenizer only applies to unit 'tokens', not {spec['unit']!r}",
                              path=str(path), field=f"{where}/{kind}/tokenizer")
-    if kind == "correct":
+    if kind in ("correct", "seeds_correct"):
         lo, hi = spec.get("at_least"), spec.get("at_most")
-        if lo is not None and lo > len(spec["models"]):
-            raise InputError(f"at_least {lo} exceeds the {len(spec['models'])} models named",
-                             path=str(path), field=f"{where}/correct/at_least")
+        named = spec.get("models") or spec.get("seeds")
+        if lo is not None and named and lo > len(named):
+            what = "models" if kind == "correct" else "seeds"
+            raise InputError(f"at_least {lo} exceeds the {len(named)} {what} named",
+                             path=str(path), field=f"{where}/{kind}/at_least")
         if lo is not None and hi is not None and lo > hi:
-            raise InputError(f"at_least {lo} is above at_most {hi}", path=str(path), field=f"{where}/correct")
+            raise InputError(f"at_least {lo} is above at_most {hi}", path=str(path), field=f"{where}/{kind}")
     return {kind: spec}

@@ -20,7 +20,8 @@ from curate.release.targets import parse_target
 __all__ = ["make_release", "verify_release", "diff_releases", "fetched"]
 
 
-def make_release(root, decisions_dir, name: str, version: str, target: str, *, license: str | None = None) -> dict:
+def make_release(root, decisions_dir, name: str, version: str, target: str, *, license: str | None = None,
+                 changelog: str | None = None) -> dict:
     """Release the items kept in ``decisions_dir`` as ``name`` ``version`` to ``target``.
 
     Returns the manifest as written, plus ``"published"`` (where it went: location, commit, tag).
@@ -35,7 +36,7 @@ def make_release(root, decisions_dir, name: str, version: str, target: str, *, l
     with tempfile.TemporaryDirectory(prefix="benchcurate-release-") as tmp:
         staging = Path(tmp) / "release"
         staging.mkdir()
-        manifest = build_release(root, decisions_dir, name, version, staging, license=license)
+        manifest = build_release(root, decisions_dir, name, version, staging, license=license, changelog=changelog)
         published = tgt.publish(staging, name, version)
     return {**manifest, "published": published}
 

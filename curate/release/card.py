@@ -30,7 +30,10 @@ BENCHMARKS = {
 
 
 def license_for(benchmark: str, override: str | None) -> str | None:
-    return override or BENCHMARKS.get(benchmark, {}).get("license")
+    from curate.adapters.builtin import BENCHMARKS as BUILTIN
+
+    known = BENCHMARKS.get(benchmark, {}).get("license") or (BUILTIN[benchmark][1].license if benchmark in BUILTIN else None)
+    return override or known
 
 
 def size_category(n: int) -> str:
@@ -38,6 +41,23 @@ def size_category(n: int) -> str:
         if n < bound:
             return label
     return "n>1M"
+
+
+def source_text(provenance: dict) -> tuple[str, str]:
+    """How the card names the source (never a local path) and the --data argument to reproduce."""
+    if provenance.get("kind") == "hub":
+        pin = provenance.get("resolved_revision") or provenance.get("revision")
+        return (f"the Hugging Face Hub dataset `{provenance['repo_id']}` at revision `{pin or 'unpinned'}`",
+                provenance["repo_id"] + (f" --revision {pin}" if pin else ""))
+    name = provenance.get("name") or ", ".join(provenance.get("files") or []) or "a local copy"
+    text = f"`{name}` (sha256 `{provenance.get('sha256', '?')}`)"
+    arg = name
+    copy = provenance.get("copy_of")
+    if copy:
+        text += (f", a copy of the Hugging Face Hub dataset `{copy['repo_id']}` "
+                 + (f"at revision `{copy['revision']}`" if copy.get("revision") else "(revision not recorded)"))
+        arg += f" --copy-of {copy['repo_id']}" + (f"@{copy['revision']}" if copy.get("revision") else "")
+    return text, arg
 
 
 def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
@@ -56,8 +76,10 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
         "configs": [{"config_name": "default",
                      "data_files": [{"split": split, "path": path} for split, path in data_files.items()]}],
     }
-    if known.get("hub_id"):
-        meta["source_datasets"] = [known["hub_id"]]
+    hub_id = (src["provenance"].get("copy_of") or {}).get("repo_id") or src["provenance"].get("repo_id") \
+        or known.get("hub_id")
+    if hub_id:
+        meta["source_datasets"] = [hub_id]
     header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).strip()
     by_source = ", ".join(f"{s} {n}" for s, n in sorted(counts.get("kept_by_source", {}).items()))
     lines = [
@@ -76,6 +98,8 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
     for i, row in enumerate(manifest["stages"], 1):
         lines.append(f"| {i} | {row['stage']} | {row.get('description', '')} | {row['matched']} | "
                      f"{row['removed_here']} | {row['left']} |")
+    if manifest.get("changelog"):
+        lines += ["", "## Changes in this version", "", manifest["changelog"]]
     lines += ["", "## What the decisions rest on", ""]
     if manifest["annotators"]:
         for a in manifest["annotators"]:
@@ -87,16 +111,14 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
                      f"run `{r['run_id']}`, {r.get('origin', '')}")
     for t in manifest["tokenizers"]:
         lines.append(f"- token lengths: tokenizer `{t['name']}` ({t.get('class', '')})")
-    provenance = src["provenance"]
-    where = provenance.get("repo_id") or provenance.get("path")
-    pin = provenance.get("sha256") or provenance.get("resolved_revision") or provenance.get("revision")
+    released_from, data_arg = source_text(src["provenance"])
     lines += [
         "", "`manifest.json` lists the kept item ids, the stages that removed every other item, the rules "
         "file as applied, and the sha256 of every file here.", "",
         "## Source and license", "",
-        f"Released from `{where}` ({pin}). The source's license applies: **{src['license']}**.", "",
+        f"Released from {released_from}. The source's license applies: **{src['license']}**.", "",
         "## Reproduce", "", "```",
-        f"curate init WS --benchmark {src['benchmark']} --data {where} --split {src['split']}",
+        f"curate init WS --benchmark {src['benchmark']} --data {data_arg} --split {src['split']}",
     ]
     if manifest["scoring_runs"]:
         lines.append("# import or score the models listed above into WS (e.g. curate import-scores WS ...)")

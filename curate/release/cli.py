@@ -36,13 +36,16 @@ def release_group():
 @click.option("--to", "target", required=True,
               help="PATH (local folder), git:REPO (commit + tag NAME-vX.Y.Z) or hf:OWNER/DATASET (Hugging Face Hub).")
 @click.option("--license", "license_", default=None, help="License id, when the benchmark's is not known.")
-def create(workspace, decisions, name, version, target, license_):
+@click.option("--changelog", default=None, help="What changed since the previous version (shown on the card).")
+def create(workspace, decisions, name, version, target, license_, changelog):
     """Release the items kept in DECISIONS from WORKSPACE (also: `curate release WORKSPACE ...`)."""
     from curate.release import make_release
 
-    manifest = make_release(workspace, decisions, name, version, target, license=license_)
+    manifest = make_release(workspace, decisions, name, version, target, license=license_, changelog=changelog)
     pub = manifest["published"]
     where = pub["location"] + (f" (commit {pub['commit'][:12]}, tag {pub['tag']})" if "tag" in pub else "")
+    if pub.get("finished"):
+        click.echo(f"finished {pub['finished']}")
     click.echo(f"released {name} {version}: {manifest['counts']['kept']} of {manifest['counts']['items']} items, "
                f"{len(manifest['files'])} files + manifest.json -> {where}")
 

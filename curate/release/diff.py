@@ -1,6 +1,9 @@
 """What changed between two releases: items added and removed, with the reasons from the manifests."""
 from __future__ import annotations
 
+from curate.release.manifest import row_of
+from curate.sources import source_identity
+
 
 def diff_manifests(a: dict, b: dict) -> dict:
     """Items kept in ``b`` but not ``a`` (added: with the stages that had removed them in ``a``)
@@ -9,20 +12,15 @@ def diff_manifests(a: dict, b: dict) -> dict:
 
     def rows(ids, reasons):
         return [{"item_id": i, "reasons": list(reasons.get(i, ["(not in the other release's items)"]))}
-                for i in sorted(ids, key=lambda i: (_row(i), i))]
+                for i in sorted(ids, key=lambda i: (row_of(i), i))]
 
     return {
         "from": f"{a['name']} {a['version']}",
         "to": f"{b['name']} {b['version']}",
         "rules_changed": a["rules"]["sha256"] != b["rules"]["sha256"],
-        "source_changed": a["source"]["provenance"] != b["source"]["provenance"],
+        "source_changed": source_identity(a["source"]["provenance"]) != source_identity(b["source"]["provenance"]),
         "added": rows(kept_b - kept_a, a["removed"]),
         "removed": rows(kept_a - kept_b, b["removed"]),
         "unchanged": len(kept_a & kept_b),
     }
 
-
-def _row(item_id: str) -> int:
-    """Row index from an item id ('benchmark/split/row'), for row-ordered output."""
-    tail = item_id.rsplit("/", 1)[-1]
-    return int(tail) if tail.isdigit() else -1

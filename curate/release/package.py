@@ -20,33 +20,69 @@ from curate.filter.decisions import stage_table
 from curate.filter.engine import DECISIONS, RULES, SUMMARY
 from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
-from curate.release.manifest import MANIFEST, hash_files
+from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
+from curate.sources import file_sha256, public_provenance
 from curate.store import Workspace, now
 
 
 def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
-    """(decisions, summary, rules text), checked to belong together."""
+    """(decisions, summary, rules text), checked to be what `curate filter` wrote and to belong
+    together; a hand-edited or damaged file is named in one line."""
     decisions_dir = Path(decisions_dir)
     summary_path = decisions_dir / SUMMARY
     if not summary_path.is_file():
         raise InputError(f"no {SUMMARY}: not a decisions folder (make one with `curate filter ... --out`)",
                          path=str(decisions_dir))
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    decisions = pd.read_parquet(decisions_dir / DECISIONS)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        names = [s["stage"] for s in summary["stages"]]
+        recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
+        rules_sha, source = summary["rules"]["sha256"], summary["workspace"]["source"]
+        summary["inputs"]["score_runs"], summary["inputs"]["annotators"], summary["inputs"]["tokenizers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"not a summary written by `curate filter` ({type(exc).__name__}: {exc}); run the "
+                         f"filter again", path=str(summary_path)) from None
+    for name, digest in (summary.get("outputs") or {}).items():
+        path = decisions_dir / name
+        if not path.is_file() or file_sha256(path) != digest:
+            raise InputError(f"changed after `curate filter` wrote it (its sha256 is not the one in {SUMMARY}); "
+                             f"run the filter again instead of editing decisions", path=str(path))
+    try:
+        decisions = pd.read_parquet(decisions_dir / DECISIONS)
+        rules_text = (decisions_dir / RULES).read_text(encoding="utf-8")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot be read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                         path=str(decisions_dir)) from None
+    _check_decision_rows(decisions, names, decisions_dir / DECISIONS)
     decisions["matched"] = decisions["matched"].map(list)
-    rules_text = (decisions_dir / RULES).read_text(encoding="utf-8")
-    if sha256_text(rules_text) != summary["rules"]["sha256"]:
+    if sha256_text(rules_text) != rules_sha:
         raise InputError(f"{RULES} differs from the rules the decisions were made with", path=str(decisions_dir))
-    names = [s["stage"] for s in summary["stages"]]
     table = stage_table(decisions, names).to_dict("records")
-    recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
     if table != recorded:
         raise InputError(f"the stage counts in {SUMMARY} do not follow from {DECISIONS}", path=str(decisions_dir))
     return decisions, summary, rules_text
 
 
-def build_release(root, decisions_dir, name: str, version: str, folder: Path, *, license: str | None = None) -> dict:
-    """Write the release into the empty folder ``folder``; returns the manifest."""
+def _check_decision_rows(decisions: pd.DataFrame, stages: list[str], path: Path) -> None:
+    """Each row as `curate filter` writes it: kept exactly when no stage matched, first_stage the
+    first stage matched, only stages of the table."""
+    missing = [c for c in ("item_id", "row_index", "source", "kept", "first_stage", "matched") if c not in decisions]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=str(path))
+    if decisions["kept"].dtype != bool:
+        raise InputError(f"column 'kept' is {decisions['kept'].dtype}, not boolean", path=str(path), field="kept")
+    for row, (kept, first, matched) in enumerate(zip(decisions["kept"], decisions["first_stage"], decisions["matched"])):
+        matched = list(matched) if matched is not None else None
+        if matched is None or any(m not in stages for m in matched) or \
+                kept != (not matched) or (first if first == first else None) != (matched[0] if matched else None):
+            raise InputError(f"kept={kept}, first_stage={first!r}, matched={matched} do not agree with each other "
+                             f"and the stages {stages}", path=str(path), row=row)
+
+
+def build_release(root, decisions_dir, name: str, version: str, folder: Path, *, license: str | None = None,
+                  changelog: str | None = None) -> dict:
+    """Write the release into the empty folder ``folder``; returns the manifest. ``changelog``
+    says what changed since the previous version (in the manifest and on the card)."""
     decisions, summary, rules_text = read_decisions(Path(decisions_dir))
     with Workspace.open(root) as ws:
         benchmark, split, source = ws.meta("benchmark"), ws.meta("split"), ws.meta("source")
@@ -67,12 +103,12 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
 
     removed = decisions[~decisions["kept"]]
     manifest = {
-        "manifest_version": 1,
+        "manifest_version": MANIFEST_VERSION,
         "name": name,
         "version": version,
         "created_at": now(),
         "toolkit": {"name": "benchcurate", "version": curate.__version__},
-        "source": {"benchmark": benchmark, "split": split, "license": chosen_license, "provenance": source},
+        "source": {"benchmark": benchmark, "split": split, "license": chosen_license, "provenance": public_provenance(source)},
         "rules": {"name": summary["rules"]["name"], "sha256": summary["rules"]["sha256"], "content": rules_text,
                   "defaults": summary["rules"].get("defaults", {})},
         "stages": summary["stages"],
@@ -80,14 +116,18 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
                    "kept_by_source": {str(k): int(v) for k, v in
                                       decisions[decisions["kept"]]["source"].value_counts().sort_index().items()}},
         "annotators": summary["inputs"]["annotators"],
-        "scoring_runs": [{**r, **runs.get(r["run_id"], {})} for r in summary["inputs"]["score_runs"]],
-        "tokenizers": summary["inputs"]["tokenizers"],
+        "scoring_runs": [_without_local_paths({**r, **runs.get(r["run_id"], {})})
+                         for r in summary["inputs"]["score_runs"]],
+        "tokenizers": [_without_local_paths(t) for t in summary["inputs"]["tokenizers"]],
+        "generation_runs": [_without_local_paths(g) for g in summary["inputs"].get("generation_runs", [])],
+        **({"changelog": changelog.strip()} if changelog and changelog.strip() else {}),
         "kept": decisions.loc[decisions["kept"], "item_id"].tolist(),
         "removed": dict(zip(removed["item_id"], removed["matched"])),
         "files": {},
     }
     write_text(folder / "README.md", dataset_card(manifest, {split: data_path}))
     manifest["files"] = hash_files(folder)
+    manifest["content_sha256"] = content_digest(manifest)
     problems = schemas.errors("manifest", manifest)
     if problems:  # a bug, not bad input: never publish a manifest that fails its own schema
         raise CurateError(f"internal error: the manifest does not fit its schema: {problems[0]}")
@@ -96,6 +136,23 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         if path.is_file():
             path.chmod(0o644)
     return manifest
+
+
+#: Keys of run and tokenizer records that hold a path on the machine that made them.
+LOCAL_PATH_KEYS = ("path", "directory")
+
+
+def _without_local_paths(record: dict) -> dict:
+    """``record`` with every path of this machine cut to its last part (a folder's name says
+    which model or files without telling the world where they were); nested records too."""
+    out = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            value = _without_local_paths(value)
+        elif key in LOCAL_PATH_KEYS and isinstance(value, str) and Path(value).is_absolute():
+            value = Path(value).name
+        out[key] = value
+    return out
 
 
 def _score_runs(ws: Workspace) -> dict[str, dict]:

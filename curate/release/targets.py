@@ -1,16 +1,20 @@
 """Where releases go: a local folder, a git repository, or a Hugging Face Hub dataset repo.
 
 Each target can say whether a version exists (versions are immutable: an existing one is
-refused), publish a built release folder all-or-nothing, and fetch a published version back
-into a folder for ``verify``/``diff``. Target strings:
+refused), publish a built release folder, and fetch a published version back into a folder for
+``verify``/``diff``. Target strings:
 
-- ``PATH``             local: the release lands in ``PATH/NAME/VERSION/``
-- ``git:REPO``         one commit adding ``NAME/VERSION/`` to the work tree REPO, tagged ``NAME-vX.Y.Z``
+- ``PATH``             local: the release lands in ``PATH/NAME/VERSION/`` by one rename
+- ``git:REPO``         one commit adding ``NAME/VERSION/`` to the work tree REPO, tagged ``NAME-vX.Y.Z``;
+                       a release interrupted between commit and tag (or before the commit) is finished
+                       or redone by running the same release again
 - ``hf:OWNER/DATASET`` one Hub commit (``parent_commit`` pinned) with the release at the repo root,
-                       tagged ``NAME-vX.Y.Z`` at that commit, then downloaded from the tag and verified
+                       tagged ``NAME-vX.Y.Z`` at that commit, then downloaded from the tag and verified;
+                       if that fails the tag is deleted and main is put back to its previous content
 """
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -48,6 +52,9 @@ class LocalTarget:
         return self.root / name / version
 
     def check_new(self, name: str, version: str) -> None:
+        for parent in (self.root, self.root / name):
+            if parent.exists() and not parent.is_dir():
+                raise CurateError(f"{parent}: exists and is not a folder; --to names the folder releases go in")
         if self.folder(name, version).exists():
             raise CurateError(f"{self.folder(name, version)}: release {name} {version} exists; versions are "
                               f"immutable, choose a new version")
@@ -61,7 +68,13 @@ class LocalTarget:
             shutil.copytree(staging, tmp, dirs_exist_ok=True)
             _check_verified(tmp, str(final))
             self.check_new(name, version)
-            os.rename(tmp, final)
+            try:
+                os.rename(tmp, final)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                raise CurateError(f"{final}: release {name} {version} was published by another process meanwhile; "
+                                  f"versions are immutable") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -87,46 +100,101 @@ class GitTarget:
             raise CurateError(f"git {' '.join(args[:2])} in {self.repo} failed: {err.strip()}")
         return proc
 
+    def _out(self, *args) -> str:
+        return self.git(*args, check=False, text=True).stdout.strip()
+
+    def state(self, name: str, version: str) -> str:
+        """'released' (tagged), 'committed' (the commit went in, the tag did not), 'leftover' (an
+        uncommitted release folder of this very version), 'other' (something else is at the
+        path) or 'new'."""
+        rel = f"{name}/{version}"
+        if self.git("rev-parse", "-q", "--verify", f"refs/tags/{tag_name(name, version)}", check=False).returncode == 0:
+            return "released"
+        if self.git("cat-file", "-e", f"HEAD:{rel}/{MANIFEST}", check=False).returncode == 0:
+            return "committed"
+        if (self.repo / rel).exists():
+            try:
+                m = json.loads((self.repo / rel / MANIFEST).read_text(encoding="utf-8"))
+                ours = (m.get("name"), m.get("version")) == (name, version)
+            except (OSError, ValueError):
+                ours = False
+            tracked = self._out("ls-tree", "-r", "--name-only", "HEAD", "--", rel)
+            return "leftover" if ours and not tracked else "other"
+        return "new"
+
     def check_new(self, name: str, version: str) -> None:
         inside = self.git("rev-parse", "--is-inside-work-tree", check=False, text=True)
         if inside.returncode != 0 or inside.stdout.strip() != "true":
             raise CurateError(f"{self.repo}: not a git work tree (create one with `git init`)")
-        tag = tag_name(name, version)
-        if self.git("rev-parse", "-q", "--verify", f"refs/tags/{tag}", check=False).returncode == 0:
-            raise CurateError(f"{self.repo}: tag {tag} exists; versions are immutable, choose a new version")
-        if (self.repo / name / version).exists():
+        state = self.state(name, version)
+        if state == "released":
+            raise CurateError(f"{self.repo}: tag {tag_name(name, version)} exists; versions are immutable, "
+                              f"choose a new version")
+        if state == "other":
             raise CurateError(f"{self.repo / name / version} exists; versions are immutable, choose a new version")
 
     def publish(self, staging: Path, name: str, version: str) -> dict:
-        """Add NAME/VERSION/, commit only that path, tag the commit. Undone on any failure."""
+        """Add NAME/VERSION/, commit only that path, tag the commit; undone on any failure. Run
+        again after an interruption, it tags a release whose commit went in (when it holds the
+        same release) and replaces an uncommitted leftover folder."""
         self.check_new(name, version)
         rel, tag = f"{name}/{version}", tag_name(name, version)
-        head = self.git("rev-parse", "-q", "--verify", "HEAD", check=False, text=True).stdout.strip() or None
+        state = self.state(name, version)
+        if state == "committed":
+            return self._finish(staging, name, version)
+        if state == "leftover":
+            self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
+            shutil.rmtree(self.repo / rel)
+        head = self._out("rev-parse", "-q", "--verify", "HEAD") or None
         shutil.copytree(staging, self.repo / rel)
         try:
             self.git("add", "--", rel)
             self.git("commit", "-q", "-m", f"Release {name} {version}", "--", rel)
-            commit = self.git("rev-parse", "HEAD", text=True).stdout.strip()
+            commit = self._out("rev-parse", "HEAD")
             self.git("tag", "-a", tag, "-m", f"{name} {version}", commit)
         except BaseException:
             self._undo(rel, head)
             raise
         return {"kind": self.kind, "location": str(self.repo.resolve()), "commit": commit, "tag": tag}
 
+    def _finish(self, staging: Path, name: str, version: str) -> dict:
+        """Tag the commit that added NAME/VERSION/ when it holds the release just built."""
+        rel, tag = f"{name}/{version}", tag_name(name, version)
+        commit = self._out("log", "-1", "--format=%H", "--diff-filter=A", "HEAD", "--", f"{rel}/{MANIFEST}")
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = self._extract(commit, rel, Path(tmp))
+            problems = verify_dir(folder)
+            committed = read_manifest(folder)
+        built = read_manifest(staging)
+        same = all(committed.get(k) == built.get(k) for k in SAME_RELEASE)
+        if problems or not same:
+            why = f"it does not verify ({problems[0]})" if problems else "it holds a different release"
+            raise CurateError(f"{self.repo}: commit {commit[:12]} added {rel} without tag {tag}, but {why}; "
+                              f"undo that commit or choose a new version")
+        self.git("tag", "-a", tag, "-m", f"{name} {version}", commit)
+        return {"kind": self.kind, "location": str(self.repo.resolve()), "commit": commit, "tag": tag,
+                "finished": f"an interrupted release: commit {commit[:12]} was already in, the tag was added"}
+
     def _undo(self, rel: str, head: str | None) -> None:
-        current = self.git("rev-parse", "-q", "--verify", "HEAD", check=False, text=True).stdout.strip() or None
+        current = self._out("rev-parse", "-q", "--verify", "HEAD") or None
         if current != head:  # our commit went in: move the branch back, keep everyone else's work
             self.git("reset", "-q", "--soft", head or "HEAD~1", check=False)
         self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
         shutil.rmtree(self.repo / rel, ignore_errors=True)
 
-    def fetch(self, name: str, version: str, into: Path) -> Path:
-        """The release as committed at its tag (not the work tree), via `git archive`."""
-        tag = tag_name(name, version)
-        archive = self.git("archive", "--format=tar", tag, f"{name}/{version}").stdout
+    def _extract(self, revision: str, rel: str, into: Path) -> Path:
+        archive = self.git("archive", "--format=tar", revision, rel).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(into, filter="data")
-        return into / name / version
+        return into / rel
+
+    def fetch(self, name: str, version: str, into: Path) -> Path:
+        """The release as committed at its tag (not the work tree), via `git archive`."""
+        return self._extract(tag_name(name, version), f"{name}/{version}", into)
+
+
+#: Manifest keys that must agree for a half-done release to count as the one being made again.
+SAME_RELEASE = ("name", "version", "source", "rules", "stages", "counts", "kept", "removed")
 
 
 class HubTarget:
@@ -167,8 +235,9 @@ class HubTarget:
     def publish(self, staging: Path, name: str, version: str) -> dict:
         """One commit on top of the branch head read just before (parent_commit), then a tag at
         that commit's oid, then a download from the tag that must verify. If the commit is
-        refused nothing changed; if the tag or the verification fails the tag is removed, so no
-        version name ever points at an unverified release."""
+        refused nothing changed. If the tag or the verification fails, the tag is removed and a
+        second commit puts main back to its previous content, so neither a version name nor the
+        head of main ever shows an unverified release."""
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
         from huggingface_hub.errors import HfHubHTTPError
 
@@ -196,10 +265,35 @@ class HubTarget:
                     _check_verified(self.fetch(name, version, Path(tmp)), f"hf:{self.repo_id}@{tag}")
             except Exception as exc:
                 self._drop_tag(tag)
-                raise CurateError(f"{_first_line(exc)}; tag {tag} removed, nothing was released "
-                                  f"(commit {info.oid[:12]} stays in the branch history, untagged)") from exc
+                undone = self._restore(parent, info.oid, files + stale, f"{name} {version}")
+                raise CurateError(f"{_first_line(exc)}; tag {tag} removed, nothing was released ({undone})") from exc
         return {"kind": self.kind, "location": f"{api.endpoint}/datasets/{self.repo_id}", "commit": info.oid,
                 "tag": tag}
+
+    def _restore(self, parent: str | None, bad: str, paths: list[str], what: str) -> str:
+        """Commit, on top of ``bad``, the content ``paths`` had at ``parent`` (deleting those it
+        lacked), so main shows what it showed before; returns what happened, for the message."""
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete, hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                ops = []
+                for rel in paths:
+                    try:
+                        old = hf_hub_download(self.repo_id, rel, repo_type=self.repo_type, revision=parent,
+                                              cache_dir=tmp) if parent else None
+                    except EntryNotFoundError:
+                        old = None
+                    ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=old) if old
+                               else CommitOperationDelete(path_in_repo=rel))
+                info = self.api().create_commit(
+                    self.repo_id, ops, repo_type=self.repo_type, parent_commit=bad,
+                    commit_message=f"Revert unverified release {what} (commit {bad[:12]})")
+        except Exception as exc:  # the original failure is what the user must see first
+            return (f"putting main back failed ({_first_line(exc)}): commit {bad[:12]} is still at the head of "
+                    f"main and must be reverted by hand")
+        return f"main put back to its previous content by commit {info.oid[:12]}; {bad[:12]} stays in its history"
 
     def _previous_files(self, parent: str | None) -> list[str]:
         """Files of the previous release at the branch head (from its manifest), to delete."""
@@ -221,20 +315,21 @@ class HubTarget:
             pass
 
     def fetch(self, name: str, version: str, into: Path) -> Path:
-        """Download the manifest and every file it lists from the tag into ``into``."""
+        """Download the manifest and every file it lists from the tag into ``into`` (the
+        download cache lives elsewhere: ``into`` holds the release and nothing more)."""
         from huggingface_hub import hf_hub_download
 
         tag = tag_name(name, version)
-        cache = into / ".cache"
-        with _hub_errors(self.repo_id):
+        with _hub_errors(self.repo_id), tempfile.TemporaryDirectory(prefix="benchcurate-hub-") as cache:
             def get(rel: str) -> None:
+                if Path(rel).is_absolute() or ".." in Path(rel).parts:
+                    raise CurateError(f"hf:{self.repo_id}@{tag}: the manifest lists a file outside the release: {rel!r}")
                 path = hf_hub_download(self.repo_id, rel, repo_type=self.repo_type, revision=tag, cache_dir=cache)
                 (into / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, into / rel)
             get(MANIFEST)
             for rel in read_manifest(into)["files"]:
                 get(rel)
-        shutil.rmtree(cache, ignore_errors=True)
         return into
 
 

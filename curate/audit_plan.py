@@ -1,0 +1,226 @@
+"""Will an audit have everything its filter rules read? Checked before anything is spent.
+
+The filter stage comes after annotation and scoring, so an input it lacks (an annotator's round,
+a model's scores in some mode and normalization, a tokenizer that cannot be loaded) would only
+show up once both were paid for. ``plan_problems`` compares what the rules read with what the
+planned stages will provide -- annotators and their rounds, scored models x modes, imported
+score files (read by name only) -- plus what the workspace already holds when it exists, and
+names each gap with the config key that would fill it. It also checks that every model the audit
+loads (scorers, local annotators, tokenizers) can be found.
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from curate.audit_config import AuditConfig
+from curate.store import DB_NAME
+
+#: What `curate score` stores for every option (see scoring/normalize.py).
+SCORED = ("sum", "token", "char", "byte", "seq_mean")
+#: Stored score columns -> the normalizations they give.
+COLUMNS = {"logprob_sum": ("sum",), "n_tokens": ("token",), "n_chars": ("char",), "n_bytes": ("byte",),
+           "seq_mean": ("seq_mean",), "study_sum": ("study_sum",), "study_byte_mean": ("study_byte_mean",)}
+
+
+@dataclass
+class Supply:
+    """What will be in the workspace after the planned stages, and where each part comes from."""
+    annotations: dict[tuple[str, int], str] = field(default_factory=dict)         # (annotator, round) -> source
+    scores: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)   # (model, mode) -> {norm: source}
+
+    def add_scores(self, model: str, mode: str, normalizations, source: str) -> None:
+        for n in normalizations:
+            self.scores.setdefault((model, mode), {}).setdefault(n, source)
+
+
+def supply(cfg: AuditConfig) -> Supply:
+    from scoring.study_csv import group_files
+
+    out = stored(cfg.workspace / DB_NAME)
+    for i, a in enumerate(cfg.annotators):
+        for rnd in a.rounds:
+            out.annotations.setdefault((a.annotator, rnd), f"annotators[{i}]")
+    if cfg.scoring:
+        for i, imp in enumerate(cfg.scoring.imports):
+            for (model, mode), columns in group_files(imp.dir).items():
+                out.add_scores(model, mode, columns, f"scoring.imports[{i}]")
+        for model in cfg.scoring.models:
+            for mode in cfg.scoring.modes:
+                out.add_scores(model, mode, SCORED, "scoring.models")
+    return out
+
+
+def stored(db: Path) -> Supply:
+    """What an existing workspace already holds (read-only; nothing is created or migrated)."""
+    out = Supply()
+    if not db.is_file():
+        return out
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "annotations" in tables:
+            for annotator, rnd in conn.execute("SELECT DISTINCT annotator, round FROM annotations"):
+                out.annotations[(annotator, rnd)] = "the workspace"
+        if "scores" in tables:
+            counts = ", ".join(f"count({c})" for c in COLUMNS)
+            for model, mode, total, *have in conn.execute(
+                    f"SELECT model, mode, count(*), {counts} FROM scores GROUP BY model, mode"):
+                norms = [n for column, n_have in zip(COLUMNS, have) if n_have == total for n in COLUMNS[column]]
+                out.add_scores(model, mode, norms, "the workspace")
+    except sqlite3.DatabaseError:
+        pass  # an unreadable workspace is reported by the stage that opens it
+    finally:
+        conn.close()
+    return out
+
+
+# --- what the rules read --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Need:
+    stage: str
+    kind: str      # annotation | scores | tokenizer
+    what: tuple    # (annotator, rounds) | (model, mode, normalization) | (tokenizer,)
+
+
+def needs(rules: dict) -> list[Need]:
+    out: list[Need] = []
+
+    def walk(stage: str, cond: dict) -> None:
+        (kind, spec), = cond.items()
+        if kind in ("all", "any"):
+            for c in spec:
+                walk(stage, c)
+        elif kind == "not":
+            walk(stage, spec)
+        elif kind == "labels":
+            out.append(Need(stage, "annotation", (spec["annotator"], (1,))))
+        elif kind == "answer":
+            out.append(Need(stage, "annotation", (spec["annotator"], (2,))))
+        elif kind == "status":  # reads the rounds named (both by default); records in one of them will do
+            out.append(Need(stage, "annotation", (spec["annotator"], (spec["round"],) if "round" in spec else (1, 2))))
+        elif kind == "correct":
+            out.extend(Need(stage, "scores", (m, spec["mode"], spec["normalization"])) for m in spec["models"])
+        elif kind in ("length_spread", "gold_longest") and spec["unit"] == "tokens":
+            out.append(Need(stage, "tokenizer", (spec["tokenizer"],)))
+
+    for stage in rules["stages"]:
+        walk(stage["name"], stage["when"])
+    return out
+
+
+# --- models and tokenizers that must be found -------------------------------------------------
+
+def unresolvable(name: str, use: str) -> str | None:
+    """Why the model or tokenizer ``name`` cannot be found (None when it can): a built-in name,
+    a local folder or GGUF file, or a Hub id already in the local cache or, when the Hub is
+    reachable, on the Hub."""
+    from curate.errors import CurateError
+    from scoring.models import BUILTINS, builtin_gguf
+
+    if name in BUILTINS:
+        try:
+            builtin_gguf(name)
+        except CurateError as exc:
+            return str(exc)
+        return None
+    path = Path(name).expanduser()
+    if path.exists() or path.suffix == ".gguf" or path.is_absolute() or name.startswith((".", "~")):
+        if path.is_file() and path.suffix == ".gguf":
+            return None
+        if path.is_dir():
+            wanted = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+            if use == "tokenizer" and not any((path / f).is_file() for f in wanted):
+                return f"the folder {path} holds no tokenizer files ({', '.join(wanted)})"
+            if use == "model" and not (path / "config.json").is_file():
+                return f"the folder {path} holds no config.json"
+            return None
+        return f"no such file or folder: {path}"
+    return _hub_problem(name)
+
+
+def _hub_problem(repo_id: str) -> str | None:
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+
+    try:
+        if any(isinstance(try_to_load_from_cache(repo_id, f), str) for f in ("config.json", "tokenizer_config.json")):
+            return None
+    except Exception as exc:  # not even a valid repo id
+        return f"not a built-in name, a local path or a Hub model id ({type(exc).__name__})"
+    if constants.HF_HUB_OFFLINE:
+        return "a Hub id that is not in the local Hugging Face cache, and the Hub is offline (HF_HUB_OFFLINE)"
+    try:
+        HfApi().model_info(repo_id)
+    except Exception as exc:  # gated without a token, misspelled, no network: say which
+        return f"the Hub cannot give it: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+# --- the check ----------------------------------------------------------------------------------
+
+def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
+    """Every input the config's stages need but will not have, as (config key, message).
+
+    Needs the input files to exist (``curate.audit_config.missing_inputs`` first)."""
+    from curate.filter.rules import load_rules
+
+    problems = []
+    for i, a in enumerate(cfg.annotators):
+        if a.backend == "local" and (why := unresolvable(a.annotator.split(":", 1)[1], "model")):
+            problems.append((f"annotators[{i}].annotator", f"model cannot be found: {why}"))
+    for i, model in enumerate(cfg.scoring.models if cfg.scoring else ()):
+        if why := unresolvable(model, "model"):
+            problems.append((f"scoring.models[{i}]", f"{model!r} cannot be found: {why}"))
+    if not cfg.filter_rules:
+        return problems
+    rules = load_rules(cfg.filter_rules, **cfg.filter_options)
+    have = supply(cfg)
+    stages: dict[tuple[str, tuple], list[str]] = {}  # one problem per missing input, naming every stage reading it
+    for need in needs(rules):
+        stages.setdefault((need.kind, need.what), []).append(need.stage)
+    for (kind, what), names in stages.items():
+        where = (f"stage{'s' * (len(names) > 1)} {', '.join(map(repr, dict.fromkeys(names)))} of "
+                 f"{cfg.filter_rules.name}")
+        if kind == "annotation":
+            annotator, rounds = what
+            if not any((annotator, r) in have.annotations for r in rounds):
+                key = "filter.annotator" if "annotator" in cfg.filter_options else "annotators"
+                named = " or ".join(f"round {r}" for r in rounds)
+                problems.append((key, f"{where} read {annotator}'s {named} records, which no planned annotator "
+                                      f"provides (planned: {_listing(have.annotations)})"))
+        elif kind == "scores":
+            model, mode, norm = what
+            if norm not in have.scores.get((model, mode), {}):
+                problems.append(("scoring", f"{where} read {mode}-mode {norm} scores of model {model!r}, which no "
+                                            f"planned stage provides ({_scores_listing(have, model)})"))
+        elif why := unresolvable(what[0], "tokenizer"):
+            key = "filter.tokenizer" if "tokenizer" in cfg.filter_options else "filter.rules"
+            problems.append((key, f"{where} count tokens with {what[0]!r}, which cannot be found: {why}"))
+    return problems
+
+
+def plan_summary(cfg: AuditConfig) -> str:
+    """One line: what the rules read, all of which the plan provides (call when no problems)."""
+    from curate.filter.rules import load_rules
+
+    if not cfg.filter_rules:
+        return "plan complete: no filter, so nothing the rules read is needed"
+    found = needs(load_rules(cfg.filter_rules, **cfg.filter_options))
+    rounds = {(n.what[0], r) for n in found if n.kind == "annotation" for r in n.what[1]}
+    scores = {n.what for n in found if n.kind == "scores"}
+    tokenizers = {n.what for n in found if n.kind == "tokenizer"}
+    return (f"plan complete: every input the rules read will exist after the planned stages (annotator rounds: "
+            f"{len(rounds)}; model x mode x normalization: {len(scores)}; tokenizers: {len(tokenizers)})")
+
+
+def _listing(pairs) -> str:
+    return ", ".join(f"{a} round {r}" for a, r in sorted(pairs)) or "none"
+
+
+def _scores_listing(have: Supply, model: str) -> str:
+    modes = {mode: sorted(norms) for (m, mode), norms in have.scores.items() if m == model}
+    if not modes:
+        return f"nothing scores or imports {model!r}"
+    return f"{model!r} will have " + "; ".join(f"{mode}: {', '.join(n)}" for mode, n in sorted(modes.items()))

@@ -1,0 +1,115 @@
+"""What review reads about a workspace, through the stages' public read functions.
+
+Items and scores do not change while people review, so they are read once; annotations do (the
+reviewers write them), so they are read per request. Filter decisions come from `curate filter`
+output folders (decisions.parquet, summary.json) named on the command line.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from curate.errors import InputError
+from curate.store import Workspace
+
+
+@dataclass
+class Decisions:
+    """One `curate filter` output folder: per-item decisions and its stages in rule order."""
+    name: str
+    path: Path
+    rules: str
+    frame: pd.DataFrame                  # indexed by item_id: kept, first_stage, matched
+    stages: list[dict]                   # stage, description, matched, removed_here, left
+
+    @classmethod
+    def read(cls, folder: str | Path) -> "Decisions":
+        folder = Path(folder)
+        files = [folder / "decisions.parquet", folder / "summary.json"]
+        for f in files:
+            if not f.is_file():
+                raise InputError(f"no {f.name} here (a `curate filter --out` folder holds one)", path=str(folder))
+        summary = json.loads(files[1].read_text(encoding="utf-8"))
+        frame = pd.read_parquet(files[0]).set_index("item_id")
+        return cls(folder.name, folder, summary["rules"]["name"], frame, summary["stages"])
+
+
+def scorer_labels(scores: pd.DataFrame) -> pd.DataFrame:
+    """Scores whose ``model`` names the formulation too ("model [formulation]") when the scores
+    carry a ``formulation`` column, so per-model code treats each formulation as its own scorer."""
+    if "formulation" not in scores.columns or scores["formulation"].isna().all():
+        return scores
+    form = scores["formulation"].fillna("default").astype(str)
+    return scores.assign(model=scores["model"].astype(str) + " [" + form + "]")
+
+
+@dataclass
+class ReviewData:
+    root: Path
+    items: list[dict]
+    scores: pd.DataFrame
+    decisions: list[Decisions] = field(default_factory=list)
+    generations: pd.DataFrame = field(default_factory=pd.DataFrame)   # read_generations' rows
+
+    @classmethod
+    def load(cls, root: str | Path, decisions=()) -> "ReviewData":
+        from generate.store import open_generations, read_generations
+        from scoring.store import open_scores, read_scores
+
+        root = Path(root)
+        with open_scores(root) as ws:
+            items = ws.items()
+            scores = read_scores(ws)
+        with open_generations(root) as ws:
+            generations = read_generations(ws)
+        return cls(root, items, scores, [Decisions.read(d) for d in decisions], generations)
+
+    @cached_property
+    def by_id(self) -> dict[str, dict]:
+        return {it["item_id"]: it for it in self.items}
+
+    @cached_property
+    def _score_rows(self) -> dict[str, list[int]]:
+        if self.scores.empty:
+            return {}
+        return {k: list(v) for k, v in self.scores.groupby("item_id", sort=False).indices.items()}
+
+    @cached_property
+    def _generation_rows(self) -> dict[str, list[int]]:
+        if self.generations.empty:
+            return {}
+        return {k: list(v) for k, v in self.generations.groupby("item_id", sort=False).indices.items()}
+
+    def generations_of(self, item_id: str) -> pd.DataFrame:
+        """The generation records of one item (every model, template, settings, mode and seed)."""
+        rows = self._generation_rows.get(item_id)
+        return self.generations.iloc[rows] if rows else self.generations.iloc[0:0]
+
+    def scores_of(self, item_id: str) -> pd.DataFrame:
+        """The score rows of one item (every model, mode, formulation and option)."""
+        rows = self._score_rows.get(item_id)
+        return self.scores.iloc[rows] if rows else self.scores.iloc[0:0]
+
+    @cached_property
+    def normalization(self) -> str | None:
+        """The normalization the report uses for predictions (None without scores)."""
+        from curate.analyses.accuracy import primary_normalization
+        from curate.errors import CurateError
+
+        if self.scores.empty:
+            return None
+        try:
+            return primary_normalization(scorer_labels(self.scores))
+        except CurateError:
+            return None
+
+    def annotations_of(self, ws: Workspace, item_id: str) -> pd.DataFrame:
+        """Every annotator's current records for one item, read now (reviewers write them);
+        ``ws`` is opened with ``annotate.store.open_annotations``."""
+        from annotate.store import read_annotations
+
+        return read_annotations(ws, item_id=item_id)

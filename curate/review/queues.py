@@ -1,0 +1,167 @@
+"""Review queues: which items a reviewer goes through, in which order.
+
+A queue is named by a short spec, resolved against the workspace's data into an ordered list of
+item ids (row order unless said otherwise). Membership depends only on the items, the scores, the
+LLM annotators' records and the filter decisions, never on the reviewers' own verdicts, so a
+queue does not shift under a reviewer while they work through it.
+
+=====================  ==============================================================================
+spec                   items
+=====================  ==============================================================================
+``removed``            removed by a filter decision (``--decisions``), any stage
+``removed:STAGE``      removed by that stage (the first stage that matched them)
+``disagree``           two LLM annotators with valid records disagree on any label (round 1) or
+                       answer (round 2: best, worst, gold-not-best, any-equally-good, all-implausible)
+``wrong``              every one of the strongest models (up to 3, by full-mode accuracy) is wrong in
+                       full mode; ``wrong:K`` takes the K strongest
+``sample``             a seeded random sample for calibration: ``sample:N`` (default 50),
+                       ``sample:N:SEED`` (default seed 0), in sampled order
+``ids:FILE``           the item ids listed in FILE (one per line; ``#`` comments), in file order
+``all``                every item
+=====================  ==============================================================================
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from curate.errors import CurateError, InputError
+from curate.review.data import ReviewData, scorer_labels
+
+DEFAULT_SAMPLE, DEFAULT_STRONG = 50, 3
+
+
+def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None) -> list[str]:
+    """The item ids of queue ``spec``; ``annotations`` (every record, as read_annotations
+    returns) is needed for ``disagree`` only."""
+    kind, _, arg = spec.partition(":")
+    if kind == "all":
+        return [it["item_id"] for it in data.items]
+    if kind == "removed":
+        return removed(data, arg or None)
+    if kind == "disagree":
+        return disagree(data, annotations if annotations is not None else pd.DataFrame())
+    if kind == "wrong":
+        return wrong(data, _int(arg, spec) if arg else DEFAULT_STRONG)
+    if kind == "sample":
+        n, _, seed = arg.partition(":")
+        return sample(data, _int(n, spec) if n else DEFAULT_SAMPLE, _int(seed, spec, 0) if seed else 0)
+    if kind == "ids":
+        if not arg:
+            raise CurateError("queue ids:FILE needs a file of item ids")
+        return id_list(data, Path(arg))
+    raise CurateError(f"unknown queue {spec!r}; use removed, removed:STAGE, disagree, wrong, wrong:K, "
+                      "sample, sample:N, sample:N:SEED, ids:FILE or all")
+
+
+def _int(text: str, spec: str, minimum: int = 1) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise CurateError(f"queue {spec!r}: {text!r} is not a whole number >= {minimum}")
+    return value
+
+
+def removed(data: ReviewData, stage: str | None) -> list[str]:
+    if not data.decisions:
+        raise CurateError("queue 'removed' needs the filter's decisions: pass --decisions DIR "
+                          "(a `curate filter --out` folder)")
+    names = {s["stage"] for d in data.decisions for s in d.stages}
+    if stage is not None and stage not in names:
+        raise CurateError(f"no filter stage {stage!r} in the decisions; stages: {', '.join(sorted(names))}")
+    gone = set()
+    for d in data.decisions:
+        frame = d.frame[~d.frame["kept"].astype(bool)]
+        if stage is not None:
+            frame = frame[frame["first_stage"] == stage]
+        gone.update(frame.index)
+    return [it["item_id"] for it in data.items if it["item_id"] in gone]
+
+
+def disagree(data: ReviewData, annotations: pd.DataFrame) -> list[str]:
+    """Items where two LLM annotators' valid records differ on any agreement facet."""
+    from annotate.agreement import facets
+    from curate.review.verdicts import is_human
+
+    if annotations.empty:
+        return []
+    llm = annotations[(annotations["status"] == "valid") & ~annotations["annotator"].map(is_human)]
+    differing = set()
+    for (rnd, item_id), group in llm.groupby(["round", "item_id"]):
+        if group["annotator"].nunique() < 2:
+            continue
+        gold = data.by_id[item_id]["gold"]
+        seen = {tuple(sorted(facets(r, int(rnd), gold).items())) for r in group["result"]}
+        if len(seen) > 1:
+            differing.add(item_id)
+    return [it["item_id"] for it in data.items if it["item_id"] in differing]
+
+
+def strongest(data: ReviewData, k: int) -> tuple[list[str], pd.DataFrame]:
+    """The k models with the highest full-mode accuracy, and their full-mode predictions."""
+    from scoring.normalize import predictions
+
+    norm = data.normalization
+    full = data.scores[data.scores["mode"] == "full"] if not data.scores.empty else data.scores
+    if full.empty or norm is None:
+        raise CurateError("queue 'wrong' needs full-mode scores; score or import some first")
+    preds = predictions(scorer_labels(full), norm)
+    preds["correct"] = preds["pred"].to_numpy() == preds["item_id"].map(
+        {i: it["gold"] for i, it in data.by_id.items()}).to_numpy()
+    accuracy = preds.groupby("model")["correct"].mean().sort_values(ascending=False, kind="stable")
+    return list(accuracy.index[:k]), preds
+
+
+def wrong(data: ReviewData, k: int) -> list[str]:
+    models, preds = strongest(data, k)
+    strong = preds[preds["model"].isin(models)]
+    counts = strong.groupby("item_id").agg(n=("correct", "size"), right=("correct", "sum"))
+    all_wrong = set(counts.index[(counts["n"] == len(models)) & (counts["right"] == 0)])
+    return [it["item_id"] for it in data.items if it["item_id"] in all_wrong]
+
+
+def sample(data: ReviewData, n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(data.items), size=min(n, len(data.items)), replace=False)
+    return [data.items[i]["item_id"] for i in picks]
+
+
+def id_list(data: ReviewData, path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    out, seen = [], set()
+    for n, line in enumerate(lines, start=1):
+        item_id = line.split("#", 1)[0].strip()
+        if not item_id:
+            continue
+        if item_id not in data.by_id:
+            raise InputError(f"{item_id!r} is not an item of this workspace", path=str(path), row=n, field="item_id")
+        if item_id not in seen:
+            out.append(item_id)
+            seen.add(item_id)
+    return out
+
+
+def available(data: ReviewData, annotations: pd.DataFrame) -> list[dict]:
+    """The queues this workspace can fill, with their sizes (for the app's queue list)."""
+    out = [{"name": "all", "items": len(data.items), "about": "every item"}]
+    if data.decisions:
+        out.append({"name": "removed", "items": len(removed(data, None)), "about": "removed by a filter decision"})
+        for d in data.decisions:
+            for s in d.stages:
+                out.append({"name": f"removed:{s['stage']}", "items": int(s["removed_here"]),
+                            "about": s.get("description") or s["stage"]})
+    out.append({"name": "disagree", "items": len(disagree(data, annotations)), "about": "LLM annotators disagree"})
+    if data.normalization is not None and (data.scores["mode"] == "full").any():
+        models, _ = strongest(data, DEFAULT_STRONG)
+        out.append({"name": "wrong", "items": len(wrong(data, DEFAULT_STRONG)),
+                    "about": f"wrong in full mode for all of {', '.join(models)}"})
+    out.append({"name": "sample", "items": min(DEFAULT_SAMPLE, len(data.items)),
+                "about": "random sample (seed 0) for calibration"})
+    return out

@@ -1,0 +1,275 @@
+"""`curate review`: a local web app for reviewing items one at a time (standard library only).
+
+Security, by construction and checked on every request:
+
+- it listens on 127.0.0.1 only and answers only loopback clients;
+- the Host header must name 127.0.0.1 or localhost with the server's port, so a page on another
+  site whose name was rebound to 127.0.0.1 (DNS rebinding) gets nothing;
+- every /api/ request must carry the per-process token of the page (``X-Review-Token``) and
+  state-changing requests must also come from the app's own origin with a JSON body, so another
+  site cannot read verdicts nor forge one (CSRF);
+- no path in a URL is ever mapped to a file: the app serves three files from this package, named
+  in ``STATIC``, and JSON built from the workspace, so no request reaches a file anywhere else;
+- pages load no script, style or font from elsewhere (Content-Security-Policy 'self'), so the app
+  works offline.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import sys
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from annotate.store import LABELS, VersionConflict, open_annotations, read_annotations
+from curate.errors import CurateError
+from curate.review import queues
+from curate.review.data import ReviewData
+from curate.review.sections import ItemContext, item_sections, sections_html
+from curate.review.verdicts import LABEL_TEXT, annotator_name, reviewer_verdicts, save_verdict
+
+HOST = "127.0.0.1"
+STATIC_DIR = Path(__file__).parent / "static"
+STATIC = {"/static/review.js": ("review.js", "text/javascript; charset=utf-8"),
+          "/static/review.css": ("review.css", "text/css; charset=utf-8")}
+MAX_BODY = 64 * 1024
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: HTTPStatus, message: str, **extra):
+        super().__init__(message)
+        self.status, self.extra = status, extra
+
+
+class ReviewApp:
+    """The app's state and its JSON API, independent of HTTP (the handler below only checks and
+    routes requests)."""
+
+    def __init__(self, data: ReviewData, *, reviewer: str | None = None, queue: str = "all"):
+        self.data, self.queue = data, queue
+        self.reviewer = annotator_name(reviewer)[len("human:"):] if reviewer else None
+        self.token = secrets.token_urlsafe(32)
+        self._queues: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        self.queue_items(queue)  # a bad --queue fails at start, not in the browser
+
+    # --- queues ----------------------------------------------------------------------------
+
+    def queue_items(self, spec: str) -> list[str]:
+        """Queue ids, resolved once per spec. An ``ids:FILE`` queue only as given at start: the
+        browser never names files."""
+        if spec.startswith("ids:") and spec != self.queue:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "item-id list queues are chosen on the command line (--queue ids:FILE)")
+        with self._lock:
+            if spec not in self._queues:
+                with open_annotations(self.data.root) as ws:
+                    records = read_annotations(ws) if spec.startswith("disagree") else None
+                self._queues[spec] = queues.resolve(self.data, spec, records)
+            return self._queues[spec]
+
+    def queue_list(self) -> list[dict]:
+        with open_annotations(self.data.root) as ws:
+            listed = queues.available(self.data, read_annotations(ws))
+        if self.queue not in [q["name"] for q in listed]:
+            listed.insert(0, {"name": self.queue, "items": len(self.queue_items(self.queue)), "about": "from --queue"})
+        return listed
+
+    def progress(self, ids: list[str], verdicts: dict) -> dict:
+        return {"total": len(ids), "round1": sum(1 in verdicts.get(i, {}) for i in ids),
+                "round2": sum(2 in verdicts.get(i, {}) for i in ids),
+                "either": sum(bool(verdicts.get(i)) for i in ids)}
+
+    # --- API -------------------------------------------------------------------------------
+
+    def config(self) -> dict:
+        return {"reviewer": self.reviewer, "queue": self.queue, "queues": self.queue_list(),
+                "labels": [[label, LABEL_TEXT[label]] for label in LABELS],
+                "workspace": self.data.root.name, "items": len(self.data.items)}
+
+    def queue_state(self, spec: str, reviewer: str) -> dict:
+        ids = self.queue_items(spec)
+        with open_annotations(self.data.root) as ws:
+            verdicts = reviewer_verdicts(ws, reviewer)
+        return {"name": spec, "items": ids, "answered": {i: sorted(verdicts[i]) for i in ids if i in verdicts},
+                "progress": self.progress(ids, verdicts)}
+
+    def item(self, item_id: str, reviewer: str) -> dict:
+        item = self.data.by_id.get(item_id)
+        if item is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, f"no item {item_id!r} in this workspace")
+        with open_annotations(self.data.root) as ws:
+            records = self.data.annotations_of(ws, item_id)
+            mine = reviewer_verdicts(ws, reviewer).get(item_id, {})
+        html = sections_html(item_sections(ItemContext(self.data, item, records)))
+        return {"item_id": item_id, "row_index": item["row_index"], "source": item["source"],
+                "options": item["options"], "gold": item["gold"], "sections": html,
+                "verdicts": {str(r): v for r, v in mine.items()}}
+
+    def save(self, body: dict) -> dict:
+        try:
+            reviewer, item_id, round_ = body["reviewer"], body["item_id"], body["round"]
+            result, note, version = body["result"], body.get("note", ""), body.get("version")
+        except (KeyError, TypeError):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "a verdict needs reviewer, item_id, round and result") from None
+        item = self.data.by_id.get(item_id)
+        if item is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, f"no item {item_id!r} in this workspace")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "version must be a whole number")
+        with open_annotations(self.data.root) as ws:
+            try:
+                new = save_verdict(ws, item, round_, reviewer, result, note=note, expected_version=version)
+            except VersionConflict as exc:
+                raise ApiError(HTTPStatus.CONFLICT, str(exc), current=exc.current) from None
+        return {"item_id": item_id, "round": round_, "version": new}
+
+
+def page(app: ReviewApp) -> bytes:
+    """The app's one HTML page; the token travels in a meta tag (no inline script: the CSP
+    forbids it)."""
+    text = (STATIC_DIR / "review.html").read_text(encoding="utf-8")
+    return text.replace("{{TOKEN}}", app.token).encode("utf-8")
+
+
+class Handler(BaseHTTPRequestHandler):
+    app: ReviewApp           # set on the subclass made by ``make_server``
+    port: int
+    server_version = "curate-review"
+    sys_version = ""
+
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        pass  # quiet: the terminal shows the URL, not one line per request
+
+    # --- checks ----------------------------------------------------------------------------
+
+    def _refuse(self) -> str | None:
+        """Why this request is refused (None: it may proceed)."""
+        if self.client_address[0] not in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):
+            return "only this computer may connect"
+        if self.headers.get("Host", "") not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
+            return "unexpected Host header"
+        return None
+
+    def _api_allowed(self, state_changing: bool) -> str | None:
+        token = self.headers.get("X-Review-Token", "")
+        if not hmac.compare_digest(token.encode(), self.app.token.encode()):
+            return "missing or wrong review token (reload the page)"
+        if state_changing:
+            origin = self.headers.get("Origin")
+            if origin is not None and origin not in (f"http://127.0.0.1:{self.port}", f"http://localhost:{self.port}"):
+                return "cross-origin request"
+            if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+                return "a JSON body is required"
+        return None
+
+    # --- responses -------------------------------------------------------------------------
+
+    def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in HEADERS.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, status: HTTPStatus, value) -> None:
+        self._send(status, json.dumps(value, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8")
+
+    def _error(self, status: HTTPStatus, message: str, **extra) -> None:
+        self._json(status, {"error": message, **extra})
+
+    # --- routing ---------------------------------------------------------------------------
+
+    def do_GET(self):  # noqa: N802 (the base class's naming)
+        self._route(False)
+
+    def do_HEAD(self):  # noqa: N802
+        self._route(False)
+
+    def do_POST(self):  # noqa: N802
+        self._route(True)
+
+    def _route(self, post: bool) -> None:
+        refused = self._refuse()
+        if refused:
+            return self._error(HTTPStatus.FORBIDDEN, refused)
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        path = url.path
+        try:
+            if not post and path in ("/", "/index.html"):
+                return self._send(HTTPStatus.OK, page(self.app), "text/html; charset=utf-8")
+            if not post and path in STATIC:
+                name, kind = STATIC[path]
+                return self._send(HTTPStatus.OK, (STATIC_DIR / name).read_bytes(), kind)
+            if not path.startswith("/api/"):
+                return self._error(HTTPStatus.NOT_FOUND, "not found")
+            denied = self._api_allowed(post)
+            if denied:
+                return self._error(HTTPStatus.FORBIDDEN, denied)
+            if post:
+                return self._json(HTTPStatus.OK, self._post(path))
+            return self._json(HTTPStatus.OK, self._get(path, query))
+        except ApiError as exc:
+            return self._error(exc.status, str(exc), **exc.extra)
+        except CurateError as exc:
+            return self._error(HTTPStatus.BAD_REQUEST, str(exc))
+
+    def _reviewer(self, query: dict) -> str:
+        name = query.get("reviewer") or self.app.reviewer
+        if not name:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "no reviewer: open the page with ?reviewer=NAME")
+        return annotator_name(name)[len("human:"):]
+
+    def _get(self, path: str, query: dict):
+        if path == "/api/config":
+            return self.app.config()
+        if path == "/api/queue":
+            return self.app.queue_state(query.get("name") or self.app.queue, self._reviewer(query))
+        if path == "/api/item":
+            return self.app.item(query.get("id", ""), self._reviewer(query))
+        raise ApiError(HTTPStatus.NOT_FOUND, "not found")
+
+    def _post(self, path: str):
+        if path != "/api/verdict":
+            raise ApiError(HTTPStatus.NOT_FOUND, "not found")
+        length = int(self.headers.get("Content-Length") or 0)
+        if length <= 0 or length > MAX_BODY:
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"body must be 1..{MAX_BODY} bytes")
+        try:
+            body = json.loads(self.rfile.read(length))
+        except ValueError:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "body is not JSON") from None
+        if not isinstance(body, dict):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "body must be a JSON object")
+        return self.app.save(body)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the browser went away mid-reply (a closed tab): nothing to report
+        super().handle_error(request, client_address)
+
+
+def make_server(app: ReviewApp, port: int = 8000) -> ThreadingHTTPServer:
+    """A server bound to 127.0.0.1:``port`` (0: any free port); call ``serve_forever``."""
+    handler = type("ReviewHandler", (Handler,), {"app": app, "port": port})
+    server = Server((HOST, port), handler)
+    handler.port = server.server_address[1]
+    return server

@@ -1,0 +1,116 @@
+"""Text data files as their authors wrote them: encoding, CSV delimiter, cells kept as text.
+
+- Encoding: the one given, else UTF-8 (a byte-order mark is dropped), else, for a file with no
+  UTF-8 multi-byte character at all (an 8-bit legacy file such as cp1252), charset-normalizer's
+  best reading among the common legacy encodings. A file that is UTF-8 but for a few bytes is refused with the line at fault rather
+  than guessed at, since any guess would garble its UTF-8 characters.
+- CSV delimiter: the one given, else the one candidate (, ; tab |) that splits every sampled
+  record, header included, into the same number of fields (more than one). A header rarely
+  holds a comma, so a semicolon file whose cells hold commas (list literals, prose) is still
+  read as semicolon-separated; when no single candidate fits, the error asks for --delimiter.
+- CSV cells are read as text, never converted: "2.50", "007" and "1e3" stay as written.
+"""
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import io
+import lzma
+import re
+from pathlib import Path
+
+from curate.errors import InputError
+
+DELIMITERS = (",", ";", "\t", "|")
+#: The 8-bit and East Asian legacy encodings a file may be in, most common first.
+LEGACY = ("cp1252", "latin_1", "iso8859_15", "cp1250", "cp1251", "cp1253", "cp1254", "cp1255", "cp1256", "cp1257",
+          "cp1258", "mac_roman", "koi8_r", "cp437", "cp850", "shift_jis", "cp932", "gb18030", "big5", "euc_kr",
+          "euc_jp")
+SAMPLE_RECORDS = 200
+_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, decompressed by its suffix (.gz, .bz2, .xz, .zst)."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.decompress(path.read_bytes())
+    if name.endswith(".bz2"):
+        return bz2.decompress(path.read_bytes())
+    if name.endswith(".xz"):
+        return lzma.decompress(path.read_bytes())
+    if name.endswith(".zst"):
+        import zstandard
+        with zstandard.ZstdDecompressor().stream_reader(path.open("rb")) as fh:
+            return fh.read()
+    return path.read_bytes()
+
+
+def decode(raw: bytes, where: str, encoding: str | None = None) -> tuple[str, str]:
+    """(text, encoding used) of ``raw``; an InputError naming ``where`` and the line at fault."""
+    if encoding:
+        try:
+            return raw.decode(encoding), encoding
+        except LookupError:
+            raise InputError(f"unknown encoding {encoding!r}", path=where, field="encoding") from None
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise InputError(f"line {line} is not valid {encoding} (byte {exc.start})", path=where) from None
+    try:
+        return raw.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        if _UTF8_MULTIBYTE.search(raw):
+            raise InputError(f"line {line} is not valid UTF-8 (byte {exc.start}), though the rest of the file is; "
+                             "fix the file or name its encoding with --encoding", path=where) from None
+    from charset_normalizer import from_bytes
+
+    # charset-normalizer ranks encodings by how garbled and how coherent the text reads; among
+    # equally good readings the more common legacy encoding wins (cp1252 before cp1250 or cp775).
+    matches = list(from_bytes(raw, cp_isolation=list(LEGACY)))
+    if not matches:
+        raise InputError("could not tell the file's encoding; name it with --encoding", path=where)
+    rank = {name: i for i, name in enumerate(LEGACY)}
+    best = min(matches, key=lambda m: (round(m.chaos, 3), -round(m.coherence, 3), rank.get(m.encoding, len(rank))))
+    return str(best), best.encoding
+
+
+def sniff_delimiter(text: str, where: str) -> str:
+    """The one delimiter that splits every sampled record (header included) into the same
+    number of fields; an InputError asking for --delimiter when none or several do."""
+    fitting = {}
+    for d in DELIMITERS:
+        widths = {len(record) for _, record in zip(range(SAMPLE_RECORDS), csv.reader(io.StringIO(text), delimiter=d))
+                  if record}
+        if len(widths) == 1 and min(widths) > 1:
+            fitting[d] = widths.pop()
+    if len(fitting) == 1:
+        return next(iter(fitting))
+    shown = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+    if not fitting:
+        raise InputError("could not tell the CSV delimiter: none of comma, semicolon, tab or pipe splits every "
+                         "row into the same number of fields; name it with --delimiter", path=where)
+    raise InputError(f"could not tell the CSV delimiter: {' and '.join(shown[d] for d in fitting)} both split "
+                     "every row evenly; name it with --delimiter", path=where)
+
+
+def read_csv(path: Path, *, delimiter: str | None = None, encoding: str | None = None) -> tuple[list[dict], dict]:
+    """The rows of a CSV file as dicts of text, and what was used to read it
+    (``{"encoding", "delimiter"}``)."""
+    import pandas as pd
+
+    where = str(path)
+    text, used = decode(read_bytes(path), where, encoding)
+    delimiter = delimiter or sniff_delimiter(text, where)
+    try:
+        frame = pd.read_csv(io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False, na_filter=False)
+    except (pd.errors.ParserError, ValueError) as exc:
+        message = str(exc).strip().splitlines()[-1]
+        raise InputError(f"not readable as CSV with delimiter {delimiter!r}: {message}; name another with "
+                         "--delimiter", path=where) from None
+    unnamed = [c for c in frame.columns if str(c).startswith("Unnamed: ")]
+    if unnamed:
+        column = frame.columns.get_loc(unnamed[0]) + 1
+        raise InputError(f"the header has {len(unnamed)} empty column name(s) (first: column {column})", path=where)
+    return frame.to_dict("records"), {"encoding": used, "delimiter": delimiter}

@@ -1,0 +1,335 @@
+"""Generating answers for a workspace: what is still to do, asked in batches, stored as it comes.
+
+One unit is one (item, mode, seed). Its request key hashes everything that decides the reply:
+the item's content, mode, seed, model label and identity (weights, tokenizer, chat template and
+dtype for a local model; the model name for Claude), template name and hash, and the decoding
+settings. A unit whose key is stored is never asked again, so a second identical run does
+nothing and an interrupted one (even ``kill -9``) resumes: local batches commit one by one, and
+each Claude reply is written with its ledger rows in one transaction as soon as it is read.
+
+Backends: a local causal LM (``generate.local``, batched) and ``anthropic:MODEL``
+(``generate.claude``, bounded concurrency, ``max_cost`` reserved per request before sending).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from tqdm import tqdm
+
+from curate.errors import CurateError
+from curate.items import MODES, canonical_json, sha256_text
+from curate.store import now
+from generate.parse import Parsed, parse_reply
+from generate.prompts import DEFAULT_TEMPLATE, load_template, render, shown_options, shuffle_order
+from generate.store import (add_ledger, add_run, done_keys, ledger_totals, open_generations, settings_label,
+                            write_generations)
+
+
+@dataclass
+class Unit:
+    item: dict
+    mode: str
+    seed: int
+    order: list[int]
+    key: str
+    instructions: str
+    user: str
+
+    @property
+    def options(self) -> list[str]:
+        """The option texts as displayed."""
+        return shown_options(self.item["options"], self.order)
+
+    @property
+    def sample_seed(self) -> int:
+        """The seed of this unit's own sampling generator (used when temperature > 0): the item
+        content and the seed only, so every mode and template draws the same random numbers for
+        the same (item, seed) and their comparisons stay paired."""
+        text = f"{self.item['content_hash']}|{self.seed}"
+        return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+
+
+def parse_model(spec: str) -> tuple[str, str]:
+    """('anthropic', MODEL) for anthropic:MODEL, else ('local', spec)."""
+    if spec.startswith("anthropic:"):
+        model = spec.split(":", 1)[1]
+        if not model:
+            raise CurateError(f"model {spec!r}: expected anthropic:MODEL")
+        return "anthropic", model
+    return "local", spec
+
+
+def request_key(unit_item: dict, mode: str, seed: int, scope: dict) -> str:
+    return sha256_text(canonical_json({"content_hash": unit_item["content_hash"], "mode": mode, "seed": seed,
+                                       **scope}))
+
+
+def plan(items: list[dict], modes: list[str], seeds: list[int], template, scope: dict) -> list[Unit]:
+    units = []
+    for item in items:
+        for mode in modes:
+            for seed in seeds:
+                order = shuffle_order(item["content_hash"], seed, len(item["options"]))
+                instructions, user = render(template, item["prompts"][mode], item["options"], order)
+                units.append(Unit(item, mode, seed, order, request_key(item, mode, seed, scope), instructions, user))
+    return units
+
+
+def record(unit: Unit, *, label: str, template: str, settings: str, run_id: str, parsed: Parsed, raw: str,
+           new_tokens: int | None, finish: str | None, replies: list[str]) -> dict:
+    pred = unit.order[parsed.shown - 1] if parsed.shown is not None else None
+    return {"model": label, "template": template, "settings": settings, "mode": unit.mode, "seed": unit.seed,
+            "item_id": unit.item["item_id"], "order": unit.order, "raw": raw, "status": parsed.status,
+            "method": parsed.method, "detail": parsed.detail, "shown": parsed.shown, "pred": pred,
+            "new_tokens": new_tokens, "finish": finish, "attempts": len(replies), "replies": replies,
+            "request_key": unit.key, "content_hash": unit.item["content_hash"], "run_id": run_id}
+
+
+def versions(backend: str) -> dict:
+    import curate
+    out = {"benchcurate": curate.__version__, "python": platform.python_version()}
+    if backend == "local":
+        from scoring.run import versions as scoring_versions
+        out.update(scoring_versions())
+    else:
+        import anthropic
+        out["anthropic"] = anthropic.__version__
+    return out
+
+
+def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int], *,
+                       template: str = DEFAULT_TEMPLATE, temperature: float | None = None, top_p: float | None = None,
+                       max_new_tokens: int = 8, limit: int | None = None, label: str | None = None,
+                       batch_size: int = 64, dtype: str = "float32", device: str = "cpu", show_progress: bool = True,
+                       concurrency: int = 4, max_cost: float | None = None, retries: int = 6, backoff: float = 1.0,
+                       parse_retries: int = 0, timeout: float = 60.0, key_header: str | None = None) -> dict:
+    """Ask ``model`` (a local model, or anthropic:MODEL) for every (item, mode, seed) of ``root``
+    (the first ``limit`` items) not yet stored under these settings; ``seeds`` is a count (seeds
+    0..N-1) or a list. ``temperature`` / ``top_p`` default to greedy decoding for a local model;
+    Claude takes neither (see ``generate.claude``). Returns a summary: units, computed, cached,
+    status counts, failed (Claude errors that outlasted the retries; still pending), remaining,
+    stopped, cost, seconds."""
+    backend, name = parse_model(model)
+    seeds = list(range(seeds)) if isinstance(seeds, int) else sorted(set(seeds))
+    if backend == "anthropic" and (temperature is not None or top_p is not None):
+        raise CurateError("anthropic: the Messages API version the anthropic SDK sends (2026-10-21) accepts no "
+                          "temperature or top-p; leave them out (Claude samples with its own defaults)")
+    if backend == "local":
+        temperature = 0.0 if temperature is None else temperature
+        top_p = 1.0 if top_p is None else top_p
+    _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurrency, parse_retries)
+    tpl = load_template(template)
+    label = label or model
+    settings = settings_label(temperature, top_p, max_new_tokens)
+    start = time.perf_counter()
+    ws = open_generations(root)  # a bad workspace fails before the model loads
+    try:
+        items = ws.items()[:limit] if limit else ws.items()
+        if backend == "local":
+            from generate.local import LocalGenerator
+            engine = LocalGenerator(name, dtype=dtype, device=device)
+            identity = engine.identity
+        else:
+            from annotate import claude, prices
+            prices.price(name)  # unknown model: fail before anything is asked
+            claude.api_key()
+            identity = {"model": name, "parse_retries": parse_retries}
+        scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
+                 "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
+                 "max_new_tokens": max_new_tokens}
+        units = plan(items, modes, seeds, tpl, scope)
+        done = done_keys(ws, label, tpl.name, settings)
+        todo = [u for u in units if u.key not in done]
+        run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
+        info = {"model": model, "backend": backend, "identity": identity, "template": tpl.name,
+                "template_hash": tpl.hash, "settings": {"temperature": temperature, "top_p": top_p,
+                                                        "max_new_tokens": max_new_tokens},
+                "seeds": seeds, "modes": list(modes), "limit": limit, "versions": versions(backend)}
+        if backend == "local":
+            info.update(prompt_format="chat-template" if engine.chat else "plain", device=device,
+                        batch_size=batch_size, sampling="greedy" if temperature == 0 else "per-row generators")
+        else:
+            from annotate.claude import redact
+            info.update(prompt_format="messages-api", concurrency=concurrency, max_cost=max_cost,
+                        base_url=redact(os.environ.get("ANTHROPIC_BASE_URL") or "") or None)
+        with ws.transaction():
+            add_run(ws, run_id=run_id, model=label, backend=backend, template=tpl.name, settings=settings, info=info)
+        job = Job(ws, run_id, label, tpl.name, settings)
+        job.bar = tqdm(total=len(todo), unit="answer", desc=f"generate {label}", disable=not show_progress,
+                       dynamic_ncols=True)
+        loop_start = time.perf_counter()
+        try:
+            if backend == "local":
+                run_local(job, todo, engine, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                          batch_size=batch_size)
+            else:
+                run_claude(job, todo, name, max_new_tokens=max_new_tokens,
+                           concurrency=concurrency, max_cost=max_cost, retries=retries, backoff=backoff,
+                           parse_retries=parse_retries, timeout=timeout, key_header=key_header)
+        finally:
+            job.bar.close()
+        loop_seconds = time.perf_counter() - loop_start
+        stored = done_keys(ws, label, tpl.name, settings)
+        computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
+        return {"run_id": run_id, "model": label, "backend": backend, "template": tpl.name, "settings": settings,
+                "items": len(items), "modes": list(modes), "seeds": seeds, "units": len(units),
+                "cached": len(units) - len(todo), "computed": computed,
+                **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
+                "remaining": sum(1 for u in units if u.key not in stored), "stopped": job.stopped,
+                "last_error": job.last_error, "cost": ledger_totals(ws, run_id),
+                "seconds": round(time.perf_counter() - start, 3), "generate_seconds": round(loop_seconds, 3),
+                "answers_per_second": round(computed / loop_seconds, 3) if computed and loop_seconds else None}
+    finally:
+        ws.close()
+
+
+def _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurrency, parse_retries) -> None:
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
+    if not seeds or min(seeds) < 0:
+        raise CurateError("seeds: give a positive count (seeds 0..N-1) or non-negative seeds")
+    if temperature is not None and (temperature < 0 or not 0 < top_p <= 1):
+        raise CurateError(f"temperature must be >= 0 and top-p in (0, 1], not {temperature} and {top_p}")
+    if temperature == 0 and top_p != 1:
+        raise CurateError("--top-p applies only when sampling (--temperature > 0); temperature 0 is greedy decoding")
+    for name, value in (("max-new-tokens", max_new_tokens), ("batch-size", batch_size), ("concurrency", concurrency)):
+        if value < 1:
+            raise CurateError(f"--{name} must be at least 1")
+    if parse_retries < 0:
+        raise CurateError("--parse-retries must be >= 0")
+
+
+@dataclass
+class Job:
+    """Where one run writes, and its counts for the progress bar and the summary."""
+    ws: object
+    run_id: str
+    label: str
+    template: str
+    settings: str
+    bar: tqdm | None = None
+    stopped: str | None = None
+    last_error: str | None = None
+    spent: float = 0.0
+
+    def __post_init__(self):
+        self.counts: Counter = Counter()
+
+    def record(self, unit: Unit, parsed: Parsed, **kw) -> dict:
+        return record(unit, label=self.label, template=self.template, settings=self.settings, run_id=self.run_id,
+                      parsed=parsed, **kw)
+
+    def fail(self, message: str) -> None:
+        self.last_error = message
+        self.counts["failed"] += 1
+        self.show(1)
+
+    def saved(self, records: list[dict]) -> None:
+        self.counts.update(r["status"] for r in records)
+        self.show(len(records))
+
+    def show(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(done)
+            self.bar.set_postfix(strict=self.counts["strict"], lenient=self.counts["lenient"],
+                                 unparsed=self.counts["unparsed"], failed=self.counts["failed"],
+                                 **({"usd": f"{self.spent:.4f}"} if self.spent else {}), refresh=False)
+
+
+# --- local: length-sorted batches, one transaction per batch ---------------------------------
+
+def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: float, max_new_tokens: int,
+              batch_size: int) -> None:
+    from scoring.run import max_length
+
+    if not todo:
+        return
+    encoded = engine.encode([engine.prompt(load_template(job.template), u.instructions, u.user) for u in todo])
+    room = max_length(engine.model, engine.tokenizer) - max_new_tokens
+    too_long = [i for i, ids in enumerate(encoded) if len(ids) > room]
+    if too_long:
+        u = todo[too_long[0]]
+        raise CurateError(f"item {u.item['item_id']} ({u.mode} mode): the prompt has {len(encoded[too_long[0]])} "
+                          f"tokens, more than the model's {room + max_new_tokens} minus --max-new-tokens")
+    prefix = engine.shared_prefix(encoded)
+    ordered = sorted(range(len(todo)), key=lambda i: (-len(encoded[i]), i))  # longest first: ETA errs long
+    for start in range(0, len(ordered), batch_size):
+        rows = ordered[start:start + batch_size]
+        outs = engine.generate([encoded[i] for i in rows], temperature=temperature, top_p=top_p,
+                               max_new_tokens=max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows],
+                               prefix=prefix)
+        records = [job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text,
+                              new_tokens=out.new_tokens, finish=out.finish, replies=[out.text])
+                   for i, out in zip(rows, outs)]
+        with job.ws.transaction():
+            write_generations(job.ws, records)
+        job.saved(records)
+
+
+# --- anthropic: one request per unit, bounded concurrency, spend reserved before sending ----------
+
+def run_claude(job: Job, todo: list[Unit], model: str, *, max_new_tokens: int,
+               concurrency: int, max_cost, retries: int, backoff: float, parse_retries: int, timeout: float,
+               key_header) -> None:
+    from annotate import claude as api
+    from generate import claude
+
+    client = api.make_client(timeout=timeout, key_header=key_header)
+    counters = api.Counters()
+    queue = iter(todo)
+    inflight: dict = {}     # future -> (unit, reserved USD)
+
+    def refill(pool) -> None:
+        while len(inflight) < concurrency and job.stopped is None:
+            unit = next(queue, None)
+            if unit is None:
+                return
+            params = claude.request_params(model, unit.instructions, unit.user, max_new_tokens=max_new_tokens)
+            worst = claude.worst_case_usd(params, len(unit.order), parse_retries)
+            if max_cost is not None and job.spent + sum(r for _, r in inflight.values()) + worst > max_cost:
+                job.stopped = f"--max-cost {max_cost} USD reached (spent {job.spent:.4f} USD); re-run to continue"
+                return
+            future = pool.submit(claude.ask, client, params, unit.options, parse_retries=parse_retries,
+                                 retries=retries, backoff=backoff, counters=counters)
+            inflight[future] = (unit, worst)
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        refill(pool)
+        while inflight:
+            finished, _ = wait(inflight, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in finished:
+                unit, _ = inflight.pop(future)
+                try:
+                    parsed, attempts = future.result()
+                except api.Stop as exc:
+                    job.stopped = job.stopped or str(exc)
+                    continue
+                except api.GaveUp as exc:
+                    job.fail(str(exc))
+                    continue
+                last = attempts[-1]
+                rec = job.record(unit, parsed, raw=last["text"], new_tokens=last["usage"]["output_tokens"],
+                                 finish=last["stop_reason"], replies=[a["text"] for a in attempts])
+                with job.ws.transaction():
+                    write_generations(job.ws, [rec])
+                    for n, a in enumerate(attempts, start=1):
+                        add_ledger(job.ws, run_id=job.run_id, item_id=unit.item["item_id"], request_key=unit.key,
+                                   attempt=n, model_snapshot=a["model"], usage=a["usage"], usd=a["usd"])
+                job.spent += sum(a["usd"] for a in attempts)
+                job.saved([rec])
+            refill(pool)
+
+
+def summary_line(s: dict) -> str:
+    parts = ", ".join(f"{k} {s[k]}" for k in ("strict", "lenient", "unparsed", "failed"))
+    return (f"{s['run_id']}: {s['model']} [{s['template']}, {s['settings']}] {s['computed']} answers generated "
+            f"({parts}), {s['cached']} cached, remaining {s['remaining']}")
+

@@ -1,0 +1,184 @@
+"""Generations in the workspace: one record per (model, template, settings, mode, seed, item).
+
+A record keeps the reply exactly as generated (``raw``; ``replies_json`` holds every reply when
+the model was asked again), the order the options were shown in, the parse status and, when the
+reply could be read, the displayed position chosen and the original option it maps back to.
+``request_key`` is a hash of everything that decides the reply (see ``generate.run``); a record
+whose key matches is never asked again. Runs record their settings and versions; Claude replies
+also enter ``generation_ledger`` (the annotation ledger's columns, priced by ``annotate.prices``).
+
+``read_generations`` is the public read: analyses, filters, exports and the review app use it.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from annotate.store import LEDGER_TOKENS
+from curate.store import Workspace, now
+
+STATUSES = ("strict", "lenient", "unparsed")
+
+MIGRATIONS = [
+    ("generations-001-tables", """
+        CREATE TABLE generation_runs (
+            run_id     TEXT PRIMARY KEY,
+            model      TEXT NOT NULL,
+            backend    TEXT NOT NULL,       -- 'local' or 'anthropic'
+            template   TEXT NOT NULL,
+            settings   TEXT NOT NULL,
+            info_json  TEXT NOT NULL,       -- settings, template hash, model identity, versions; never secrets
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE generations (
+            model          TEXT NOT NULL,
+            template       TEXT NOT NULL,
+            settings       TEXT NOT NULL,   -- 't=TEMPERATURE,p=TOP_P,n=MAX_NEW_TOKENS'
+            mode           TEXT NOT NULL,
+            seed           INTEGER NOT NULL,
+            item_id        TEXT NOT NULL REFERENCES items(item_id),
+            order_json     TEXT NOT NULL,   -- displayed position (0-based) -> original option index
+            raw            TEXT NOT NULL,   -- the (last) reply exactly as generated
+            status         TEXT NOT NULL CHECK (status IN ('strict', 'lenient', 'unparsed')),
+            method         TEXT,            -- number | number-in-text | option-text
+            detail         TEXT,            -- match score, or why the reply could not be read
+            shown          INTEGER,         -- chosen displayed position, 1-based (NULL when unparsed)
+            pred           INTEGER,         -- chosen original option index (NULL when unparsed)
+            new_tokens     INTEGER,         -- tokens generated (output tokens for Claude)
+            finish         TEXT,            -- eos | length (local); the API's stop_reason (Claude)
+            attempts       INTEGER NOT NULL,
+            replies_json   TEXT,            -- every reply when asked more than once
+            request_key    TEXT NOT NULL UNIQUE,
+            content_hash   TEXT NOT NULL,
+            run_id         TEXT NOT NULL REFERENCES generation_runs(run_id),
+            created_at     TEXT NOT NULL,
+            PRIMARY KEY (model, template, settings, mode, seed, item_id)
+        );
+        CREATE INDEX generations_run ON generations(run_id);
+        CREATE TABLE generation_ledger (
+            run_id             TEXT NOT NULL REFERENCES generation_runs(run_id),
+            item_id            TEXT NOT NULL,
+            request_key        TEXT NOT NULL,
+            attempt            INTEGER NOT NULL,
+            model_snapshot     TEXT,
+            input_tokens       INTEGER NOT NULL,
+            output_tokens      INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,
+            cache_read_tokens  INTEGER NOT NULL,
+            usd                REAL NOT NULL,
+            created_at         TEXT NOT NULL
+        );
+        CREATE INDEX generation_ledger_run ON generation_ledger(run_id);
+    """),
+]
+
+RECORD_COLUMNS = ("model", "template", "settings", "mode", "seed", "item_id", "order_json", "raw", "status",
+                  "method", "detail", "shown", "pred", "new_tokens", "finish", "attempts", "replies_json",
+                  "request_key", "content_hash", "run_id")
+
+
+def open_generations(root) -> Workspace:
+    ws = Workspace.open(root)
+    ws.migrate(MIGRATIONS)
+    return ws
+
+
+def settings_label(temperature: float | None, top_p: float | None, max_new_tokens: int) -> str:
+    """The one text that names decoding settings in records, reports and rules; None (Claude,
+    whose API takes no sampling settings) reads 'default'."""
+    def text(v):
+        return "default" if v is None else f"{v:g}"
+    return f"t={text(temperature)},p={text(top_p)},n={max_new_tokens}"
+
+
+def add_run(ws: Workspace, *, run_id: str, model: str, backend: str, template: str, settings: str,
+            info: dict) -> None:
+    ws.conn.execute("INSERT OR IGNORE INTO generation_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, model, backend, template, settings, json.dumps(info, sort_keys=True), now()))
+
+
+def write_generations(ws: Workspace, records: list[dict]) -> None:
+    """Insert or replace records (dicts with RECORD_COLUMNS; ``order`` and ``replies`` as lists);
+    call inside a transaction."""
+    stamp = now()
+    rows = []
+    for r in records:
+        r = {**r, "order_json": json.dumps(r["order"]),
+             "replies_json": json.dumps(r["replies"], ensure_ascii=False) if len(r.get("replies") or ()) > 1 else None}
+        rows.append([r.get(c) for c in RECORD_COLUMNS] + [stamp])
+    ws.conn.executemany(f"INSERT OR REPLACE INTO generations ({', '.join(RECORD_COLUMNS)}, created_at) "
+                        f"VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})", rows)
+
+
+def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, attempt: int,
+               model_snapshot: str | None, usage: dict, usd: float) -> None:
+    """Append what one reply cost (inside the transaction that writes its record)."""
+    ws.conn.execute("INSERT INTO generation_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, item_id, request_key, attempt, model_snapshot,
+                     *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
+
+
+def ledger_totals(ws: Workspace, run_id: str) -> dict:
+    row = ws.conn.execute(
+        "SELECT count(*), " + ", ".join(f"coalesce(sum({k}), 0)" for k in LEDGER_TOKENS)
+        + ", coalesce(sum(usd), 0) FROM generation_ledger WHERE run_id = ?", (run_id,)).fetchone()
+    return {"replies": row[0], **dict(zip(LEDGER_TOKENS, row[1:5])), "usd": round(row[5], 6)}
+
+
+def done_keys(ws: Workspace, model: str, template: str, settings: str) -> set[str]:
+    return {r[0] for r in ws.conn.execute(
+        "SELECT request_key FROM generations WHERE model = ? AND template = ? AND settings = ?",
+        (model, template, settings))}
+
+
+#: Columns of ``read_generations``, in order.
+COLUMNS = ("model", "template", "settings", "mode", "seed", "item_id", "row_index", "source", "n_options",
+           "order", "gold", "gold_shown", "status", "method", "detail", "shown", "pred", "correct", "raw",
+           "new_tokens", "finish", "attempts", "request_key", "content_hash", "run_id", "created_at")
+
+
+def read_generations(ws: Workspace, *, models=None, modes=None, templates=None) -> pd.DataFrame:
+    """Every generation record, one row per (model, template, settings, mode, seed, item), sorted
+    by those keys in row order. Columns (``COLUMNS``):
+
+    model, template, settings, mode, seed   what was asked and how (settings: ``settings_label``)
+    item_id, row_index, source, n_options   the item
+    order        displayed position (0-based) -> original option index
+    gold         the gold option's original index; gold_shown: its displayed position, 1-based
+    status       strict | lenient | unparsed; method: number | number-in-text | option-text
+    detail       the option-text match score, or why an unparsed reply could not be read
+    shown, pred  chosen displayed position (1-based) and original option index (<NA> if unparsed)
+    correct      pred == gold (boolean, <NA> if unparsed: an unparsed reply is neither right nor wrong)
+    raw          the reply as generated; new_tokens, finish, attempts: how it ended
+    request_key, content_hash, run_id, created_at   provenance
+    """
+    where, params = [], []
+    for col, values in (("g.model", models), ("g.mode", modes), ("g.template", templates)):
+        if values:
+            where.append(f"{col} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+    cursor = ws.conn.cursor()
+    cursor.row_factory = None
+    cursor.execute(
+        "SELECT g.model, g.template, g.settings, g.mode, g.seed, g.item_id, i.row_index, i.source, "
+        "json_array_length(g.order_json), g.order_json, json_extract(i.item_json, '$.gold'), g.status, g.method, "
+        "g.detail, g.shown, g.pred, g.raw, g.new_tokens, g.finish, g.attempts, g.request_key, g.content_hash, "
+        "g.run_id, g.created_at FROM generations g JOIN items i USING (item_id)"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY g.model, g.template, g.settings, g.mode, g.seed, i.row_index", params)
+    rows = cursor.fetchall()
+    names = ["model", "template", "settings", "mode", "seed", "item_id", "row_index", "source", "n_options",
+             "order_json", "gold", "status", "method", "detail", "shown", "pred", "raw", "new_tokens", "finish",
+             "attempts", "request_key", "content_hash", "run_id", "created_at"]
+    frame = pd.DataFrame.from_records(rows, columns=names)
+    frame["order"] = [json.loads(o) for o in frame.pop("order_json")]
+    frame["gold_shown"] = [o.index(g) + 1 for o, g in zip(frame["order"], frame["gold"])]
+    for col in ("shown", "pred"):
+        frame[col] = frame[col].astype("Int64")
+    frame["correct"] = (frame["pred"] == frame["gold"]).astype("boolean")
+    return frame[list(COLUMNS)]
+
+
+def read_runs(ws: Workspace) -> pd.DataFrame:
+    return pd.read_sql_query("SELECT * FROM generation_runs ORDER BY created_at, run_id", ws.conn)

@@ -1,0 +1,185 @@
+"""Generation with Claude through the real anthropic SDK, against llm-katan on 127.0.0.1 (echo
+backend with fault injection) and, for what llm-katan cannot produce, the local stand-in of
+tests/standin_anthropic.py.
+
+llm-katan's echo backend answers every request with a line of request metadata followed by the
+user's message, which holds all numbered options: a reply naming no single option, so every
+record it yields is 'unparsed' -- which is what the fault and --max-cost tests need (every reply
+stored and counted; re-asks happen). Replies that name an option ("3", "The answer is 3."),
+refusals and 529 overload errors are beyond llm-katan, so those tests use the stand-in.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from annotate_helpers import KEY, MODEL, api_env, copy_ws, katan, small_workspace
+from conftest import run_cli
+from curate.analyses import generation as G
+from generate.claude import request_params, worst_case_usd
+from generate.prompts import load_template, render, shuffle_order
+from generate.run import generate_workspace
+from generate.store import open_generations, read_generations
+from standin_anthropic import StandIn
+
+SPEC = f"anthropic:{MODEL}"
+FAST = dict(backoff=0.01, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def base_ws(tmp_path_factory):
+    return small_workspace(tmp_path_factory.mktemp("gen-claude") / "ws", 20)
+
+
+def stored(root) -> pd.DataFrame:
+    with open_generations(root) as ws:
+        return read_generations(ws)
+
+
+def ledger(root) -> pd.DataFrame:
+    with open_generations(root) as ws:
+        return pd.read_sql_query("SELECT * FROM generation_ledger", ws.conn)
+
+
+def one_record_per_unit(frame: pd.DataFrame, n: int) -> None:
+    assert len(frame) == n
+    assert not frame.duplicated(["item_id", "mode", "seed"]).any() and frame["request_key"].is_unique
+
+
+def test_katan_faults_every_item_and_seed_ends_with_one_record(base_ws, tmp_path, monkeypatch):
+    """500s on 30% of requests and latency; one re-ask per unreadable reply; all in the ledger."""
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with katan(tmp_path, "--error-rate", "0.3", "--latency-ms", "20") as url:
+        api_env(monkeypatch, url)
+        s = generate_workspace(ws, SPEC, ["full", "zero"], 2, limit=10, key_header="x-api-key", retries=10,
+                               parse_retries=1, concurrency=4, **FAST)
+    assert (s["unparsed"], s["failed"], s["remaining"], s["stopped"]) == (40, 0, 0, None)
+    frame = stored(ws)
+    one_record_per_unit(frame, 40)
+    assert frame["status"].eq("unparsed").all() and frame["pred"].isna().all() and frame["correct"].isna().all()
+    assert frame["raw"].str.contains(r"\[echo\]").all() and frame["attempts"].eq(2).all()
+    assert frame["detail"].str.contains("several allowed numbers|about equally").all()
+    spent = ledger(ws)
+    assert len(spent) == 80 and spent["usd"].gt(0).all() and s["cost"]["replies"] == 80
+    # the echo shows what was sent: the options in the stored order, then the reminder turn
+    first = frame.iloc[0]
+    with open_generations(ws) as conn_ws:
+        replies = json.loads(conn_ws.conn.execute("SELECT replies_json FROM generations WHERE request_key = ?",
+                                                  (first["request_key"],)).fetchone()[0])
+        item = next(it for it in conn_ws.items() if it["item_id"] == first["item_id"])
+    assert "max_tokens=8" in replies[0] and "messages=2 " in replies[0] and "messages=4 " in replies[1]
+    shown = [item["options"][j] for j in first["order"]]
+    assert "\n".join(f"{p}. {o}" for p, o in enumerate(shown, 1)) in replies[0]
+    assert "Please reply with the number of the best option only: 1, 2, 3 or 4." in replies[1]
+    with katan(tmp_path) as url:  # a second run asks nothing
+        api_env(monkeypatch, url)
+        again = generate_workspace(ws, SPEC, ["full", "zero"], 2, limit=10, key_header="x-api-key", parse_retries=1,
+                                   **FAST)
+    assert (again["cached"], again["computed"], again["cost"]["replies"]) == (40, 0, 0)
+
+
+def test_max_cost_holds_counting_re_asks_then_resumes(base_ws, tmp_path, monkeypatch):
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    item = open_generations(ws).items()[0]
+    order = shuffle_order(item["content_hash"], 0, 4)
+    instructions, user = render(load_template("numbered"), item["prompts"]["full"], item["options"], order)
+    worst = worst_case_usd(request_params(MODEL, instructions, user, max_new_tokens=8), 4, 2)
+    cap = 4.5 * worst
+    with katan(tmp_path) as url:
+        api_env(monkeypatch, url)
+        s = generate_workspace(ws, SPEC, ["full"], 3, limit=10, key_header="x-api-key", parse_retries=2,
+                               concurrency=3, max_cost=cap, **FAST)
+        spent = ledger(ws)
+        assert "--max-cost" in s["stopped"] and 0 < s["computed"] < 30 and s["remaining"] == 30 - s["computed"]
+        assert spent["usd"].sum() <= cap and len(spent) == 3 * s["computed"]  # every reply re-asked twice
+        proc = run_cli("generate", ws, "--model", SPEC, "--modes", "full", "--seeds", "3", "--limit", "10",
+                       "--key-header", "x-api-key", "--parse-retries", "2", "--max-cost", str(cap), "--quiet",
+                       check=False, env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url})
+        assert proc.returncode == 2 and "--max-cost" in proc.stderr and "re-run" in proc.stderr
+        done = len(stored(ws))
+        rest = generate_workspace(ws, SPEC, ["full"], 3, limit=10, key_header="x-api-key", parse_retries=2, **FAST)
+    assert rest["computed"] == 30 - done and rest["remaining"] == 0
+    one_record_per_unit(stored(ws), 30)
+
+
+def test_rate_limit_leaves_units_pending_then_resume(base_ws, tmp_path, monkeypatch):
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with katan(tmp_path, "--rate-limit-after", "6") as url:  # 429 for every request after the 6th
+        api_env(monkeypatch, url)
+        s = generate_workspace(ws, SPEC, ["zero"], 2, limit=6, key_header="x-api-key", retries=1, concurrency=1,
+                               **FAST)
+    assert (s["computed"], s["failed"], s["remaining"]) == (6, 6, 6) and "RateLimitError" in s["last_error"]
+    with katan(tmp_path) as url:
+        api_env(monkeypatch, url)
+        s = generate_workspace(ws, SPEC, ["zero"], 2, limit=6, key_header="x-api-key", **FAST)
+    assert (s["computed"], s["cached"], s["remaining"]) == (6, 6, 0)
+    one_record_per_unit(stored(ws), 12)
+
+
+def scripted(body: dict) -> str | None:
+    """The stand-in's answers: by item text, a strict number, a number in a sentence, an
+    unreadable reply or a refusal; the shown position of 'roof' endings otherwise."""
+    text = body["messages"][0]["content"]
+    lines = [line for line in text.splitlines() if re.match(r"\d+\. ", line)]
+    if "Roof shingle" in text:
+        return "3"
+    if "Clean and jerk" in text:
+        return "The answer is 3."
+    if "Canoeing" in text:
+        return None
+    if len(body["messages"]) > 1:
+        return "2"
+    return "I would rather not say." if len(lines) % 2 == 0 else "1"
+
+
+def test_strict_lenient_unparsed_refusal_and_529_through_the_pipeline(base_ws, tmp_path, monkeypatch):
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with StandIn(statuses=[529, 529, 503], text_reply=scripted) as server:
+        api_env(monkeypatch, server.url)
+        s = generate_workspace(ws, SPEC, ["full"], 2, limit=8, concurrency=2, **FAST)
+    frame = stored(ws).set_index(["item_id", "seed"])
+    one_record_per_unit(frame.reset_index(), 16)
+    assert s["failed"] == 0 and s["strict"] + s["lenient"] + s["unparsed"] == 16
+    items = {it["item_id"]: it for it in open_generations(ws).items()}
+    for (item_id, seed), r in frame.iterrows():
+        label = items[item_id]["context_parts"]["activity_label"]
+        if label == "Roof shingle removal":
+            assert (r["status"], r["method"], r["shown"], r["raw"]) == ("strict", "number", 3, "3")
+        elif label == "Clean and jerk":
+            assert (r["status"], r["method"], r["shown"]) == ("lenient", "number-in-text", 3)
+        elif label == "Canoeing":
+            assert r["status"] == "unparsed" and r["detail"] == "the model refused" and r["finish"] == "refusal"
+        else:
+            assert r["status"] == "unparsed" and r["raw"] == "I would rather not say."
+        if r["status"] != "unparsed":  # the answer maps back through the stored order
+            assert r["pred"] == r["order"][r["shown"] - 1] and r["correct"] == (r["pred"] == r["gold"])
+        else:
+            assert pd.isna(r["pred"]) and pd.isna(r["correct"])
+    sent = [b for b in server.requests if "tools" not in b]
+    assert all("top_p" not in b and "temperature" not in b and b["max_tokens"] == 8 for b in sent)
+    assert set(frame["settings"]) == {"t=default,p=default,n=8"}
+    # unparsed replies are counted and reported, never scored as right or wrong
+    acc = G.seed_accuracy(stored(ws)).set_index("seed")
+    frame = frame.reset_index()
+    for seed, row in acc.iterrows():
+        g = frame[frame["seed"] == seed]
+        parsed = g[g["status"] != "unparsed"]
+        assert row["unparsed"] == len(g) - len(parsed) > 0
+        assert row["accuracy_parsed"] == pytest.approx((parsed["pred"] == parsed["gold"]).mean())
+        assert row["accuracy"] == pytest.approx((parsed["pred"] == parsed["gold"]).sum() / len(g))
+
+
+def test_auth_error_stops_without_leaking_the_key(base_ws, tmp_path):
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with katan(tmp_path, "--validate-keys", "--api-keys", "anthropic=the-right-key") as url:
+        proc = run_cli("generate", ws, "--model", SPEC, "--seeds", "1", "--limit", "3", "--key-header", "x-api-key",
+                       "--quiet", check=False, env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url})
+    assert proc.returncode == 2 and "authentication failed" in proc.stderr
+    assert KEY not in proc.stderr + proc.stdout
+    assert stored(ws).empty
+    for f in ws.rglob("*"):
+        if f.is_file():
+            assert KEY not in f.read_bytes().decode("latin-1")

@@ -1,0 +1,253 @@
+"""Reliability, releases (issue 14, items 5 and 10): verify checks the manifest itself and every
+file; git releases interrupted by kill -9 are finished by a retry; a Hub release that fails its
+check leaves main as it was; names and versions are validated strictly; cards and manifests
+never carry a local path."""
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+
+import pytest
+
+from conftest import HELLASWAG, run_cli
+from test_release import git, hub, release_to_hub, small  # noqa: F401  (fixtures and helpers)
+
+from curate.release.manifest import content_digest
+
+
+@pytest.fixture
+def released(small, tmp_path):  # noqa: F811
+    out = tmp_path / "out"
+    run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", "hs-small", "--version", "1.0.0",
+            "--to", out)
+    folder = out / "hs-small" / "1.0.0"
+    (folder / "manifest.json").chmod(0o644)
+    return folder
+
+
+def edit_manifest(folder, change, *, redigest=False):
+    path = folder / "manifest.json"
+    m = json.loads(path.read_text())
+    change(m)
+    if redigest:  # an editor who also knows how to recompute the digest
+        m["content_sha256"] = content_digest(m)
+    path.write_text(json.dumps(m, indent=1))
+
+
+def verify_fails(folder, *expected):
+    result = run_cli("release", "verify", folder, check=False)
+    assert result.returncode == 1, result.stdout
+    for text in expected:
+        assert text in result.stdout, result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def swap_kept_and_removed(m):
+    gone, back = m["kept"][0], next(iter(m["removed"]))
+    m["kept"][0] = back
+    m["removed"][gone] = m["removed"].pop(back)
+
+
+@pytest.mark.parametrize("case, change, redigest, expected", [
+    ("kept ids", swap_kept_and_removed, False, "content differs from its recorded digest"),
+    ("kept ids", lambda m: m["kept"].append("hellaswag/validation/999"), True, "1 listed ids are not items of hellaswag/validation/0..39"),
+    ("kept ids", lambda m: m["kept"].__setitem__(0, "hellaswag/validation/1"), True, "1 ids are both kept and removed"),
+    ("rules text", lambda m: m["rules"].__setitem__("content", m["rules"]["content"] + "# x\n"), False,
+     "content differs from its recorded digest"),
+    ("rules text", lambda m: m["rules"].__setitem__("content", m["rules"]["content"] + "# x\n"), True,
+     "rules.content does not hash to rules.sha256"),
+    ("counts", lambda m: m["counts"].__setitem__("kept", m["counts"]["kept"] + 1), False,
+     "content differs from its recorded digest"),
+    ("counts", lambda m: m["stages"][0].__setitem__("removed_here", 2), True, "stage 'listed-rows': the table says"),
+    ("files", lambda m: m["files"].__setitem__("../../etc/passwd", {"sha256": "sha256:" + "0" * 64, "bytes": 1}),
+     True, "files lists paths outside the release: ../../etc/passwd"),
+])
+def test_verify_checks_the_manifest_against_itself(released, case, change, redigest, expected):
+    assert run_cli("release", "verify", released).stdout.startswith("OK")
+    edit_manifest(released, change, redigest=redigest)
+    verify_fails(released, f"FAIL manifest.json: {expected}")
+
+
+def test_verify_checks_the_data_rows_against_the_kept_ids(released, small, tmp_path):  # noqa: F811
+    import pandas as pd
+    data = released / "data" / "validation-00000-of-00001.parquet"
+    frame = pd.read_parquet(data)
+    frame.iloc[:-1].to_parquet(data, index=False)
+    edit_manifest(released, lambda m: m["files"][data.relative_to(released).as_posix()].update(
+        sha256=__import__("curate.sources", fromlist=["x"]).file_sha256(data), bytes=data.stat().st_size),
+        redigest=True)
+    verify_fails(released, f"rows, but the manifest keeps {len(frame)} items")
+
+
+@pytest.mark.parametrize("hidden", [".cache/huggingface/x.lock", ".git/config", "data/.extra.parquet"])
+def test_files_under_hidden_folders_are_not_ignored(released, hidden):
+    (released / hidden).parent.mkdir(parents=True, exist_ok=True)
+    (released / hidden).write_text("smuggled")
+    verify_fails(released, f"FAIL {hidden}: not listed in the manifest")
+
+
+def new_repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "tests@example.com")
+    git(repo, "config", "user.name", "tests")
+    return repo
+
+
+def kill_curate_in_hook(repo, hook, status=0):
+    """A git hook that kills the `curate` process running `git commit` (kill -9 of git's parent):
+    a real interruption at that point of a release. A pre-commit hook exiting 1 then stops the
+    commit too, as if it had never started."""
+    path = repo / ".git" / "hooks" / hook
+    path.write_text(f"#!/bin/sh\nkill -9 $(awk '{{print $4}}' /proc/$PPID/stat)\nexit {status}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def git_release(small, repo, dec="dec-a", check=True):  # noqa: F811
+    return run_cli("release", small / "ws", "--decisions", small / dec, "--name", "hs-small", "--version", "0.1.0",
+                   "--to", f"git:{repo}", check=check)
+
+
+def test_git_release_killed_between_commit_and_tag_is_finished_by_a_retry(small, tmp_path):  # noqa: F811
+    repo = new_repo(tmp_path)
+    hook = kill_curate_in_hook(repo, "post-commit")
+    killed = git_release(small, repo, check=False)
+    assert killed.returncode == -9
+    assert git(repo, "rev-list", "--count", "HEAD") == "1" and git(repo, "tag") == ""   # committed, not tagged
+    hook.unlink()
+    other = git_release(small, repo, dec="dec-b", check=False)       # other decisions: refused, named
+    assert other.returncode == 2 and "holds a different release" in other.stderr and git(repo, "tag") == ""
+    retry = git_release(small, repo)
+    assert "finished an interrupted release" in retry.stdout
+    assert git(repo, "rev-list", "--count", "HEAD") == "1"
+    assert git(repo, "rev-parse", "hs-small-v0.1.0^{commit}") == git(repo, "rev-parse", "HEAD")
+    assert run_cli("release", "verify", f"git:{repo}", "--name", "hs-small", "--version", "0.1.0").stdout.startswith("OK")
+
+
+def test_git_release_killed_before_its_commit_is_redone_by_a_retry(small, tmp_path):  # noqa: F811
+    repo = new_repo(tmp_path)
+    hook = kill_curate_in_hook(repo, "pre-commit", status=1)
+    assert git_release(small, repo, check=False).returncode == -9
+    assert "A  hs-small/0.1.0/manifest.json" in git(repo, "status", "--porcelain")   # staged, never committed
+    hook.unlink()
+    git_release(small, repo)
+    assert git(repo, "rev-list", "--count", "HEAD") == "1" and git(repo, "tag") == "hs-small-v0.1.0"
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_hub_release_that_fails_its_check_leaves_main_as_it_was(small, hub):  # noqa: F811
+    fake, env = hub
+    release_to_hub(small, env, "0.1.0")
+    repo = fake.repos["benchcurate/hs-small"]
+    before = dict(repo["commits"][repo["main"]])
+    fake.corrupt_next["data/validation-00000-of-00001.parquet"] = b"not what was uploaded"
+    failed = release_to_hub(small, env, "0.2.0", dec="dec-b", check=False)
+    fake.corrupt_next.clear()
+    assert failed.returncode == 2 and "does not verify" in failed.stderr and "main put back" in failed.stderr
+    assert "hs-small-v0.2.0" not in repo["tags"]
+    assert repo["commits"][repo["main"]] == before                                   # main shows 0.1.0 again
+    release_to_hub(small, env, "0.2.0", dec="dec-b")
+    assert json.loads(repo["commits"][repo["main"]]["manifest.json"])["version"] == "0.2.0"
+
+
+@pytest.mark.parametrize("name, version", [("hs-small", "0.3.0\n"), ("hs-small\n", "0.3.0")])
+def test_a_name_or_version_ending_in_a_newline_is_refused(small, tmp_path, name, version):  # noqa: F811
+    out = tmp_path / "out"
+    result = run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", name, "--version", version,
+                     "--to", out, check=False)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert ("release name" in result.stderr) or ("release version" in result.stderr)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name, version", [
+    ("hs-small", " 0.3.0"), ("hs-small", "v0.3.0"), ("hs-small", "0.3.0-rc1"), ("hs-small", "0.3"),
+    ("hs-small", "00.3.0"), ("hs-small", "\u0660.3.0"), ("hs-small", "0.3.0.0"), ("hs-small", "0.3.0\r"),
+    ("Hs-small", "0.3.0"), ("hs--small", "0.3.0"), ("hs-small-", "0.3.0"), ("hs/small", "0.3.0"),
+    ("..", "0.3.0"), ("h" * 97, "0.3.0"), ("hs-smal\u0142", "0.3.0"),
+])
+def test_non_canonical_names_and_versions_are_refused(name, version):
+    import schemas
+    from curate.errors import CurateError
+    from curate.release.manifest import check_name_version
+
+    with pytest.raises(CurateError, match="release (name|version)"):
+        check_name_version(name, version)
+    release = {"name": name, "version": version, "target": {"local": "out"}}
+    assert schemas.errors("audit", {"workspace": "ws", "benchmark": {"adapter": "hellaswag", "path": "x"},
+                                    "release": release})       # the audit config refuses them too
+
+
+def test_release_to_an_existing_file_is_one_clear_line(small, tmp_path):  # noqa: F811
+    target = tmp_path / "a-file"
+    target.write_text("not a folder\n")
+    result = run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", "hs-small",
+                     "--version", "0.1.0", "--to", target, check=False)
+    assert result.returncode == 2 and result.stderr.startswith(f"error: {target}: exists and is not a folder")
+    assert target.read_text() == "not a folder\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def strings(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
+    from curate.adapters import get_adapter
+    from curate.filter import run_filter
+    from curate.ingest import ingest
+
+    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=30,
+                copy_of="Rowan/hellaswag@0123abc")
+    (tmp_path / "rules.yaml").write_text("name: r\nstages:\n  - name: one\n    when: {ids: {row_index: [1]}}\n")
+    run_filter(ws, tmp_path / "rules.yaml", tmp_path / "dec")
+    run_cli("release", ws, "--decisions", tmp_path / "dec", "--name", "x", "--version", "0.1.0", "--to", tmp_path / "out")
+    folder = tmp_path / "out" / "x" / "0.1.0"
+    card = (folder / "README.md").read_text()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert "Released from `validation.jsonl.gz` (sha256 `sha256:8b5fa523" in card
+    assert "a copy of the Hugging Face Hub dataset `Rowan/hellaswag` at revision `0123abc`" in card
+    assert "--data validation.jsonl.gz --copy-of Rowan/hellaswag@0123abc" in card
+    assert "source_datasets:\n- Rowan/hellaswag" in card
+    prov = manifest["source"]["provenance"]
+    assert "path" not in prov and prov["name"] == "validation.jsonl.gz" and prov["copy_of"]["repo_id"] == "Rowan/hellaswag"
+    assert str(tmp_path) not in card and str(HELLASWAG.parent) not in card
+    assert [s for s in strings(manifest) if s.startswith("/")] == []
+    # Without --copy-of: the file name and its sha256.
+    shutil.rmtree(tmp_path / "out")
+    bare = ingest(tmp_path / "ws2", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=30)
+    run_filter(bare, tmp_path / "rules.yaml", tmp_path / "dec2")
+    run_cli("release", bare, "--decisions", tmp_path / "dec2", "--name", "x", "--version", "0.1.0", "--to", tmp_path / "out")
+    card = (tmp_path / "out" / "x" / "0.1.0" / "README.md").read_text()
+    assert "Released from `validation.jsonl.gz` (sha256 `sha256:8b5fa523" in card and str(tmp_path) not in card
+
+
+def test_committed_release_0_1_1_corrects_the_card_and_keeps_the_items_of_0_1_0():
+    from conftest import ROOT
+    from curate.release.manifest import manifest_problems
+    from curate.sources import file_sha256
+
+    old, new = (ROOT / "releases" / "hellaswag-zero-core" / v for v in ("0.1.0", "0.1.1"))
+    m0, m1 = (json.loads((d / "manifest.json").read_text()) for d in (old, new))
+    # 0.1.0 is as published: its card still hashes to what its manifest recorded.
+    assert file_sha256(old / "README.md") == m0["files"]["README.md"]["sha256"]
+    assert manifest_problems(m0) == [] and manifest_problems(m1) == []
+    assert file_sha256(new / "README.md") == m1["files"]["README.md"]["sha256"]
+    for key in ("kept", "removed", "stages", "counts"):
+        assert m1[key] == m0[key], key
+    assert m1["rules"]["sha256"] == m0["rules"]["sha256"]
+    assert m1["source"]["provenance"]["sha256"] == m0["source"]["provenance"]["sha256"]
+    card = (new / "README.md").read_text()
+    assert "/work/" not in card and "/root/" not in card and m0["source"]["provenance"]["path"] in \
+        (old / "README.md").read_text()
+    assert "absolute path" in m1["changelog"] and m1["changelog"] in card
+    assert [s for s in strings(m1) if s.startswith("/")] == []

@@ -1,0 +1,175 @@
+"""Reliability, rules and decisions (issue 14, items 7 and 9): a key written twice, an annotator
+without records, `filter --out` into a folder it does not own, a cp1252 rules file, and
+hand-edited decisions: each one clear line (exit 2), nothing written."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from annotate_helpers import small_workspace
+from conftest import run_cli
+
+RULES = """name: r
+stages:
+  - name: first
+    when: {ids: {row_index: [1, 2]}}
+  - name: second
+    when: {field: {name: split_type, in: [indomain]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """20 real rows with valid round-1 records of annotator 'test:a' (a test double: no LLM runs here)."""
+    from annotate.store import open_annotations, write_annotation
+
+    root = small_workspace(tmp_path_factory.mktemp("rules") / "ws", n=20)
+    with open_annotations(root) as w, w.transaction():
+        for it in w.items():
+            write_annotation(w, {"annotator": "test:a", "round": 1, "item_id": it["item_id"], "status": "valid",
+                                 "result": {"labels": ["high_quality"]}, "raw": "{}", "prompt_version": "sha256:t",
+                                 "model_snapshot": None, "request_key": it["item_id"], "content_hash": it["content_hash"]})
+    return root
+
+
+def filter_cli(ws, rules_text, out, tmp_path, *, raw: bytes | None = None, check=False):
+    rules = tmp_path / "rules.yaml"
+    rules.write_bytes(raw if raw is not None else rules_text.encode())
+    return run_cli("filter", ws, "--rules", rules, "--out", out, check=check), rules
+
+
+def one_line_error(result, *texts):
+    """Exit 2, no traceback, and exactly one line saying what is wrong (progress bars aside)."""
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    for text in texts:
+        assert text in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("text, key, lines", [
+    (RULES + "stages:\n  - name: other\n    when: {ids: {row_index: [3]}}\n", "stages", "lines 2 and 7"),
+    (RULES.replace("name: second\n", "name: second\n    name: third\n"), "name", "lines 5 and 6"),
+    (RULES.replace("[1, 2]}}", "[1, 2], row_index: [4]}}"), "row_index", "lines 4 and 4"),
+])
+def test_a_key_written_twice_is_refused_naming_key_and_lines(ws, tmp_path, text, key, lines):
+    result, rules = filter_cli(ws, text, tmp_path / "out", tmp_path)
+    one_line_error(result, str(rules), f"field '{key}'", f"key '{key}' appears twice ({lines})")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("condition", [
+    "status: {is: refused, annotator: 'test:typo', round: 1}",
+    "status: {is: missing, annotator: 'test:typo', round: 1}",
+    "labels: {any: [nonsense_prompt], annotator: 'test:typo', if_missing: no_match}",
+    "answer: {is: best_not_gold, annotator: 'test:a', if_missing: match}",   # 'test:a' has no round-2 records
+])
+def test_an_annotation_condition_naming_an_annotator_without_records_is_an_error(ws, tmp_path, condition):
+    text = f"name: r\nstages:\n  - name: s\n    when: {{{condition}}}\n"
+    result, _ = filter_cli(ws, text, tmp_path / "out", tmp_path)
+    one_line_error(result, "has no round-", "records in this workspace", "annotators with records: test:a (round 1)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_filter_out_refuses_folders_it_does_not_own(ws, tmp_path):
+    release = tmp_path / "release"
+    (release / "data").mkdir(parents=True)
+    (release / "manifest.json").write_text("{}")
+    (release / "README.md").write_text("card")
+    result, _ = filter_cli(ws, RULES, release, tmp_path)
+    one_line_error(result, f"{release}: is a release folder (it holds manifest.json)")
+    assert sorted(p.name for p in release.iterdir()) == ["README.md", "data", "manifest.json"]
+
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("mine")
+    one_line_error(filter_cli(ws, RULES, other, tmp_path)[0], "is not an earlier `curate filter` output (it holds todo.txt)")
+    assert [p.name for p in other.iterdir()] == ["todo.txt"]
+    as_file = filter_cli(ws, RULES, other / "todo.txt", tmp_path)[0]           # click refuses it first
+    assert as_file.returncode == 2 and "is a file" in as_file.stderr and (other / "todo.txt").read_text() == "mine"
+
+    # Its own earlier output is replaced; an empty folder is fine.
+    out = tmp_path / "dec"
+    out.mkdir()
+    filter_cli(ws, RULES, out, tmp_path, check=True)
+    (out / ".audit-fingerprint").write_text("x\n")                         # hidden files (the audit's) are fine
+    filter_cli(ws, RULES.replace("[1, 2]", "[3]"), out, tmp_path, check=True)
+    assert json.loads((out / "summary.json").read_text())["stages"][0]["matched"] == 1
+
+
+def test_a_cp1252_rules_file_is_one_clear_line(ws, tmp_path):
+    text = RULES.replace("name: r\n", "name: r\ndescription: caf\u00e9 rules\n")
+    result, rules = filter_cli(ws, None, tmp_path / "out", tmp_path, raw=text.encode("cp1252"))
+    one_line_error(result, str(rules), "not UTF-8 text: byte 0xe9 at line 2")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def decisions(ws, tmp_path):
+    out = tmp_path / "dec"
+    filter_cli(ws, RULES, out, tmp_path, check=True)
+    return out
+
+
+def edit_parquet(path, change):
+    frame = pd.read_parquet(path)
+    change(frame)
+    frame.to_parquet(path, index=False)
+
+
+@pytest.mark.parametrize("case", ["flip kept", "drop a column", "summary not JSON", "summary without stages",
+                                  "parquet truncated", "stage renamed, hash updated"])
+def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, case):
+    from curate.sources import file_sha256
+
+    dec, summary_path = decisions / "decisions.parquet", decisions / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    if case == "flip kept":
+        edit_parquet(dec, lambda f: f.__setitem__("kept", ~f["kept"]))
+        expected = "changed after `curate filter` wrote it"
+    elif case == "drop a column":
+        edit_parquet(dec, lambda f: f.pop("first_stage"))
+        expected = "changed after `curate filter` wrote it"
+    elif case == "summary not JSON":
+        summary_path.write_text(summary_path.read_text()[:-20])
+        expected = "not a summary written by `curate filter`"
+    elif case == "summary without stages":
+        summary.pop("stages")
+        summary_path.write_text(json.dumps(summary))
+        expected = "not a summary written by `curate filter` (KeyError"
+    elif case == "parquet truncated":
+        dec.write_bytes(dec.read_bytes()[:200])
+        summary["outputs"].pop("decisions.parquet")
+        summary_path.write_text(json.dumps(summary))
+        expected = "cannot be read"
+    else:  # a careful editor who also updates the recorded hash: the rows still must agree
+        edit_parquet(dec, lambda f: f.__setitem__("matched", [["nope"] if len(m) else [] for m in f["matched"]]))
+        summary["outputs"]["decisions.parquet"] = file_sha256(dec)
+        summary_path.write_text(json.dumps(summary))
+        expected = "do not agree with each other and the stages"
+    result = run_cli("release", ws, "--decisions", decisions, "--name", "x", "--version", "0.1.0",
+                     "--to", tmp_path / "rel", check=False)
+    one_line_error(result, expected)
+    assert not (tmp_path / "rel").exists()
+    shutil.rmtree(decisions)
+
+
+def test_if_missing_still_covers_items_an_annotator_skipped(ws, tmp_path):
+    from curate.errors import CurateError
+    from curate.filter import run_filter
+    from curate.store import Workspace
+
+    part = tmp_path / "part"
+    shutil.copytree(ws, part)
+    with Workspace.open(part) as w:
+        w.conn.execute("DELETE FROM annotations WHERE item_id IN (SELECT item_id FROM items WHERE row_index < 5)")
+    rules = tmp_path / "r.yaml"
+    cond = "labels: {{any: [high_quality], annotator: 'test:a'{}}}"
+    rules.write_text(f"name: r\nstages:\n  - name: s\n    when: {{{cond.format('')}}}\n")
+    with pytest.raises(CurateError, match="5 of 20 items have no round-1 record from annotator 'test:a'"):
+        run_filter(part, rules, tmp_path / "d1")
+    rules.write_text(f"name: r\nstages:\n  - name: s\n    when: {{{cond.format(', if_missing: no_match')}}}\n")
+    assert run_filter(part, rules, tmp_path / "d2")["stages"][0]["matched"] == 15
