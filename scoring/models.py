@@ -87,15 +87,27 @@ def looks_like_hub_id(name: str) -> bool:
 
 
 def hub_commit(repo: str, revision: str | None) -> str:
-    """The commit sha ``revision`` (default: main) of a Hub model names now: from the Hub, or from
-    the local Hub cache when offline. Scores are keyed by it, and the model loads at it."""
-    from huggingface_hub import hf_hub_download
+    """The commit sha ``revision`` (default: main) of a Hub model names now: asked of the Hub once
+    (no retries: an unreachable Hub must not hold a run for half a minute), else read from the
+    local Hub cache. Scores are keyed by it, and the model loads at it."""
+    from huggingface_hub import HfApi, constants, hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    def refused(why: str, exc: Exception) -> CurateError:
+        return CurateError(f"model {repo!r}: not a local file or folder, and not a Hub model available here "
+                           f"({why}): {type(exc).__name__}")
+    if not constants.HF_HUB_OFFLINE:
+        try:
+            return HfApi().model_info(repo, revision=revision, timeout=10).sha
+        except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as exc:
+            raise refused("the Hub has no such model or revision, or it is gated", exc) from None
+        except Exception:  # the Hub cannot be reached: the local Hub cache may have it
+            pass
     try:
-        config = hf_hub_download(repo, "config.json", revision=revision)
-    except Exception as exc:  # not found, gated, offline and not cached: one line, not a traceback
-        offline = " (offline: HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") else ""
-        raise CurateError(f"model {repo!r}: not a local file or folder, and not a Hub model available here{offline}: "
-                          f"{type(exc).__name__}") from None
+        config = hf_hub_download(repo, "config.json", revision=revision, local_files_only=True)
+    except Exception as exc:  # not in the cache either: one line, not a traceback
+        why = "offline: HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub cannot be reached"
+        raise refused(f"{why}, and it is not in the local Hub cache", exc) from None
     return Path(config).parent.name  # .../models--org--name/snapshots/<commit>/config.json
 
 

@@ -79,17 +79,22 @@ def test_bad_models_are_one_line_errors_and_write_nothing(ws, tmp_path):
     empty.mkdir()
     fake = tmp_path / "model.gguf"
     fake.write_text("not a model")
+    # The Hub unreachable without HF_HUB_OFFLINE: a closed local port stands in for it (no
+    # network here); one try, no retries, so the line comes in seconds.
+    unreachable = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
     cases = [
-        (["--model", tmp_path / "no" / "such-model"], "no such file or folder"),
-        (["--model", "nobody-here/no-such-model"], "not a Hub model available here (offline"),
-        (["--model", empty], "no config.json"),
-        (["--model", fake], "not a GGUF file"),
+        (["--model", tmp_path / "no" / "such-model"], "no such file or folder", None),
+        (["--model", "nobody-here/no-such-model"], "not a Hub model available here (offline", None),
+        (["--model", "nobody-here/no-such-model"], "not a Hub model available here (the Hub cannot be reached",
+         unreachable),
+        (["--model", empty], "no config.json", None),
+        (["--model", fake], "not a GGUF file", None),
     ]
     if not torch.cuda.is_available():
-        cases.append((["--model", "smollm2-135m", "--device", "cuda"], "CUDA is not available"))
+        cases.append((["--model", "smollm2-135m", "--device", "cuda"], "CUDA is not available", None))
     before = tables(ws)
-    for args, message in cases:
-        proc = run_cli("score", ws, *args, "--modes", "zero", "--quiet", check=False)
+    for args, message, env in cases:
+        proc = run_cli("score", ws, *args, "--modes", "zero", "--quiet", check=False, env=env, timeout=60)
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, (args, proc.stderr)
         assert tables(ws) == before, args
