@@ -56,11 +56,12 @@ def matmul_flops(dtype: str, size: int = 2048, repeats: int = 5) -> tuple[float,
     return 2 * size ** 3 / wall, 2 * size ** 3 / cpu
 
 
-def run_ours(ws: Path, dtype: str, label: str, seq_mean: bool) -> dict:
+def run_ours(ws: Path, dtype: str, label: str, seq_mean: bool, model: str = "smollm2-135m") -> dict:
     """`curate score` in a child process: its summary, wall time and peak resident memory."""
     code = ("import json, sys; from scoring.run import score_workspace; "
-            f"s = score_workspace({str(ws)!r}, 'smollm2-135m', ['full'], dtype={dtype!r}, label={label!r}, "
-            f"seq_mean={seq_mean!r}, show_progress=False); print('SUMMARY ' + json.dumps(s))")
+            f"s = score_workspace({str(ws)!r}, {model!r}, ['full'], dtype={dtype!r}, label={label!r}, "
+            f"seq_mean={seq_mean!r}, show_progress=False); print('SUMMARY ' + json.dumps(s)); "
+            "print('PEAK', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
@@ -70,8 +71,11 @@ def run_ours(ws: Path, dtype: str, label: str, seq_mean: bool) -> dict:
     if status != 0:
         raise SystemExit(f"scoring in {dtype} failed")
     summary = json.loads(next(l for l in out.splitlines() if l.startswith("SUMMARY "))[8:])
+    # The child's own high-water mark (VmHWM): its ru_maxrss would include this process's memory
+    # at the moment it was spawned (Linux keeps the larger of the two across exec).
+    peak_kb = int(next(l for l in out.splitlines() if l.startswith("PEAK "))[5:])
     return {**summary, "wall_seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": usage.ru_maxrss / 1024}
+            "peak_rss_mb": peak_kb / 1024}
 
 
 def floor_tokens(items, tokenizer) -> int:

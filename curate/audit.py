@@ -121,7 +121,8 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
     for model in sc.models:
         extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
         s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
-                            formulations=list(sc.formulations) if sc.formulations else None, **extra)
+                            formulations=list(sc.formulations) if sc.formulations else None,
+                            max_memory=sc.max_memory, self_check_items=sc.self_check, **extra)
         status = "ran" if s["computed"] else "skipped"
         outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
                                 f"{s['computed']} item-modes computed, {s['cached']} cached", s))

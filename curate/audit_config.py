@@ -85,6 +85,8 @@ class Scoring:
     device: str = "cpu"
     batch_tokens: int | None = None  # None: the scorer's own default
     imports: tuple[ScoreImport, ...] = ()  # run before the models are scored
+    max_memory: str | None = None    # with device auto: where the model may go (curate score --max-memory)
+    self_check: int = 2              # items also scored by the model's own forward (curate score --self-check)
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
         imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
         scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),
                           tuple(s["formulations"]) if "formulations" in s else None, imports=imports,
-                          **_given(s, "dtype", "device", "batch_tokens"))
+                          **_given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check"))
     release = None
     if r:
         [(kind, target)] = r["target"].items()

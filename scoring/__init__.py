@@ -4,4 +4,4 @@
 #: The version of the numbers this engine computes. It is part of every stored score's cache key:
 #: bump it with any change that can alter a stored value (a scoring fix, a new encoding rule), so
 #: scores computed before the change are recomputed, never reused.
-ENGINE_VERSION = 2
+ENGINE_VERSION = 3  # 3: logits from the model's own head code, its attention rules (sliding windows) kept

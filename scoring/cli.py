@@ -38,7 +38,11 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Comma-separated: cloze, letters, letters+rK (the list rotated K places) or letters+rotations "
                    "(every rotation) [default: the benchmark's, as lm-eval scores it].")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--device", default="cpu", show_default=True,
+              help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.")
+@click.option("--max-memory", "max_memory", default=None, metavar="SPEC",
+              help="With --device auto: where the model may go, e.g. 0=70GiB,1=70GiB,cpu=100GiB,disk "
+                   "(without it, GPUs only; cpu and disk only when named).")
 @click.option("--batch-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Token budget per forward pass (rows x longest row).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Score only the first N items.")
@@ -47,18 +51,22 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Afterwards re-score K random items one at a time and report the largest difference.")
 @click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
+@click.option("--self-check", "self_check", type=click.IntRange(min=0), default=2, show_default=True, metavar="N",
+              help="Before storing anything, score N items also by the model's own plain forward and stop on a "
+                   "difference over the dtype's tolerance (0: skip).")
 @click.option("--replace", is_flag=True,
               help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
                    "(without it such a run is refused).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def score(workspace, model, modes, formulations, dtype, device, batch_tokens, limit, label, verify, no_seq_mean,
-          replace, quiet):
+def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
+          no_seq_mean, self_check, replace, quiet):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.run import score_workspace, verify_batch_invariance
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
                               limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
-                              replace=replace, formulations=formulations)
+                              replace=replace, formulations=formulations, self_check_items=self_check,
+                              max_memory=max_memory)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""
@@ -68,6 +76,10 @@ def score(workspace, model, modes, formulations, dtype, device, batch_tokens, li
                f"{summary['computed']} item-modes computed, "
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")
+    check = summary["self_check"]
+    if check["items"]:
+        click.echo(f"self-check: {check['items']} items also scored by the model's own forward, largest difference "
+                   f"{check['max_abs_diff']:.1e} ({summary['runner']} runner)")
     if verify:
         first = summary["formulations"][0]  # the first formulation scored (a rotation request: its unrotated list)
         for mode in modes:

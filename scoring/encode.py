@@ -16,7 +16,9 @@ contexts encode to the same tokens share one request, so a shared context is com
 The study's whole-sequence mean (``seq_mean``) is over ``tokenizer(context + delimiter + option)``
 with the tokenizer's default special tokens. When those tokens are exactly the lm-eval
 sequence, it comes from the same forward pass; otherwise (an empty context, a token merged
-across the boundary) an extra sequence is scored for it alone.
+across the boundary) an extra sequence is scored for it alone. A sequence longer than the model's
+window is cut from the left as lm-eval cuts its own: to its last ``max_length + 1`` tokens, and
+the option is flagged ``truncated``.
 """
 from __future__ import annotations
 
@@ -181,7 +183,13 @@ def build_unit(encode, item_index: int, mode: str, context: str | list[str], opt
     unit.requests.extend(r for r in groups.values())
     if not seq_mean:
         return unit
-    wholes = [encode(c + delimiter + option) for c, option in zip(contexts, options)]
+    wholes = []
+    for j, (c, option) in enumerate(zip(contexts, options)):
+        whole = encode(c + delimiter + option)
+        if len(whole) > max_length + 1:  # as lm-eval truncates: the last max_length + 1 tokens
+            whole = whole[-(max_length + 1):]
+            unit.flags[j].add("truncated")
+        wholes.append(whole)
     unit.seq_len = [len(w) for w in wholes]
     # A request whose sequences are exactly the whole texts gives their seq_mean in the same pass.
     rest = []

@@ -5,25 +5,38 @@ prefix and its own earlier tokens only, and position ids restart after the prefi
 continuation, so each continuation gets exactly the numbers it would get alone after the
 prefix (as lm-eval computes it), while the prefix is computed once (``scoring.layout``).
 
-Two ways to get the hidden states: Llama-family models run through ``scoring.llama`` on the
-real tokens only; any other causal LM runs through its own transformers forward on padded
-rows. Either way only the hidden states that predict a wanted token reach the output
-projection, and the log-softmax is taken in float32 a few rows at a time (see ``head``), so no
-(tokens x vocabulary) tensor is ever kept for a whole batch.
+Three runners give the final hidden states, each tested against a plain one-sequence forward:
+
+- ``llama``: Llama models through ``scoring.llama`` on the real tokens only, fused kernels;
+- ``packed``: any other transformers model through its own modules over the packed tokens, our
+  row groups only inside attention (``scoring.attention``);
+- ``padded``: its own forward over padded rows, for models whose attention code does not go
+  through transformers' attention interface.
+
+Which one serves a model is decided once per model by a probe (``runner_for``): the first of
+them whose numbers on a few synthetic requests equal the model's own one-sequence forward. A
+model none of them reproduces is refused. The logits are always the model's own (its own head
+code on the wanted hidden states, ``scoring.logits``), and the log-softmax is taken in float32 a
+few rows at a time, so no (tokens x vocabulary) tensor is ever kept for a whole batch. A request
+longer than the batch budget is run in pieces with the model's own key/value cache.
 """
 from __future__ import annotations
 
+import random
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from curate.errors import CurateError
 from scoring import layout, llama
 from scoring.encode import Request
-from scoring.linear import fused_available, linear
+from scoring.logits import own_logits
 
-HEAD_ROWS = 256   # hidden states per output-projection product (large enough to run at full speed)
-REDUCE_ROWS = 8   # logit rows per softmax reduction: 8 x vocabulary floats stay in a core's L2 cache
+HEAD_LOGITS = 256 * 49152  # logits per head call (256 rows of a 49k vocabulary): fast, and ~50 MB
+REDUCE_ROWS = 8            # logit rows per softmax: 8 x vocabulary floats stay in a core's L2 cache
+RUNNERS = ("llama", "packed", "padded")
 
 
 @dataclass
@@ -79,98 +92,194 @@ def pack(requests: list[Request]) -> Packed:
                   np.array(group, dtype=np.int64), groups)
 
 
-def fast_path(model):
-    """The packed Llama runner for ``model`` (it only reads the config: cheap), or None for other
-    models."""
-    return llama.PackedLlama(model) if llama.supports(model) else None
+# --- the runners --------------------------------------------------------------------------------
+
+def base_model(model):
+    """The decoder under the output layer (``model.model``, ``model.transformer``, ...)."""
+    return getattr(model, model.base_model_prefix)
 
 
-def hidden_states(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
+def input_device(model) -> torch.device:
+    """Where input ids go: the embedding's device (CPU when accelerate keeps it offloaded; its
+    hooks move inputs to each layer)."""
+    device = model.get_input_embeddings().weight.device
+    return torch.device("cpu") if device.type == "meta" else device
+
+
+def dispatched(model) -> bool:
+    """Whether accelerate placed the model over several devices (``device_map``)."""
+    return bool(getattr(model, "hf_device_map", None)) and len(set(model.hf_device_map.values())) > 1
+
+
+def hidden_states(model, batch: Packed, runner: str, *, pad_id: int = 0) -> torch.Tensor:
     """The final hidden state of every real token, in packed order: (tokens, hidden)."""
-    fast = fast_path(model)
-    if fast is None:
-        return generic_hidden(model, batch, pad_id=pad_id)
-    device = next(model.parameters()).device
-    return fast.hidden(batch.tokens.to(device), batch.positions.to(device),
-                       layout.row_groups(batch.spans, len(batch.tokens)))
+    from scoring import attention
 
-
-def generic_hidden(model, batch: Packed, *, pad_id: int = 0) -> torch.Tensor:
-    """``hidden_states`` through the model's own transformers forward on padded rows (the block
-    mask as an additive 4D attention mask): works for any causal LM."""
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
+    device = input_device(model)
+    tokens, positions = batch.tokens.to(device), batch.positions.to(device)
+    if runner == "llama":
+        return llama.PackedLlama(model).hidden(tokens, positions, layout.row_groups(batch.spans, len(tokens)))
+    if runner == "packed":
+        with attention.packed(model, layout.row_groups(batch.spans, len(tokens)), positions):
+            out = base_model(model)(input_ids=tokens[None], position_ids=positions[None], use_cache=False,
+                                    attention_mask=torch.ones((1, len(tokens)), dtype=torch.long, device=device))
+        return out.last_hidden_state[0]
     rows = layout.rows(batch.spans, batch.tokens, batch.positions, pad_id)
-    mask = rows.mask.to(device)
-    additive = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, torch.finfo(dtype).min)
-    base = getattr(model, model.base_model_prefix)
-    hidden = base(input_ids=rows.ids.to(device), position_ids=rows.positions.to(device),
-                  attention_mask=additive[:, None], use_cache=False).last_hidden_state
-    return hidden.reshape(-1, hidden.shape[-1])[rows.fed.to(device)]
+    ids, positions = rows.ids.to(device), rows.positions.to(device)
+    with attention.padded(model, positions, rows.mask.to(device)):
+        hidden = base_model(model)(input_ids=ids, position_ids=positions, attention_mask=torch.ones_like(ids),
+                                   use_cache=False).last_hidden_state
+    return hidden.reshape(-1, hidden.shape[-1])[rows.fed.to(hidden.device)]
 
 
-def logit_transform(model, logits: torch.Tensor) -> torch.Tensor:
-    """Output logits with the transforms some architectures apply after the projection
-    (Granite's scaling, Gemma's soft-capping), computed in float32; returned as they are when
-    the model has none."""
-    config = model.config
-    scaling = getattr(config, "logits_scaling", None)
-    cap = getattr(config, "final_logit_softcapping", None)
-    if scaling:
-        logits = logits.float() / scaling
-    if cap:
-        logits = torch.tanh(logits.float() / cap) * cap
-    return logits
+def runnable(model) -> list[str]:
+    """The runners that could serve ``model``, fastest first. The Llama runner reads weights
+    directly, so a model accelerate spread over devices or offloaded takes the module runners."""
+    fast = ["llama"] if llama.supports(model) and not dispatched(model) else []
+    return fast + (["packed", "padded"] if hasattr(model.config, "_attn_implementation") else [])
 
 
-def head(model, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float32 log-sum-exp of the output logits and their argmax, for each row of ``states``.
-
-    The projection runs HEAD_ROWS rows at a time; the reduction then runs REDUCE_ROWS rows at a
-    time, so the logits it reads are still in cache (a whole chunk's float32 logits would be
-    read from memory several times over). The log-sum-exp comes out of torch's fused
-    ``log_softmax`` (two passes over the row) as the top logit minus its log-probability:
-    exact to float32 rounding, as the top log-probability is close to zero."""
-    output = model.get_output_embeddings()
-    lse = torch.empty(len(states), dtype=torch.float32, device=states.device)
-    best = torch.empty(len(states), dtype=torch.long, device=states.device)
-    fused = fused_available(states)
-    for start in range(0, len(states), HEAD_ROWS):
-        chunk = linear(states[start:start + HEAD_ROWS], output, fused=fused)
-        for sub in range(0, len(chunk), REDUCE_ROWS):
-            logits = logit_transform(model, chunk[sub:sub + REDUCE_ROWS])
-            top, arg = logits.max(dim=-1, keepdim=True)
-            at = slice(start + sub, start + sub + len(logits))
-            best[at] = arg[:, 0]
-            lse[at] = (top.float() - torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(1, arg))[:, 0]
-    return lse, best
+_CHOSEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def target_logits(model, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The output logit of ``targets[i]`` at ``states[i]``: one dot product each, accumulated in
-    float32. In bfloat16 this is closer to the float32 model's number than the projection's
-    rounded output (measured: mean |logprob_sum - float32| 0.129 against 0.139 on 200 items)."""
-    output = model.get_output_embeddings()
-    logit = (states.float() * output.weight[targets].float()).sum(dim=-1)
-    if output.bias is not None:
-        logit = logit + output.bias[targets].float()
-    return logit_transform(model, logit)
+def runner_for(model) -> str:
+    """The fastest runner that reproduces ``model``'s own one-sequence numbers on a probe of
+    synthetic requests (decided once per model); a CurateError when none does."""
+    if model in _CHOSEN:
+        return _CHOSEN[model]
+    from scoring import reference
+
+    requests = probe_requests(model.config.vocab_size)
+    expected = reference.score(model, requests)
+    failures = []
+    for name in runnable(model):
+        try:
+            got = score_requests(model, requests, pad_id=0, runner=name)
+        except Exception as exc:  # a model whose code cannot take this runner's layout
+            failures.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            continue
+        worst = reference.worst_difference(requests, got, expected, model_dtype(model))
+        if worst is None:
+            _CHOSEN[model] = name
+            return name
+        failures.append(f"{name}: {worst}")
+    raise CurateError(f"architecture {architecture(model)} cannot be scored exactly by this engine (probe against "
+                      f"its own forward: {'; '.join(failures) or 'no runner applies'})")
 
 
-@torch.inference_mode()
-def score_requests(model, requests: list[Request], *, pad_id: int) -> list[Result]:
-    """Score a batch of requests in one forward pass."""
-    batch = pack(requests)
-    hidden = hidden_states(model, batch, pad_id=pad_id)
-    # One head row per distinct predicting state: a prefix's last state predicts the first
-    # token of every continuation.
-    rows, inverse = np.unique(batch.source, return_inverse=True)
+def probe_requests(vocab: int) -> list[Request]:
+    """Small requests that exercise what packing changes: several continuations after one prefix
+    (restarted positions, block mask), a one-token prefix, empty and one-token continuations,
+    prefix log-probs."""
+    rng = random.Random(0)
+
+    def ids(n):
+        return [rng.randrange(vocab) for _ in range(n)]
+    return [Request(ids(7), [ids(4), ids(1), ids(6)], [0, 1, 2], prefix_lp=True),
+            Request(ids(1), [ids(3), []], [0, 1]),
+            Request(ids(12), [ids(2), ids(5)], [0, 1], prefix_lp=True)]
+
+
+def exact_length(model) -> int | None:
+    """The longest sequence this engine reproduces exactly, or None for no limit. Rotary embeddings
+    that rescale past a length (``dynamic``, ``longrope``: Phi-3's long-context models, ...) take
+    their frequencies from the longest position in the whole forward pass, so past that length a
+    sequence's numbers would depend on what else shares its batch and on how a long row is cut."""
+    limits = []
+    for module in model.modules():
+        kinds = getattr(module, "rope_type", None)
+        if not kinds:
+            continue
+        for layer_type, kind in (kinds.items() if isinstance(kinds, dict) else [(None, kinds)]):
+            if "dynamic" in kind:
+                limits.append(int(module.original_max_seq_len))
+            elif kind == "longrope":
+                params = model.config.rope_parameters
+                limits.append(int((params[layer_type] if layer_type else params)["original_max_position_embeddings"]))
+    return min(limits, default=None)
+
+
+def longest_sequence(request: Request) -> int:
+    """Positions a request's longest sequence spans: its prefix and its longest continuation."""
+    return len(request.prefix) + max((len(c) for c in request.conts), default=0)
+
+
+def model_dtype(model) -> str:
+    return str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
+
+
+def architecture(model) -> str:
+    return f"{type(model).__name__} ({getattr(model.config, 'model_type', '?')})"
+
+
+# --- long rows: in pieces, with the model's own cache --------------------------------------------
+
+def long_hidden(model, tokens: torch.Tensor, piece: int):
+    """(start, hidden states) of one plain sequence, ``piece`` tokens at a time, each piece
+    attending to the keys and values the model cached for the earlier ones: memory grows with the
+    piece, not with the sequence."""
+    device, base, cache = input_device(model), base_model(model), None
+    for start in range(0, len(tokens), piece):
+        ids = tokens[start:start + piece].to(device)[None]
+        positions = torch.arange(start, start + ids.shape[1], device=device)[None]
+        out = base(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        yield start, out.last_hidden_state[0]
+
+
+def split(request: Request) -> list[Request]:
+    """One request per continuation (each a plain sequence); the prefix log-probs on the first."""
+    return [Request(request.prefix, [c], [j], request.purpose, request.prefix_lp and k == 0)
+            for k, (c, j) in enumerate(zip(request.conts, request.options))]
+
+
+def score_long(model, request: Request, piece: int) -> Result:
+    """A one-continuation request scored ``piece`` tokens at a time (``long_hidden``)."""
+    batch = pack([request])
+    logprob = np.zeros(len(batch.source))
+    greedy = np.zeros(len(batch.source), dtype=bool)
+    for start, hidden in long_hidden(model, batch.tokens, piece):
+        inside = (batch.source >= start) & (batch.source < start + len(hidden))
+        logprob[inside], greedy[inside] = predictions(model, hidden, batch.source[inside] - start,
+                                                      batch.target[inside])
+    return collect([request], batch, logprob, greedy)[0]
+
+
+def merge(parts: list[Result]) -> Result:
+    """The results of ``split`` requests as one."""
+    return Result(parts[0].prefix_sum, [p.cont_sums[0] for p in parts], [p.cont_greedy[0] for p in parts])
+
+
+# --- from hidden states to log-probabilities -----------------------------------------------------
+
+def predictions(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray):
+    """For each wanted prediction: the float32 log-probability of ``target`` at hidden state
+    ``source``, and whether it is the top token. One head row per distinct source state (a
+    prefix's last state predicts the first token of every continuation); the model's own logits
+    (``own_logits``) for a few hundred rows at a time, reduced REDUCE_ROWS rows at a time while
+    they are still in cache."""
+    rows, inverse = np.unique(source, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(rows) + 1))
     states = hidden[torch.from_numpy(rows).to(hidden.device)]
-    inverse = torch.from_numpy(inverse).to(hidden.device)
-    targets = torch.from_numpy(batch.target).to(hidden.device)
-    lse, best = head(model, states)
-    logprob = target_logits(model, states[inverse], targets) - lse[inverse]
-    logprob, greedy = logprob.double().cpu().numpy(), (best[inverse] == targets).cpu().numpy()
+    logprob = np.zeros(len(source))
+    greedy = np.zeros(len(source), dtype=bool)
+    step = max(REDUCE_ROWS, HEAD_LOGITS // model.get_output_embeddings().weight.shape[0] // REDUCE_ROWS * REDUCE_ROWS)
+    for start in range(0, len(rows), step):
+        logits = own_logits(model, states[start:start + step])
+        for sub in range(0, len(logits), REDUCE_ROWS):
+            first, last = start + sub, min(start + sub + REDUCE_ROWS, len(rows))
+            lp = torch.log_softmax(logits[sub:sub + REDUCE_ROWS].float(), dim=-1)
+            pairs = order[bounds[first]:bounds[last]]
+            at = torch.from_numpy(inverse[pairs] - first).to(lp.device)
+            want = torch.from_numpy(target[pairs]).to(lp.device)
+            logprob[pairs] = lp[at, want].double().cpu().numpy()
+            greedy[pairs] = (lp.argmax(dim=-1)[at] == want).cpu().numpy()
+    return logprob, greedy
+
+
+def collect(requests: list[Request], batch: Packed, logprob: np.ndarray, greedy: np.ndarray) -> list[Result]:
+    """Per-request sums of the predictions, by group."""
     sums = np.bincount(batch.group, weights=logprob, minlength=batch.n_groups)
     misses = np.bincount(batch.group, weights=~greedy, minlength=batch.n_groups)
     results, s = [], 0
@@ -180,4 +289,28 @@ def score_requests(model, requests: list[Request], *, pad_id: int) -> list[Resul
                               [float(x) for x in sums[s + 1:s + 1 + k]],
                               [bool(m == 0) for m in misses[s + 1:s + 1 + k]]))
         s += 1 + k
+    return results
+
+
+@torch.inference_mode()
+def score_requests(model, requests: list[Request], *, pad_id: int, runner: str | None = None,
+                   max_tokens: int | None = None) -> list[Result]:
+    """Score a batch of requests in one forward pass (``runner``: default ``runner_for(model)``).
+
+    A request with more than ``max_tokens`` input tokens is split into one request per
+    continuation; those that fit join the batch, and each longer one is scored alone in pieces of
+    ``max_tokens`` tokens (``score_long``), so memory stays within the budget."""
+    runner = runner or runner_for(model)
+    work = [[r] if not max_tokens or r.n_input <= max_tokens else split(r) for r in requests]
+    short = [r for parts in work for r in parts if not max_tokens or r.n_input <= max_tokens]
+    done = {}
+    if short:
+        batch = pack(short)
+        hidden = hidden_states(model, batch, runner, pad_id=pad_id)
+        logprob, greedy = predictions(model, hidden, batch.source, batch.target)
+        done = {id(r): res for r, res in zip(short, collect(short, batch, logprob, greedy))}
+    results = []
+    for request, parts in zip(requests, work):
+        got = [done[id(p)] if id(p) in done else score_long(model, p, max_tokens) for p in parts]
+        results.append(got[0] if parts[0] is request else merge(got))
     return results

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from scoring.llama import supports_config
@@ -92,14 +93,66 @@ class Layer(nn.Module):
         self.mlp.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
 
 
+class Body(nn.Module):
+    """The decoder: embedding, layers, final norm. Its ``forward`` is a plain Llama over whole
+    sequences, written as the paper's equations and nothing more; ``scoring.llama`` runs the same
+    weights its fast way. The plain one is the reference the self-check compares against, and it
+    scores rows too long for one batch in pieces, carrying the keys and values of earlier pieces
+    (``past_key_values``: a list of (keys, values) per layer)."""
+
+    def forward(self, input_ids, position_ids=None, past_key_values=None, **_):
+        config = self.config
+        heads, kv_heads, dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+        past = past_key_values or [None] * len(self.layers)
+        start = 0 if past[0] is None else past[0][0].shape[2]
+        if position_ids is None:
+            position_ids = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)[None]
+        angles = position_ids[..., None].float() * self.rotary_emb.inv_freq.float()
+        x, kept = self.embed_tokens(input_ids), []
+        scale = self.rotary_emb.attention_scaling
+        cos = (torch.cat([angles.cos()] * 2, -1) * scale).to(x.dtype)[:, None]
+        sin = (torch.cat([angles.sin()] * 2, -1) * scale).to(x.dtype)[:, None]
+        batch, length = input_ids.shape
+        for layer, cached in zip(self.layers, past):
+            attn = layer.self_attn
+            h = rms(layer.input_layernorm, x)
+            q = attn.q_proj(h).view(batch, length, heads, dim).transpose(1, 2)
+            k = attn.k_proj(h).view(batch, length, kv_heads, dim).transpose(1, 2)
+            v = attn.v_proj(h).view(batch, length, kv_heads, dim).transpose(1, 2)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            if cached is not None:
+                k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
+            kept.append((k, v))
+            causal = torch.ones(length, start + length, dtype=torch.bool, device=x.device).tril(start)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal, enable_gqa=heads != kv_heads)
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(batch, length, heads * dim))
+            h = rms(layer.post_attention_layernorm, x)
+            x = x + layer.mlp.down_proj(F.silu(layer.mlp.gate_proj(h)) * layer.mlp.up_proj(h))
+        return SimpleNamespace(last_hidden_state=rms(self.norm, x), past_key_values=kept)
+
+
+def rms(norm, x):
+    """LlamaRMSNorm: normalized in float32, scaled in the input's dtype."""
+    scaled = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * scaled.to(x.dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], -1)
+
+
 class LlamaWeights(nn.Module):
     """A Llama's parameters under transformers' names (``model.layers.0.self_attn.q_proj.weight``
     ...), for ``scoring.llama.PackedLlama`` to run."""
 
+    base_model_prefix = "model"
+
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.model = nn.Module()
+        self.model = Body()
+        self.model.config = config
         # Built on the meta device and filled by the checkpoint: no initialization. (An Embedding
         # initialized on meta imports torch._dynamo, 2 s; handing it its weight skips that.)
         self.model.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
@@ -111,6 +164,13 @@ class LlamaWeights(nn.Module):
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embed_tokens
+
+    def forward(self, input_ids, **kwargs):
+        """Logits of whole sequences, as LlamaForCausalLM gives them (its head is the projection)."""
+        return SimpleNamespace(logits=self.lm_head(self.model(input_ids, **kwargs).last_hidden_state))
 
 
 def checkpoint_files(folder: Path) -> list[Path] | None:

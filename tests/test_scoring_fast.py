@@ -1,9 +1,10 @@
-"""The two forward paths of the engine against each other and against plain transformers.
+"""The engine's runners against each other and against plain transformers.
 
 Llama-family models run through ``scoring.llama`` (packed tokens, fused weights); every other
-model through its own transformers forward. Both must give the numbers a plain, one sequence at
-a time transformers forward gives. Small random models built from a config (no download) cover
-what SmolLM2 does not: attention biases, other head counts, and a non-Llama architecture.
+model through its own modules (``packed``) or its own padded forward (``padded``). All must give
+the numbers a plain, one sequence at a time transformers forward gives. Small random models built
+from a config (no download) cover what SmolLM2 does not: attention biases, other head counts, a
+non-Llama architecture (tests/test_scoring_architectures.py covers every family).
 """
 from __future__ import annotations
 
@@ -67,27 +68,31 @@ def test_packed_llama_matches_transformers(kwargs, group_keys, monkeypatch):
     from transformers import LlamaConfig
 
     from scoring import layout
-    from scoring.engine import fast_path
+    from scoring.engine import runner_for
     monkeypatch.setattr(layout, "GROUP_KEYS", group_keys)
     model = tiny(LlamaConfig, **kwargs)
-    assert fast_path(model) is not None
+    assert runner_for(model) == "llama"
     check_against_brute_force(model, random_requests(500, 12), tol=1e-4)
 
 
-def test_other_architectures_take_the_generic_path():
+@pytest.mark.parametrize("runner", ["packed", "padded"])
+def test_other_architectures_take_their_own_modules(runner, monkeypatch):
+    """GPT-2 is probed onto the packed runner; the padded one gives the same numbers."""
     from transformers import AutoModelForCausalLM, GPT2Config
 
-    from scoring.engine import fast_path
+    from scoring import engine, layout
+    monkeypatch.setattr(layout, "GROUP_KEYS", 40)  # many attention groups
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)).eval()
-    assert fast_path(model) is None
+    assert engine.runner_for(model) == "packed"
+    monkeypatch.setitem(engine._CHOSEN, model, runner)
     check_against_brute_force(model, random_requests(500, 12, seed=1), tol=1e-4)
 
 
-def test_smollm2_packed_equals_generic_on_real_items(tmp_path):
-    """Both paths over the same real batch (every mode, so empty contexts and the seq_mean
-    rows too) give the same numbers in float32, up to the rounding of different matrix-product
-    kernels (oneDNN on the packed path)."""
+def test_smollm2_llama_runner_equals_its_own_modules_on_real_items(tmp_path):
+    """The Llama runner and the model's own modules (packed and padded) over the same real batch
+    (every mode, so empty contexts and the seq_mean rows too) give the same hidden states in
+    float32, up to the rounding of different matrix-product kernels (oneDNN in the Llama runner)."""
     from curate.adapters import get_adapter
     from curate.ingest import ingest
     from curate.store import Workspace
@@ -102,9 +107,10 @@ def test_smollm2_packed_equals_generic_on_real_items(tmp_path):
                 for r in build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192).requests]
     batch = engine.pack(requests)
     with torch.inference_mode():
-        fast = engine.hidden_states(model, batch)
-        generic = engine.generic_hidden(model, batch, pad_id=tok.pad_token_id)
-    torch.testing.assert_close(fast, generic, rtol=1e-4, atol=1e-4)
+        fast = engine.hidden_states(model, batch, "llama")
+        for runner in ("packed", "padded"):
+            own = engine.hidden_states(model, batch, runner, pad_id=tok.pad_token_id)
+            torch.testing.assert_close(fast, own, rtol=1e-4, atol=1e-4)
 
 
 def scores_of(model, requests):
@@ -173,3 +179,53 @@ def test_llama_folder_reads_only_what_it_reproduces(tmp_path):
     gpt2 = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4))
     gpt2.save_pretrained(tmp_path / "gpt2")
     assert llama_folder.load(tmp_path / "gpt2", torch.float32) is None
+
+
+def test_llama_folder_plain_forward_is_transformers_forward(tmp_path):
+    """``LlamaWeights``' own plain forward (the self-check's reference for the built-in model, and
+    how a row longer than a batch is run) gives transformers' logits, whole or in two pieces with
+    its key/value cache."""
+    from transformers import LlamaConfig
+
+    from scoring import llama_folder
+    model = tiny(LlamaConfig, num_key_value_heads=2, attention_bias=True)
+    model.save_pretrained(tmp_path / "llama")
+    lean = llama_folder.load(tmp_path / "llama", torch.float32)
+    ids = torch.tensor([random.Random(3).choices(range(500), k=40)])
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+        torch.testing.assert_close(lean(ids).logits, expected, atol=1e-5, rtol=1e-5)
+        first = lean.model(ids[:, :17])
+        second = lean.model(ids[:, 17:], past_key_values=first.past_key_values)
+        pieces = torch.cat([first.last_hidden_state, second.last_hidden_state], dim=1)
+        torch.testing.assert_close(lean.lm_head(pieces), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["llama-folder", "qwen2-sliding", "gpt2"])
+def test_requests_longer_than_the_budget_are_scored_in_pieces(arch, tmp_path):
+    """With ``max_tokens`` below a request's length, the request is split by continuation and each
+    too-long sequence runs in pieces through the model's own cache (sliding windows included):
+    the numbers of a plain one-sequence forward, to 1e-4."""
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen2Config
+
+    from scoring import llama_folder
+    from scoring.engine import score_requests
+    if arch == "llama-folder":
+        tiny(LlamaConfig, num_key_value_heads=2).save_pretrained(tmp_path / "llama")
+        model = llama_folder.load(tmp_path / "llama", torch.float32)
+    elif arch == "qwen2-sliding":
+        model = tiny(Qwen2Config, num_key_value_heads=2, use_sliding_window=True, sliding_window=6,
+                     max_window_layers=1)
+    else:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4)).eval()
+    requests = random_requests(500, 6, seed=4)
+    for req in requests:
+        req.prefix = req.prefix * 2  # up to 60 tokens: many pieces of 7
+    results = score_requests(model, requests, pad_id=0, max_tokens=7)
+    for req, res in zip(requests, results):
+        sums, greedy, prefix_sum = brute_force(model, req)
+        assert res.cont_sums == pytest.approx(sums, abs=1e-4)
+        assert res.cont_greedy == greedy
+        if req.prefix_lp:
+            assert res.prefix_sum == pytest.approx(prefix_sum, abs=1e-4)

@@ -72,7 +72,8 @@ def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws
     monkeypatch.setattr(scoring.run, "ENGINE_VERSION", 99)
     partial = score(ws, limit=2)  # a re-score after an engine change, stopped half-way
     assert partial["computed"] == 2
-    with pytest.raises(CurateError, match=r"mode 'choice-only': stored scores come from engine versions 2, 99"):
+    with pytest.raises(CurateError, match=rf"mode 'choice-only': stored scores come from engine versions "
+                                          rf"{scoring.ENGINE_VERSION}, 99"):
         analyze_workspace(ws, tmp_path / "report", core_mode="none")
     score(ws)  # finishes the re-score (whole batches rerun, so possibly more than the 2 stale items)
     with sqlite3.connect(ws / "workspace.db") as c:

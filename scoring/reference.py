@@ -1,0 +1,92 @@
+"""The plain reference: each continuation scored alone by the model's own one-sequence forward.
+
+``model(prefix + continuation).logits``, log-softmax in float32, the continuation's tokens read
+off: no packing, no shared prefix, no block mask, no head of ours. The engine's numbers are checked
+against it by the probe that picks a runner (``scoring.engine.runner_for``) and by the self-check
+on every scoring run (``scoring.run``); tests check it against lm-evaluation-harness.
+
+``TOLERANCE`` is how far the engine may be from it per predicted token, plus ``RELATIVE`` of the
+reference's own size. Float32 differs only by the order of additions; in bfloat16 and float16
+every layer's output is rounded, and packed rows take other kernels than one sequence does (the
+Llama runner attends in float32 on a CPU), so the same numbers differ more, and more the further
+a token's logit lies below the top one: SmolLM2-135M in bfloat16 on random tokens (the probe's)
+gives -55.8 against its own forward's -54.9 for three tokens.
+"""
+from __future__ import annotations
+
+import torch
+
+TOLERANCE = {"float32": 2e-4, "bfloat16": 0.08, "float16": 0.03}  # nats per predicted token
+FLOOR = {"float32": 1e-3, "bfloat16": 0.3, "float16": 0.1}       # nats per continuation, at least
+RELATIVE = {"float32": 0.0, "bfloat16": 0.03, "float16": 0.005}   # of the reference's |log-probability|
+
+
+@torch.inference_mode()
+def score(model, requests) -> list:
+    """``scoring.engine.Result`` for each request, from one plain forward per continuation."""
+    from scoring.engine import Result, input_device
+
+    device, results = input_device(model), []
+    for req in requests:
+        p, sums, greedy, prefix_sum = len(req.prefix), [], [], 0.0
+        for cont in req.conts:
+            ids = torch.tensor([req.prefix + cont], device=device)
+            logprobs = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
+            wanted = torch.tensor(cont, dtype=torch.long, device=logprobs.device)
+            picked = logprobs[p - 1:p - 1 + len(cont)]
+            sums.append(picked.gather(1, wanted[:, None]).sum().item())
+            greedy.append(bool((picked.argmax(-1) == wanted).all()))
+            prefix = torch.tensor(req.prefix[1:], dtype=torch.long, device=logprobs.device)
+            prefix_sum = logprobs[:p - 1].gather(1, prefix[:, None]).sum().item() if req.prefix_lp else 0.0
+        results.append(Result(prefix_sum, sums, greedy))
+    return results
+
+
+def allowed_difference(dtype: str, tokens: int, reference: float) -> float:
+    return max(FLOOR[dtype], TOLERANCE[dtype] * tokens) + RELATIVE[dtype] * abs(reference)
+
+
+def worst_difference(requests, ours, theirs, dtype: str, names=None) -> str | None:
+    """None when every number of ``ours`` is within the tolerance of ``theirs``, else a line naming
+    the worst one: request (``names[i]``, default its index), continuation, both numbers."""
+    worst, line = 0.0, None
+    for i, (req, a, b) in enumerate(zip(requests, ours, theirs)):
+        where = names[i] if names else f"request {i}"
+        pairs = [(f"continuation {k}", a.cont_sums[k], b.cont_sums[k], len(c)) for k, c in enumerate(req.conts)]
+        if req.prefix_lp:
+            pairs.append(("prefix", a.prefix_sum, b.prefix_sum, len(req.prefix) - 1))
+        for what, x, y, tokens in pairs:
+            allowed = allowed_difference(dtype, tokens, y)
+            excess = abs(x - y) / allowed
+            if excess > 1 and excess > worst:
+                worst, line = excess, (f"{where}, {what}: {x:.6f} here, {y:.6f} by the model's own forward "
+                                       f"(allowed difference {allowed:.2g})")
+        if dtype == "float32" and a.cont_greedy != b.cont_greedy and line is None:
+            line = f"{where}: greedy flags {a.cont_greedy} here, {b.cont_greedy} by the model's own forward"
+    return line
+
+
+def largest_difference(ours, theirs) -> float:
+    return max((abs(x - y) for a, b in zip(ours, theirs)
+                for x, y in zip([a.prefix_sum, *a.cont_sums], [b.prefix_sum, *b.cont_sums])), default=0.0)
+
+
+def self_check(model, units, dtype: str, *, pad_id: int, names) -> dict:
+    """Score ``units`` (a few, before a run stores anything) by the engine and by the plain
+    reference, and stop with a CurateError naming the architecture and both numbers when they
+    differ by more than the dtype's tolerance. Returns what the run records: items, largest
+    difference, tolerance, runner."""
+    from curate.errors import CurateError
+    from scoring.engine import architecture, runner_for, score_requests
+
+    requests = [r for u in units for r in u.requests]
+    labels = [f"{names(u)} request {k}" for u in units for k in range(len(u.requests))]
+    ours = score_requests(model, requests, pad_id=pad_id)
+    theirs = score(model, requests)
+    line = worst_difference(requests, ours, theirs, dtype, labels)
+    if line:
+        raise CurateError(f"self-check failed: {architecture(model)} in {dtype} through the {runner_for(model)} runner, "
+                          f"{line}; nothing was stored")
+    return {"items": len(units), "max_abs_diff": largest_difference(ours, theirs), "dtype": dtype,
+            "tolerance_per_token": TOLERANCE[dtype],
+            "tolerance_relative": RELATIVE[dtype], "runner": runner_for(model)}
