@@ -131,7 +131,7 @@ def test_analyze_filter_and_export_use_the_generations(gen_ws, tmp_path):
     assert len(g["comparisons"]["templates"]["rows"]) == 1 and len(g["comparisons"]["generation_vs_loglikelihood"]["rows"]) == 3
     assert g["comparisons"]["modes"][0]["rows"][0]["alternative"] == "greater"
     report = (tmp_path / "report" / "report.md").read_text()
-    for heading in ("## 7. Generation", "### Accuracy per seed", "### Spread over seeds", "### Position bias",
+    for heading in ("## 8. Generation", "### Accuracy per seed", "### Spread over seeds", "### Position bias",
                     "### Generation vs log-likelihood", "### Items annotated all implausible",
                     "### Paired tests: Templates", "### Paired tests: full (a) vs zero (b)"):
         assert heading in report

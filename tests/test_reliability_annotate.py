@@ -173,9 +173,9 @@ def test_a_long_enough_prefix_is_marked_and_the_reads_are_the_apis(base_ws, tmp_
     writes it, every later one reads it, and the ledger holds exactly what the API reported."""
     from annotate import prompts
 
-    real = prompts.load_prompt(1)
+    real = prompts.load_prompt(1)  # HellaSwag items are continuations: the default kind
     long = prompts.Prompt(1, (real.instructions + "\n") * 3, real.item_template, real.version)
-    monkeypatch.setattr(claude, "load_prompt", lambda round: long)
+    monkeypatch.setattr(claude, "load_prompt", lambda round, kind=None: long)
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn() as s:
         api_env(monkeypatch, s.url)

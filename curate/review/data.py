@@ -40,8 +40,8 @@ class Decisions:
 
 def scorer_labels(scores: pd.DataFrame) -> pd.DataFrame:
     """Scores whose ``model`` names the formulation too ("model [formulation]") when the scores
-    carry a ``formulation`` column, so per-model code treats each formulation as its own scorer."""
-    if "formulation" not in scores.columns or scores["formulation"].isna().all():
+    hold more than one formulation, so per-model code treats each formulation as its own scorer."""
+    if "formulation" not in scores.columns or scores["formulation"].nunique() <= 1:
         return scores
     form = scores["formulation"].fillna("default").astype(str)
     return scores.assign(model=scores["model"].astype(str) + " [" + form + "]")

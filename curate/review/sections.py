@@ -89,7 +89,7 @@ def scores_section(ctx: ItemContext) -> Section | None:
         return None
     item, primary = ctx.item, ctx.data.normalization
     opts = letters(len(item["options"]))
-    has_form = "formulation" in scores.columns and scores["formulation"].notna().any()
+    has_form = "formulation" in scores.columns and scores["formulation"].nunique() > 1
     head = ("<tr><th>model</th><th>mode</th>" + ("<th>formulation</th>" if has_form else "")
             + "<th>picks</th>" + "".join(f"<th>{o}{' (gold)' if i == item['gold'] else ''}</th>"
                                          for i, o in enumerate(opts)) + "</tr>")
