@@ -212,7 +212,7 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
     with monkeypatch.context() as patch:
         patch.setattr(attention, "allowed", lambda rule, block, *_: block)  # the model's window ignored
         with pytest.raises(CurateError, match=r"self-check failed: MistralForCausalLM \(mistral\) in float32 through "
-                                              r"the packed runner, item hellaswag/validation/\d+ \(full\) request \d+, "
+                                              r"the packed runner, item hellaswag/validation/\d+ \(full, cloze\) request \d+, "
                                               r"continuation \d+: -\d+\.\d+ here, -\d+\.\d+ by the model's own forward.*"
                                               r"nothing was stored"):
             score_workspace(ws, str(folder), ["full"], limit=3, show_progress=False)
