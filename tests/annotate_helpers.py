@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import sqlite3
@@ -13,22 +12,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import HELLASWAG, ROOT
+from conftest import ROOT, copy_ws, small_workspace  # noqa: F401 (re-exported for the annotation tests)
 
 KEY = "sk-ant-test-0123456789-DO-NOT-LEAK-abcdef"
 MODEL = "claude-haiku-4-5"
-
-
-def small_workspace(root: Path, n: int = 40) -> Path:
-    """The first ``n`` HellaSwag validation rows as a workspace."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    return ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
-
-
-def copy_ws(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
 
 
 def free_port() -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,18 @@ def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise AssertionError(f"curate {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def small_workspace(root: Path, n: int = 40) -> Path:
+    """The first ``n`` HellaSwag validation rows as a workspace."""
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+    return ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
+
+
+def copy_ws(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
 
 
 @pytest.fixture(scope="session")

@@ -9,24 +9,19 @@ import sqlite3
 
 import pytest
 
-from conftest import HELLASWAG, PAPER_SCORES, run_cli
+from conftest import PAPER_SCORES, copy_ws, run_cli, small_workspace
 
 MODES = ["choice-only"]  # the shortest prompts: these tests are about bookkeeping, not numbers
 
 
 @pytest.fixture(scope="module")
 def base_ws(tmp_path_factory):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    return ingest(tmp_path_factory.mktemp("ident") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                  limit=4)
+    return small_workspace(tmp_path_factory.mktemp("ident") / "ws", 4)
 
 
 @pytest.fixture()
 def ws(base_ws, tmp_path):
-    root = tmp_path / "ws"
-    shutil.copytree(base_ws, root)
-    return root
+    return copy_ws(base_ws, tmp_path / "ws")
 
 
 def score(ws, **kw):

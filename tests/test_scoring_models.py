@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import HELLASWAG, ROOT, run_cli
+from conftest import ROOT, copy_ws, run_cli, small_workspace
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +40,12 @@ def save_tiny(folder: Path, model_type: str, tokenizer, **extra) -> Path:
 
 @pytest.fixture(scope="module")
 def base_ws(tmp_path_factory):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    return ingest(tmp_path_factory.mktemp("models") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                  limit=4)
+    return small_workspace(tmp_path_factory.mktemp("models") / "ws", 4)
 
 
 @pytest.fixture()
 def ws(base_ws, tmp_path):
-    root = tmp_path / "ws"
-    shutil.copytree(base_ws, root)
-    return root
+    return copy_ws(base_ws, tmp_path / "ws")
 
 
 def tables(ws: Path) -> dict:
