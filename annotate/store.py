@@ -209,11 +209,12 @@ def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, at
                      *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
 
 
-def ledger_totals(ws: Workspace, run_id: str | None = None) -> dict:
-    """Summed tokens, USD and reply count, for one run or (run_id None) the whole workspace."""
+def ledger_totals(ws: Workspace, run_id: str | None = None, *, table: str = "annotation_ledger") -> dict:
+    """Summed tokens, USD and reply count, for one run or (run_id None) the whole workspace;
+    ``table``: a ledger with these columns (generation keeps its own, ``generation_ledger``)."""
     row = ws.conn.execute(
         "SELECT count(*), " + ", ".join(f"coalesce(sum({k}), 0)" for k in LEDGER_TOKENS)
-        + ", coalesce(sum(usd), 0) FROM annotation_ledger" + (" WHERE run_id = ?" if run_id else ""),
+        + f", coalesce(sum(usd), 0) FROM {table}" + (" WHERE run_id = ?" if run_id else ""),
         (run_id,) if run_id else ()).fetchone()
     return {"replies": row[0], **dict(zip(LEDGER_TOKENS, row[1:5])), "usd": round(row[5], 6)}
 

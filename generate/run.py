@@ -156,9 +156,8 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             info.update(prompt_format="chat-template" if engine.chat else "plain", device=device,
                         batch_size=batch_size, sampling="greedy" if temperature == 0 else "per-row generators")
         else:
-            from annotate.claude import redact
             info.update(prompt_format="messages-api", concurrency=concurrency, max_cost=max_cost,
-                        base_url=redact(os.environ.get("ANTHROPIC_BASE_URL") or "") or None)
+                        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)  # add_run redacts it
         with ws.transaction():
             add_run(ws, run_id=run_id, model=label, backend=backend, template=tpl.name, settings=settings, info=info)
         job = Job(ws, run_id, label, tpl.name, settings)

@@ -7,6 +7,9 @@ reply could be read, the displayed position chosen and the original option it ma
 whose key matches is never asked again. Runs record their settings and versions; Claude replies
 also enter ``generation_ledger`` (the annotation ledger's columns, priced by ``annotate.prices``).
 
+Every text written here passes through ``curate.secrets.redact`` (as in ``annotate.store``): an
+endpoint that echoes the API key, or a base URL with credentials, leaves ``[redacted]`` on disk.
+
 ``read_generations`` is the public read: analyses, filters, exports and the review app use it.
 """
 from __future__ import annotations
@@ -15,7 +18,9 @@ import json
 
 import pandas as pd
 
+from annotate import store as annotation_store
 from annotate.store import LEDGER_TOKENS
+from curate.secrets import redact, redact_data
 from curate.store import Workspace, now
 
 STATUSES = ("strict", "lenient", "unparsed")
@@ -95,7 +100,7 @@ def settings_label(temperature: float | None, top_p: float | None, max_new_token
 def add_run(ws: Workspace, *, run_id: str, model: str, backend: str, template: str, settings: str,
             info: dict) -> None:
     ws.conn.execute("INSERT OR IGNORE INTO generation_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, model, backend, template, settings, json.dumps(info, sort_keys=True), now()))
+                    (run_id, model, backend, template, settings, json.dumps(redact_data(info), sort_keys=True), now()))
 
 
 def write_generations(ws: Workspace, records: list[dict]) -> None:
@@ -104,8 +109,9 @@ def write_generations(ws: Workspace, records: list[dict]) -> None:
     stamp = now()
     rows = []
     for r in records:
-        r = {**r, "order_json": json.dumps(r["order"]),
-             "replies_json": json.dumps(r["replies"], ensure_ascii=False) if len(r.get("replies") or ()) > 1 else None}
+        replies = r.get("replies") or ()
+        r = {**r, "raw": redact(r["raw"]), "order_json": json.dumps(r["order"]),
+             "replies_json": json.dumps(redact_data(replies), ensure_ascii=False) if len(replies) > 1 else None}
         rows.append([r.get(c) for c in RECORD_COLUMNS] + [stamp])
     ws.conn.executemany(f"INSERT OR REPLACE INTO generations ({', '.join(RECORD_COLUMNS)}, created_at) "
                         f"VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})", rows)
@@ -115,15 +121,12 @@ def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, at
                model_snapshot: str | None, usage: dict, usd: float) -> None:
     """Append what one reply cost (inside the transaction that writes its record)."""
     ws.conn.execute("INSERT INTO generation_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, item_id, request_key, attempt, model_snapshot,
+                    (run_id, item_id, request_key, attempt, redact(model_snapshot),
                      *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
 
 
 def ledger_totals(ws: Workspace, run_id: str) -> dict:
-    row = ws.conn.execute(
-        "SELECT count(*), " + ", ".join(f"coalesce(sum({k}), 0)" for k in LEDGER_TOKENS)
-        + ", coalesce(sum(usd), 0) FROM generation_ledger WHERE run_id = ?", (run_id,)).fetchone()
-    return {"replies": row[0], **dict(zip(LEDGER_TOKENS, row[1:5])), "usd": round(row[5], 6)}
+    return annotation_store.ledger_totals(ws, run_id, table="generation_ledger")
 
 
 def done_keys(ws: Workspace, model: str, template: str, settings: str) -> set[str]:

@@ -183,3 +183,21 @@ def test_auth_error_stops_without_leaking_the_key(base_ws, tmp_path):
     for f in ws.rglob("*"):
         if f.is_file():
             assert KEY not in f.read_bytes().decode("latin-1")
+
+
+def test_an_echoed_key_and_url_credentials_reach_no_file(base_ws, tmp_path):
+    """The endpoint echoes the key it received into every reply's text and model name, and the
+    base URL carries user:password: the stored replies, run record and ledger hold neither."""
+    import base64
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with StandIn(echo_key=True, text_reply=lambda body: "2") as s:
+        url = s.url.replace("http://", "http://alice:pa55-w0rd-secret@")
+        proc = run_cli("generate", ws, "--model", SPEC, "--seeds", "1", "--limit", "3", "--parse-retries", "1",
+                       "--quiet", env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url})
+    written = "\n".join([proc.stdout, proc.stderr] + [f.read_bytes().decode("latin-1") for f in ws.rglob("*")
+                                                      if f.is_file()])
+    for secret in (KEY, "pa55-w0rd-secret", base64.b64encode(b"alice:pa55-w0rd-secret").decode()):
+        assert secret not in written
+    raw = stored(ws)["raw"]
+    assert len(raw) == 6 and all("request made with key" in r and "[redacted]" in r for r in raw)  # 3 x full, zero
