@@ -69,8 +69,8 @@ def resolve(name: str, revision: str | None = None) -> ModelRef:
         raise CurateError(f"model {name!r}: a file but not a GGUF file; give a GGUF file, a model folder or a Hub id")
     if not looks_like_hub_id(name):
         raise CurateError(f"model {name!r}: no such file or folder")
-    commit = hub_commit(name, revision)
-    return ModelRef(name, name, f"hub:{name}@{commit}", commit)
+    commit, snapshot = hub_commit(name, revision)
+    return ModelRef(name, snapshot or name, f"hub:{name}@{commit}", commit)
 
 
 def looks_like_hub_id(name: str) -> bool:
@@ -86,10 +86,13 @@ def looks_like_hub_id(name: str) -> bool:
     return True
 
 
-def hub_commit(repo: str, revision: str | None) -> str:
-    """The commit sha ``revision`` (default: main) of a Hub model names now: asked of the Hub once
-    (no retries: an unreachable Hub must not hold a run for half a minute), else read from the
-    local Hub cache. Scores are keyed by it, and the model loads at it."""
+def hub_commit(repo: str, revision: str | None) -> tuple[str, str | None]:
+    """The commit sha ``revision`` (default: main) of a Hub model names now, and the local Hub
+    cache's folder of that commit when the Hub did not answer (None when it did). The Hub is asked
+    once (no retries: an unreachable Hub must not hold a run for half a minute); without it the
+    commit is read from the cache, and the model is then loaded from that folder, so that no
+    later step asks the Hub again for files the cache has no copy of (transformers retries each
+    for half a minute). Scores are keyed by the commit, and the model loads at it."""
     from huggingface_hub import HfApi, constants, hf_hub_download
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -98,7 +101,7 @@ def hub_commit(repo: str, revision: str | None) -> str:
                            f"({why}): {type(exc).__name__}")
     if not constants.HF_HUB_OFFLINE:
         try:
-            return HfApi().model_info(repo, revision=revision, timeout=10).sha
+            return HfApi().model_info(repo, revision=revision, timeout=10).sha, None
         except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as exc:
             raise refused("the Hub has no such model or revision, or it is gated", exc) from None
         except Exception:  # the Hub cannot be reached: the local Hub cache may have it
@@ -108,7 +111,8 @@ def hub_commit(repo: str, revision: str | None) -> str:
     except Exception as exc:  # not in the cache either: one line, not a traceback
         why = "offline: HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub cannot be reached"
         raise refused(f"{why}, and it is not in the local Hub cache", exc) from None
-    return Path(config).parent.name  # .../models--org--name/snapshots/<commit>/config.json
+    snapshot = Path(config).parent  # .../models--org--name/snapshots/<commit>/config.json
+    return snapshot.name, str(snapshot)
 
 
 SAMPLES, SAMPLE_BYTES, SMALL_FILE = 8, 1 << 16, 16 << 20

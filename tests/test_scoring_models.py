@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -149,16 +150,24 @@ def test_folder_identity_reads_headers_sizes_and_samples_not_every_byte(tmp_path
     assert models.folder_identity(big) != before
 
 
-def test_hub_model_is_identified_by_its_commit_offline(ws, tmp_path, smollm2_tokenizer):
-    """A Hub id read from the Hub cache (offline) is scored at the commit the cache names, and
-    that commit is what the stored scores are keyed by."""
+@pytest.mark.parametrize("hub", ["offline", "unreachable"])
+def test_hub_model_is_identified_by_its_commit_offline(ws, tmp_path, smollm2_tokenizer, hub):
+    """A Hub id read from the Hub cache is scored at the commit the cache names, and that commit
+    is what the stored scores are keyed by: with HF_HUB_OFFLINE set, and with the Hub merely
+    unreachable (a closed local port stands in for it; no network here), where the run must not
+    wait on retries."""
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--someone--tiny-qwen2"
     save_tiny(repo / "snapshots" / commit, "qwen2", smollm2_tokenizer)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    run_cli("score", ws, "--model", "someone/tiny-qwen2", "--modes", "zero", "--limit", "2", "--quiet", env=env)
+    if hub == "unreachable":
+        env = {**env, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    started = time.monotonic()
+    run_cli("score", ws, "--model", "someone/tiny-qwen2", "--modes", "zero", "--limit", "2", "--quiet", env=env,
+            timeout=120)
+    assert time.monotonic() - started < 60
     with sqlite3.connect(ws / "workspace.db") as c:
         model_hash, info = c.execute("SELECT model_hash, info_json FROM score_runs").fetchone()
     assert model_hash == f"hub:someone/tiny-qwen2@{commit}" and json.loads(info)["revision"] == commit
