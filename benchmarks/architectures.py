@@ -59,9 +59,9 @@ TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "nu
         "num_key_value_heads": 2, "head_dim": 16, "initializer_range": 0.1}
 
 
-def save_model(folder: Path, model_type: str, sizes: dict, tokenizer) -> int:
-    """A seeded random-weight model of ``model_type`` with SmolLM2's tokenizer, saved to ``folder``;
-    returns its parameter count."""
+def save_model(folder: Path, model_type: str, sizes: dict, tokenizer):
+    """A seeded random-weight model of ``model_type`` with SmolLM2's tokenizer, saved to ``folder``
+    (and returned)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), max_position_embeddings=8192,
@@ -71,7 +71,43 @@ def save_model(folder: Path, model_type: str, sizes: dict, tokenizer) -> int:
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    return model.num_parameters()
+    return model
+
+
+def matmul_macs(model) -> tuple[int, int]:
+    """Multiply-adds of the model's linear layers per token fed (every ``nn.Linear`` under the
+    decoder) and per output-layer row (the output embedding): the work both tools must do, and
+    almost all of it on these shapes (attention scores and elementwise passes are the rest)."""
+    from torch import nn
+    head = model.get_output_embeddings()
+    layers = sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, nn.Linear) and m is not head)
+    return layers, head.weight.shape[0] * head.weight.shape[1]
+
+
+def work_ratio(model, ws: Path, batch_size: int) -> dict:
+    """lm-eval's matrix-product work over ours on the workspace's items in full mode: the speed
+    ratio either tool would reach if both ran their products at the same rate. lm-eval feeds each
+    option's context + continuation (minus its last token) in batches of ``batch_size`` sorted by
+    length, padded to the longest, and applies the output layer at every position; we feed each
+    context once and each continuation after it (``Request.n_input``) and apply the output layer
+    once per distinct state that predicts a wanted token."""
+    from curate.store import Workspace
+    from scoring.encode import build_units
+    from scoring.models import load_tokenizer, resolve
+    from scoring.run import unit_spec
+    tokenizer = load_tokenizer(resolve("smollm2-135m"))
+    items = Workspace.open(ws).items()
+    units = build_units(tokenizer, [unit_spec(i, it, "full", "cloze") for i, it in enumerate(items)],
+                        max_length=8192, seq_mean=False)
+    requests = [r for u in units for r in u.requests]
+    fed = sum(r.n_input for r in requests)
+    rows = sum(1 + sum(max(len(c) - 1, 0) for c in r.conts) for r in requests if any(r.conts))
+    lengths = sorted((len(r.prefix) + len(c) - 1 for r in requests for c in r.conts), reverse=True)
+    padded = sum(max(lengths[i:i + batch_size]) * len(lengths[i:i + batch_size])
+                 for i in range(0, len(lengths), batch_size))
+    layer, head = matmul_macs(model)
+    return {"ours_tokens": fed, "ours_head_rows": rows, "lmeval_padded_tokens": padded,
+            "ratio": padded * (layer + head) / (fed * layer + rows * head)}
 
 
 def scores_of(ws: Path, label: str, n: int) -> np.ndarray:
@@ -140,8 +176,10 @@ def main(argv=None):
             items = Workspace.open(ws).items()
             for arch in (args.only.split(",") if args.only else SPEED_MODELS):
                 folder = tmp / f"{arch}-135m"
-                params = save_model(folder, arch, SPEED_MODELS[arch], tokenizer)
-                result = {"parameters": params, **speed(folder, ws, items, args.lmeval_batch_size)}
+                model = save_model(folder, arch, SPEED_MODELS[arch], tokenizer)
+                result = {"parameters": model.num_parameters(), "work": work_ratio(model, ws, args.lmeval_batch_size)}
+                del model
+                result.update(speed(folder, ws, items, args.lmeval_batch_size))
                 report["speed"][arch] = result
                 print(json.dumps({arch: result}, indent=1), flush=True)
         if not args.skip_parity:
@@ -158,13 +196,14 @@ def main(argv=None):
     lines.append(f"HellaSwag validation, full mode, float32, {os.cpu_count()} CPUs; lm-eval 0.4.13 hf backend, batch "
                  f"{args.lmeval_batch_size}; ours: curate score, each run its own process")
     if report["speed"]:
-        lines.append(f"\nspeed, first {args.items} items (ratio = lm-eval's time / ours; same scores = --no-seq-mean)")
+        lines.append(f"\nspeed, first {args.items} items (ratio = lm-eval's time / ours; same scores = --no-seq-mean; "
+                     "work x = lm-eval's matrix-product work / ours: the ratio at equal product speed)")
         lines.append(f"{'architecture':<13} {'params':>7} {'lm-eval s':>9} {'ours s':>7} {'wall x':>7} {'cpu x':>6} "
-                     f"{'+seq_mean x':>11} {'peak MB':>8} {'max |diff|':>10} acc/acc_norm same  runner")
+                     f"{'+seq_mean x':>11} {'work x':>6} {'peak MB':>8} {'max |diff|':>10} acc/acc_norm same  runner")
         for arch, r in report["speed"].items():
             same, seq = r["same-scores"], r["seq_mean"]
             lines.append(f"{arch:<13} {r['parameters'] / 1e6:6.0f}M {r['lmeval_seconds']:9.1f} {same['seconds']:7.1f} "
-                         f"{same['ratio_wall']:6.2f}x {same['ratio_cpu']:5.2f}x {seq['ratio_wall']:10.2f}x "
+                         f"{same['ratio_wall']:6.2f}x {same['ratio_cpu']:5.2f}x {seq['ratio_wall']:10.2f}x {r['work']['ratio']:5.2f}x "
                          f"{max(same['peak_rss_mb'], seq['peak_rss_mb']):8.0f} {same['max_abs_diff']:10.1e} "
                          f"{same['acc_identical'] and same['acc_norm_identical']!s:>17}  {same['runner']}")
     if report["parity"]:

@@ -12,6 +12,9 @@ For the first N HellaSwag validation items in full mode with the built-in smollm
    our float32 predictions, speed ratios, and our time as a multiple of the compute floor:
    (context tokens once + all option tokens) x 2 x parameters / matmul FLOP/s measured here.
 
+On a CPU without native bfloat16 instructions (AVX2 only) the bfloat16 runs are skipped and the
+report says so: torch converts in software there, slower than float32.
+
     python benchmarks/speed_and_parity.py --items 200 [--write-fixture] [--out results.json]
 
 ``--write-fixture`` stores lm-eval's output as the test fixture tests/test_scoring.py reads.
@@ -100,15 +103,17 @@ def main(argv=None):
     from benchmarks.lmeval_reference import run_lmeval
     from curate.adapters import get_adapter
     from curate.ingest import ingest
-    from scoring.models import load, resolve
+    from scoring.models import emulated_half, load, resolve
     from scoring.store import open_scores, read_scores
 
     ref = resolve("smollm2-135m")
     with tempfile.TemporaryDirectory() as tmp:
         ws = ingest(Path(tmp) / "ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.items)
-        flops = {d: matmul_flops(d) for d in ("float32", "bfloat16")}
-        runs = {"float32": ("float32", False), "bfloat16": ("bfloat16", False),
-                "float32+seq_mean": ("float32", True), "bfloat16+seq_mean": ("bfloat16", True)}
+        # A CPU without native bfloat16 (AVX2 only) converts in software: its bfloat16 runs would
+        # be slower than float32 and its square bfloat16 product takes minutes, so neither is run.
+        dtypes = ["float32"] + ([] if emulated_half("bfloat16", "cpu") else ["bfloat16"])
+        flops = {d: matmul_flops(d) for d in dtypes}
+        runs = {f"{d}{suffix}": (d, seq) for seq, suffix in ((False, ""), (True, "+seq_mean")) for d in dtypes}
         ours = {name: run_ours(ws, d, f"smollm2-135m@{name}", seq) for name, (d, seq) in runs.items()}
         theirs = run_lmeval(ref.path, DATA, args.items, batch_size=args.lmeval_batch_size)
         with open_scores(ws) as store:
@@ -131,11 +136,15 @@ def main(argv=None):
                                == [r["acc"] for r in theirs["items"]]).all()),
         "acc_norm_identical": bool((((lls["float32"] / chars).argmax(1) == gold).astype(float)
                                     == [r["acc_norm"] for r in theirs["items"]]).all()),
-        "bf16_agreement": float((lls["bfloat16"].argmax(1) == lls["float32"].argmax(1)).mean()),
-        "bf16_agreement_norm": float(((lls["bfloat16"] / chars).argmax(1) == (lls["float32"] / chars).argmax(1)).mean()),
-        "bf16_max_abs_diff": float(np.abs(lls["bfloat16"] - lls["float32"]).max()),
         "seq_mean_runs_agree": bool(np.abs(lls["float32+seq_mean"] - lls["float32"]).max() < 1e-4),
+        "bfloat16_run": "bfloat16" in dtypes,
     }
+    if "bfloat16" in dtypes:
+        report.update({
+            "bf16_agreement": float((lls["bfloat16"].argmax(1) == lls["float32"].argmax(1)).mean()),
+            "bf16_agreement_norm": float(((lls["bfloat16"] / chars).argmax(1)
+                                          == (lls["float32"] / chars).argmax(1)).mean()),
+            "bf16_max_abs_diff": float(np.abs(lls["bfloat16"] - lls["float32"]).max())})
     for name, r in ours.items():
         d = runs[name][0]
         flop = tokens * 2 * params
@@ -160,9 +169,12 @@ def main(argv=None):
               f"floor by CPU time ({r['x_floor_wall']:.2f}x by wall); peak RSS {r['peak_rss_mb']:.0f} MB")
     print(f"parity: max |logprob_sum - lm-eval| = {report['max_abs_diff_vs_lmeval']:.2e}; acc identical "
           f"{report['acc_identical']}, acc_norm identical {report['acc_norm_identical']}")
-    print(f"bfloat16 agrees with our float32 predictions on {100 * report['bf16_agreement']:.1f}% of items "
-          f"(acc_norm: {100 * report['bf16_agreement_norm']:.1f}%); largest |logprob_sum| difference "
-          f"{report['bf16_max_abs_diff']:.3f}")
+    if report["bfloat16_run"]:
+        print(f"bfloat16 agrees with our float32 predictions on {100 * report['bf16_agreement']:.1f}% of items "
+              f"(acc_norm: {100 * report['bf16_agreement_norm']:.1f}%); largest |logprob_sum| difference "
+              f"{report['bf16_max_abs_diff']:.3f}")
+    else:
+        print("bfloat16: not run (this CPU has no native bfloat16 instructions)")
     print(f"with seq_mean: logprob_sum within 1e-4 of the run without it in float32: {report['seq_mean_runs_agree']}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")

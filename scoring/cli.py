@@ -61,6 +61,7 @@ def _modes(ctx, param, value: str) -> list[str]:
 def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
           no_seq_mean, self_check, replace, quiet):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
+    from scoring.models import emulated_half
     from scoring.run import score_workspace, verify_batch_invariance
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
@@ -80,6 +81,10 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
     if check["items"]:
         click.echo(f"self-check: {check['items']} items also scored by the model's own forward, largest difference "
                    f"{check['max_abs_diff']:.1e} ({summary['runner']} runner)")
+    if summary["computed"] and emulated_half(dtype, device):
+        click.echo(f"note: this CPU has no native {dtype} instructions, so --dtype {dtype} ran slower than float32 "
+                   f"would (torch converts in software); the scores are those of a {dtype} model all the same",
+                   err=True)
     if verify:
         first = summary["formulations"][0]  # the first formulation scored (a rotation request: its unrotated list)
         for mode in modes:

@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 
 import pytest
+import torch
 
 from conftest import PAPER_SCORES, copy_ws, run_cli, small_workspace
 
@@ -55,8 +56,13 @@ def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws):
     run_cli(*args)
     proc = run_cli(*args, "--dtype", "bfloat16", check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "already holds float32" in proc.stderr
-    out = run_cli(*args, "--dtype", "bfloat16", "--replace").stdout
-    assert "deleted 8 stored score rows of 'smollm2-135m'" in out
+    done = run_cli(*args, "--dtype", "bfloat16", "--replace")
+    assert "deleted 8 stored score rows of 'smollm2-135m'" in done.stdout
+    # A bfloat16 run on a CPU without native bfloat16 (this 2-core AVX2 machine) says it ran slower
+    # than float32 would; on a CPU with AVX-512 BF16 or AMX it says nothing.
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert ("no native bfloat16 instructions" in done.stderr) == (not native), done.stderr
+    assert "no native" not in run_cli(*args, "--replace").stderr  # float32: never
 
 
 def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, monkeypatch, tmp_path):
