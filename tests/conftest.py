@@ -30,6 +30,19 @@ def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
+def save_tiny(folder: Path, model_type: str, tokenizer, **extra) -> Path:
+    """A seeded 2-layer random model of ``model_type`` with SmolLM2's vocabulary and tokenizer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    sizes = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, bos_token_id=tokenizer.bos_token_id,
+                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **{**sizes, **extra})).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def small_workspace(root: Path, n: int = 40) -> Path:
     """The first ``n`` HellaSwag validation rows as a workspace."""
     from curate.adapters import get_adapter

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import HELLASWAG, ROOT, run_cli
+from conftest import HELLASWAG, ROOT, run_cli, save_tiny
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lmeval_hellaswag_smollm2_200.json"
 
@@ -193,12 +193,15 @@ def test_export_scores(small_ws, tmp_path):
 
 def test_no_seq_mean_then_seq_mean(small_ws, tmp_path):
     """--no-seq-mean stores lm-eval's numbers only; a later default run fills seq_mean in (the
-    same logprob_sum), and a --no-seq-mean run after that finds everything cached."""
+    same logprob_sum), and a --no-seq-mean run after that finds everything cached. (Caching, not
+    numbers: a tiny seeded random Llama with SmolLM2's tokenizer keeps the three runs quick.)"""
     from curate.store import Workspace
+    from scoring.models import load_tokenizer, resolve
     from scoring.store import read_scores
     ws = tmp_path / "ws"
     shutil.copytree(small_ws, ws)
-    args = ("--model", "smollm2-135m", "--modes", "full", "--limit", "3", "--quiet")
+    tiny = save_tiny(tmp_path / "tiny", "llama", load_tokenizer(resolve("smollm2-135m")))
+    args = ("--model", tiny, "--modes", "full", "--limit", "3", "--quiet")
     assert "3 item-modes computed" in run_cli("score", ws, *args, "--no-seq-mean").stdout
     first = read_scores(Workspace.open(ws))
     assert first["seq_mean"].isna().all() and first["logprob_sum"].notna().all()

@@ -1,7 +1,9 @@
 """What identifies stored scores: a label holds one model's scores in one dtype, scores of another
 engine version are recomputed, and readers refuse a label whose rows come from different sources.
 
-Runs the real engine on SmolLM2 over a few HellaSwag items (in-process, to keep it quick)."""
+Runs the real engine over a few HellaSwag items with a tiny seeded random Llama saved with SmolLM2's
+tokenizer (these tests are about bookkeeping, not numbers; SmolLM2 in bfloat16 on a CPU without
+native bfloat16 took a minute per test)."""
 from __future__ import annotations
 
 import shutil
@@ -10,7 +12,7 @@ import sqlite3
 import pytest
 import torch
 
-from conftest import PAPER_SCORES, copy_ws, run_cli, small_workspace
+from conftest import PAPER_SCORES, copy_ws, run_cli, save_tiny, small_workspace
 
 MODES = ["choice-only"]  # the shortest prompts: these tests are about bookkeeping, not numbers
 
@@ -20,14 +22,21 @@ def base_ws(tmp_path_factory):
     return small_workspace(tmp_path_factory.mktemp("ident") / "ws", 4)
 
 
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from scoring.models import load_tokenizer, resolve
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "llama", "llama", load_tokenizer(resolve("smollm2-135m")))
+
+
 @pytest.fixture()
 def ws(base_ws, tmp_path):
     return copy_ws(base_ws, tmp_path / "ws")
 
 
-def score(ws, **kw):
+def score(ws, model, **kw):
     from scoring.run import score_workspace
-    return score_workspace(ws, "smollm2-135m", kw.pop("modes", MODES), show_progress=False, **kw)
+    return score_workspace(ws, str(model), kw.pop("modes", MODES), show_progress=False,
+                           label=kw.pop("label", "tiny"), **kw)
 
 
 def rows_by_dtype(ws) -> dict:
@@ -36,28 +45,28 @@ def rows_by_dtype(ws) -> dict:
                               "GROUP BY r.dtype").fetchall())
 
 
-def test_another_dtype_under_one_label_is_refused_then_replaced_or_kept_apart(ws):
+def test_another_dtype_under_one_label_is_refused_then_replaced_or_kept_apart(ws, tiny):
     from curate.errors import CurateError
-    assert score(ws)["computed"] == 4
-    with pytest.raises(CurateError, match=r"label 'smollm2-135m' already holds float32 scores .* would store "
+    assert score(ws, tiny)["computed"] == 4
+    with pytest.raises(CurateError, match=r"label 'tiny' already holds float32 scores .* would store "
                                           r"bfloat16 scores .* another --label .* --replace"):
-        score(ws, dtype="bfloat16")
+        score(ws, tiny, dtype="bfloat16")
     assert rows_by_dtype(ws) == {"float32": 16}  # nothing was written by the refused run
-    kept = score(ws, dtype="bfloat16", label="smollm2-135m@bf16")
+    kept = score(ws, tiny, dtype="bfloat16", label="tiny@bf16")
     assert kept["computed"] == 4 and rows_by_dtype(ws) == {"float32": 16, "bfloat16": 16}
-    replaced = score(ws, dtype="bfloat16", replace=True)
+    replaced = score(ws, tiny, dtype="bfloat16", replace=True)
     assert replaced["replaced_rows"] == 16 and replaced["computed"] == 4
     assert rows_by_dtype(ws) == {"bfloat16": 32}
-    assert score(ws, dtype="bfloat16")["computed"] == 0  # and the replacement is cached as usual
+    assert score(ws, tiny, dtype="bfloat16")["computed"] == 0  # and the replacement is cached as usual
 
 
-def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws):
-    args = ["score", ws, "--model", "smollm2-135m", "--modes", "choice-only", "--limit", "2", "--quiet"]
+def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws, tiny):
+    args = ["score", ws, "--model", tiny, "--label", "tiny", "--modes", "choice-only", "--limit", "2", "--quiet"]
     run_cli(*args)
     proc = run_cli(*args, "--dtype", "bfloat16", check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "already holds float32" in proc.stderr
     done = run_cli(*args, "--dtype", "bfloat16", "--replace")
-    assert "deleted 8 stored score rows of 'smollm2-135m'" in done.stdout
+    assert "deleted 8 stored score rows of 'tiny'" in done.stdout
     # A bfloat16 run on a CPU without native bfloat16 (this 2-core AVX2 machine) says it ran slower
     # than float32 would; on a CPU with AVX-512 BF16 or AMX it says nothing.
     native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
@@ -65,44 +74,44 @@ def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws):
     assert "no native" not in run_cli(*args, "--replace").stderr  # float32: never
 
 
-def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, monkeypatch, tmp_path):
+def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, tiny, monkeypatch, tmp_path):
     import scoring.run
     from curate.analyses.report import analyze_workspace
     from curate.errors import CurateError
-    score(ws)
+    score(ws, tiny)
     monkeypatch.setattr(scoring.run, "ENGINE_VERSION", 99)
-    partial = score(ws, limit=2)  # a re-score after an engine change, stopped half-way
+    partial = score(ws, tiny, limit=2)  # a re-score after an engine change, stopped half-way
     assert partial["computed"] == 2
     with pytest.raises(CurateError, match=rf"mode 'choice-only': stored scores come from engine versions "
                                           rf"{scoring.ENGINE_VERSION}, 99"):
         analyze_workspace(ws, tmp_path / "report", core_mode="none")
-    score(ws)  # finishes the re-score (whole batches rerun, so possibly more than the 2 stale items)
+    score(ws, tiny)  # finishes the re-score (whole batches rerun, so possibly more than the 2 stale items)
     with sqlite3.connect(ws / "workspace.db") as c:
         assert c.execute("SELECT DISTINCT r.engine FROM scores s JOIN score_runs r USING (run_id)").fetchall() == [(99,)]
-    assert score(ws)["computed"] == 0
+    assert score(ws, tiny)["computed"] == 0
     metrics = analyze_workspace(ws, tmp_path / "report", core_mode="none")
     (run,) = metrics["provenance"]["score_runs"]
     assert run["engine"] == 99 and run["dtype"] == "float32" and run["origin"] == "scored" and run["items"] == 4
     assert "Scores read" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_readers_refuse_a_label_that_mixes_sources(ws, tmp_path):
+def test_readers_refuse_a_label_that_mixes_sources(ws, tiny, tmp_path):
     """A workspace written before labels were checked can hold float32 rows in one mode and
     bfloat16 rows in another under one label: analyze and filter refuse it, naming both."""
     from curate.analyses.report import analyze_workspace
     from curate.errors import CurateError
     from curate.filter.engine import run_filter
-    score(ws, modes=["choice-only", "zero"])
+    score(ws, tiny, modes=["choice-only", "zero"])
     with sqlite3.connect(ws / "workspace.db") as c:  # what an old toolkit could leave behind
         c.execute("UPDATE score_runs SET dtype = 'bfloat16'")
         c.execute("INSERT INTO score_runs SELECT 'old-fp32', model, origin, model_hash, tokenizer_hash, 'float32', "
                   "device, info_json, created_at, engine FROM score_runs")
         c.execute("UPDATE scores SET run_id = 'old-fp32' WHERE mode = 'zero'")
-    pattern = r"model 'smollm2-135m': its stored scores mix .*bfloat16 scores.* and float32 scores.*--replace"
+    pattern = r"model 'tiny': its stored scores mix .*bfloat16 scores.* and float32 scores.*--replace"
     with pytest.raises(CurateError, match=pattern):
         analyze_workspace(ws, tmp_path / "report", core_mode="none")
     rules = tmp_path / "rules.yaml"
-    rules.write_text("name: t\nstages:\n- name: scorer-wrong\n  when:\n    correct:\n      models: [smollm2-135m]\n"
+    rules.write_text("name: t\nstages:\n- name: scorer-wrong\n  when:\n    correct:\n      models: [tiny]\n"
                      "      mode: choice-only\n      normalization: sum\n      at_most: 0\n")
     with pytest.raises(CurateError, match=pattern):
         run_filter(ws, rules, tmp_path / "decisions")

@@ -18,25 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, copy_ws, run_cli, small_workspace
+from conftest import ROOT, copy_ws, run_cli, save_tiny, small_workspace
 
 
 @pytest.fixture(scope="module")
 def smollm2_tokenizer():
     from scoring.models import load_tokenizer, resolve
     return load_tokenizer(resolve("smollm2-135m"))
-
-
-def save_tiny(folder: Path, model_type: str, tokenizer, **extra) -> Path:
-    """A seeded 2-layer random model of ``model_type`` with SmolLM2's vocabulary and tokenizer."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-    sizes = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, bos_token_id=tokenizer.bos_token_id,
-                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **{**sizes, **extra})).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
