@@ -84,30 +84,34 @@ def matmul_macs(model) -> tuple[int, int]:
     return layers, head.weight.shape[0] * head.weight.shape[1]
 
 
-def work_ratio(model, ws: Path, batch_size: int) -> dict:
-    """lm-eval's matrix-product work over ours on the workspace's items in full mode: the speed
-    ratio either tool would reach if both ran their products at the same rate. lm-eval feeds each
-    option's context + continuation (minus its last token) in batches of ``batch_size`` sorted by
-    length, padded to the longest, and applies the output layer at every position; we feed each
-    context once and each continuation after it (``Request.n_input``) and apply the output layer
-    once per distinct state that predicts a wanted token."""
-    from curate.store import Workspace
+def work_counts(items: list[dict], tokenizer, batch_size: int) -> dict:
+    """What each tool feeds on the items in full mode (the same for every architecture, so counted
+    once): we feed each context once and each continuation after it (``engine.pack``'s tokens) and
+    apply the output layer once per distinct state that predicts a wanted token (its sources);
+    lm-eval feeds each option's context + continuation (minus its last token) in batches of
+    ``batch_size`` sorted by length, padded to the longest, and applies the output layer at every
+    position."""
     from scoring.encode import build_units
-    from scoring.models import load_tokenizer, resolve
+    from scoring.engine import pack
     from scoring.run import unit_spec
-    tokenizer = load_tokenizer(resolve("smollm2-135m"))
-    items = Workspace.open(ws).items()
     units = build_units(tokenizer, [unit_spec(i, it, "full", "cloze") for i, it in enumerate(items)],
                         max_length=8192, seq_mean=False)
     requests = [r for u in units for r in u.requests]
-    fed = sum(r.n_input for r in requests)
-    rows = sum(1 + sum(max(len(c) - 1, 0) for c in r.conts) for r in requests if any(r.conts))
+    batch = pack(requests)
     lengths = sorted((len(r.prefix) + len(c) - 1 for r in requests for c in r.conts), reverse=True)
     padded = sum(max(lengths[i:i + batch_size]) * len(lengths[i:i + batch_size])
                  for i in range(0, len(lengths), batch_size))
+    return {"ours_tokens": len(batch.tokens), "ours_head_rows": len(np.unique(batch.source)),
+            "lmeval_padded_tokens": padded}
+
+
+def work_ratio(model, counts: dict) -> dict:
+    """lm-eval's matrix-product work over ours (``work_counts``) for ``model``: the speed ratio
+    either tool would reach if both ran their products at the same rate."""
     layer, head = matmul_macs(model)
-    return {"ours_tokens": fed, "ours_head_rows": rows, "lmeval_padded_tokens": padded,
-            "ratio": padded * (layer + head) / (fed * layer + rows * head)}
+    ratio = (counts["lmeval_padded_tokens"] * (layer + head)
+             / (counts["ours_tokens"] * layer + counts["ours_head_rows"] * head))
+    return {**counts, "ratio": ratio}
 
 
 def scores_of(ws: Path, label: str, n: int) -> np.ndarray:
@@ -174,10 +178,11 @@ def main(argv=None):
         if not args.skip_speed:
             ws = ingest(tmp / "speed-ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.items)
             items = Workspace.open(ws).items()
+            counts = work_counts(items, tokenizer, args.lmeval_batch_size)
             for arch in (args.only.split(",") if args.only else SPEED_MODELS):
                 folder = tmp / f"{arch}-135m"
                 model = save_model(folder, arch, SPEED_MODELS[arch], tokenizer)
-                result = {"parameters": model.num_parameters(), "work": work_ratio(model, ws, args.lmeval_batch_size)}
+                result = {"parameters": model.num_parameters(), "work": work_ratio(model, counts)}
                 del model
                 result.update(speed(folder, ws, items, args.lmeval_batch_size))
                 report["speed"][arch] = result
