@@ -24,8 +24,9 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "note: chromium not installed (needs root); the browser test will be skipped"
 
+# Two worker processes, a test file each at a time (module fixtures are built once per file).
 test: $(STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

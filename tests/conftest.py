@@ -19,6 +19,12 @@ sys.path.insert(0, str(ROOT))  # tests import benchmarks/lmeval_reference.py as 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+# Under pytest-xdist (`make test` runs two workers on two cores) each worker and each CLI it
+# starts uses one thread: two torch thread pools of two threads each on two cores spin against
+# each other (kill -9 resume took 125 s so, 50 s alone). Set before anything imports torch.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
     """Run `curate ARGS` as a real subprocess of this checkout (python -m curate)."""
@@ -55,22 +61,38 @@ def copy_ws(src: Path, dst: Path) -> Path:
     return dst
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)`` run once per test session, even when pytest-xdist runs the session in
+    several worker processes: they share one folder, and a file lock lets the first build it while
+    the others wait."""
+    from filelock import FileLock
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, shared by its workers
+    folder, done = base / name, base / f"{name}.done"
+    with FileLock(str(base / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def hellaswag_ws(tmp_path_factory) -> Path:
     """A workspace with all 10042 HellaSwag validation items (read-only for tests)."""
-    root = tmp_path_factory.mktemp("hs") / "ws"
     from curate.adapters import get_adapter
     from curate.ingest import ingest
-    return ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"))
+    return built_once(tmp_path_factory, "hellaswag-ws",
+                      lambda folder: ingest(folder, data=str(HELLASWAG), adapter=get_adapter("hellaswag")))
 
 
 @pytest.fixture(scope="session")
 def paper_ws(tmp_path_factory, hellaswag_ws) -> Path:
     """All of HellaSwag validation with the study's released scores imported (read-only)."""
-    import shutil
     from scoring.study_csv import import_study_csv
 
-    root = tmp_path_factory.mktemp("paper") / "ws"
-    shutil.copytree(hellaswag_ws, root)
-    import_study_csv(root, PAPER_SCORES)
-    return root
+    def build(folder):
+        shutil.copytree(hellaswag_ws, folder)
+        import_study_csv(folder, PAPER_SCORES)
+    return built_once(tmp_path_factory, "paper-ws", build)
