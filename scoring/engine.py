@@ -5,13 +5,16 @@ prefix and its own earlier tokens only, and position ids restart after the prefi
 continuation, so each continuation gets exactly the numbers it would get alone after the
 prefix (as lm-eval computes it), while the prefix is computed once (``scoring.layout``).
 
-Three runners give the final hidden states, each tested against a plain one-sequence forward:
+Four runners give the final hidden states, each tested against a plain one-sequence forward:
 
 - ``llama``: Llama models through ``scoring.llama`` on the real tokens only, fused kernels;
 - ``packed``: any other transformers model through its own modules over the packed tokens, our
   row groups only inside attention (``scoring.attention``);
 - ``padded``: its own forward over padded rows, for models whose attention code does not go
-  through transformers' attention interface.
+  through transformers' attention interface;
+- ``sequences``: its own forward over one plain row per continuation, the prefix copied into
+  each (``layout.sequences``, lm-eval's layout, no prefix shared): for models with layers that
+  cannot take a block mask (Mamba, RWKV-like and hybrid state-space models).
 
 Which one serves a model is decided once per model by a probe (``runner_for``): the first of
 them whose numbers on a few synthetic requests equal the model's own one-sequence forward. A
@@ -32,11 +35,11 @@ import torch
 from curate.errors import CurateError
 from scoring import layout, llama
 from scoring.encode import Request
-from scoring.logits import own_logits
+from scoring.logits import decoder_name, own_logits
 
 HEAD_LOGITS = 256 * 49152  # logits per head call (256 rows of a 49k vocabulary): fast, and ~50 MB
 REDUCE_ROWS = 8            # logit rows per softmax: 8 x vocabulary floats stay in a core's L2 cache
-RUNNERS = ("llama", "packed", "padded")
+RUNNERS = ("llama", "packed", "padded", "sequences")
 
 
 @dataclass
@@ -96,7 +99,7 @@ def pack(requests: list[Request]) -> Packed:
 
 def base_model(model):
     """The decoder under the output layer (``model.model``, ``model.transformer``, ...)."""
-    return getattr(model, model.base_model_prefix)
+    return getattr(model, decoder_name(model))
 
 
 def input_device(model) -> torch.device:
@@ -124,6 +127,10 @@ def hidden_states(model, batch: Packed, runner: str, *, pad_id: int = 0) -> torc
             out = base_model(model)(input_ids=tokens[None], position_ids=positions[None], use_cache=False,
                                     attention_mask=torch.ones((1, len(tokens)), dtype=torch.long, device=device))
         return out.last_hidden_state[0]
+    if runner == "sequences":  # right padding: a causal model's real tokens never see it
+        rows = layout.sequences(batch.spans, batch.tokens, pad_id)
+        hidden = base_model(model)(input_ids=rows.ids.to(device), use_cache=False).last_hidden_state
+        return hidden.reshape(-1, hidden.shape[-1])[rows.fed.to(hidden.device)]
     rows = layout.rows(batch.spans, batch.tokens, batch.positions, pad_id)
     ids, positions = rows.ids.to(device), rows.positions.to(device)
     with attention.padded(model, positions, rows.mask.to(device)):
@@ -136,7 +143,7 @@ def runnable(model) -> list[str]:
     """The runners that could serve ``model``, fastest first. The Llama runner reads weights
     directly, so a model accelerate spread over devices or offloaded takes the module runners."""
     fast = ["llama"] if llama.supports(model) and not dispatched(model) else []
-    return fast + (["packed", "padded"] if hasattr(model.config, "_attn_implementation") else [])
+    return fast + (["packed", "padded"] if hasattr(model.config, "_attn_implementation") else []) + ["sequences"]
 
 
 _CHOSEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -149,14 +156,18 @@ def runner_for(model) -> str:
         return _CHOSEN[model]
     from scoring import reference
 
-    requests = probe_requests(model.config.vocab_size)
-    expected = reference.score(model, requests)
+    requests = probe_requests(model.get_input_embeddings().num_embeddings)  # not every config has vocab_size
+    try:
+        expected = reference.score(model, requests)
+    except Exception as exc:  # nothing to compare against: the model cannot run as a causal LM
+        raise CurateError(f"architecture {architecture(model)} cannot be scored: its own forward fails on a plain "
+                          f"sequence ({type(exc).__name__}: {first_line(exc)})") from None
     failures = []
     for name in runnable(model):
         try:
             got = score_requests(model, requests, pad_id=0, runner=name)
         except Exception as exc:  # a model whose code cannot take this runner's layout
-            failures.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            failures.append(f"{name}: {type(exc).__name__}: {first_line(exc)}")
             continue
         worst = reference.worst_difference(requests, got, expected, model_dtype(model))
         if worst is None:
@@ -165,6 +176,11 @@ def runner_for(model) -> str:
         failures.append(f"{name}: {worst}")
     raise CurateError(f"architecture {architecture(model)} cannot be scored exactly by this engine (probe against "
                       f"its own forward: {'; '.join(failures) or 'no runner applies'})")
+
+
+def first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def probe_requests(vocab: int) -> list[Request]:
@@ -311,6 +327,10 @@ def score_requests(model, requests: list[Request], *, pad_id: int, runner: str |
         done = {id(r): res for r, res in zip(short, collect(short, batch, logprob, greedy))}
     results = []
     for request, parts in zip(requests, work):
-        got = [done[id(p)] if id(p) in done else score_long(model, p, max_tokens) for p in parts]
+        # A model on the sequences runner has no key/value cache to continue from: its long
+        # sequences run whole, one at a time.
+        got = [done[id(p)] if id(p) in done else
+               score_requests(model, [p], pad_id=pad_id, runner=runner)[0] if runner == "sequences" else
+               score_long(model, p, max_tokens) for p in parts]
         results.append(got[0] if parts[0] is request else merge(got))
     return results

@@ -32,14 +32,34 @@ class DecoderOutput:
 
 
 class GivenStates(nn.Module):
-    """Stands in for a model's decoder: returns the hidden states it was given."""
+    """Stands in for a model's decoder: returns the hidden states it was given. What else the
+    model's ``forward`` reads off its decoder comes from the real one (Falcon-H1 multiplies its
+    logits by the decoder's ``lm_head_multiplier``), except its modules, which are stand-ins too
+    (OPT's ``forward`` calls ``self.model.decoder``, not ``self.model``). Whatever a model does
+    that this misreads is caught by the probe, which compares with the model's own forward."""
 
-    def __init__(self, states: torch.Tensor):
+    def __init__(self, states: torch.Tensor, decoder: nn.Module):
         super().__init__()
         self.states = states
+        object.__setattr__(self, "_real", decoder)  # kept, not registered as a submodule
+
+    def __getattr__(self, name):  # only reached for names this module does not have
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            value = getattr(self.__dict__["_real"], name)
+            return GivenStates(self.states, value) if isinstance(value, nn.Module) else value
 
     def forward(self, *args, **kwargs) -> DecoderOutput:
         return DecoderOutput(self.states)
+
+
+def decoder_name(model) -> str:
+    """The attribute holding the decoder under the output layer: the one ``base_model_prefix``
+    names (``model``, ``transformer``, ...), else ``model`` (Llama 4 names ``language_model`` but
+    keeps its decoder as ``model``)."""
+    prefix = model.base_model_prefix
+    return prefix if prefix and hasattr(model, prefix) else "model"
 
 
 def own_logits(model, states: torch.Tensor) -> torch.Tensor:
@@ -48,9 +68,9 @@ def own_logits(model, states: torch.Tensor) -> torch.Tensor:
     from scoring.llama_folder import LlamaWeights
     if isinstance(model, LlamaWeights):
         return model.lm_head(states)
-    prefix = model.base_model_prefix
+    prefix = decoder_name(model)
     decoder = getattr(model, prefix)
-    setattr(model, prefix, GivenStates(states[None]))
+    setattr(model, prefix, GivenStates(states[None], decoder))
     try:
         out = model(input_ids=torch.zeros((1, len(states)), dtype=torch.long, device=states.device), use_cache=False)
     finally:

@@ -1,6 +1,6 @@
 """The plain reference: each continuation scored alone by the model's own one-sequence forward.
 
-``model(prefix + continuation).logits``, log-softmax in float32, the continuation's tokens read
+``model(prefix + continuation, use_cache=False).logits``, log-softmax in float32, the continuation's tokens read
 off: no packing, no shared prefix, no block mask, no head of ours. The engine's numbers are checked
 against it by the probe that picks a runner (``scoring.engine.runner_for``) and by the self-check
 on every scoring run (``scoring.run``); tests check it against lm-evaluation-harness.
@@ -31,7 +31,9 @@ def score(model, requests) -> list:
         p, sums, greedy, prefix_sum = len(req.prefix), [], [], 0.0
         for cont in req.conts:
             ids = torch.tensor([req.prefix + cont], device=device)
-            logprobs = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
+            # No cache: one forward needs none, and some models' default cache breaks on it
+            # (Bamba's hybrid cache, an encoder-decoder's decoder used alone).
+            logprobs = torch.log_softmax(model(input_ids=ids, use_cache=False).logits[0].float(), dim=-1)
             wanted = torch.tensor(cont, dtype=torch.long, device=logprobs.device)
             picked = logprobs[p - 1:p - 1 + len(cont)]
             sums.append(picked.gather(1, wanted[:, None]).sum().item())

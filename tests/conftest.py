@@ -22,8 +22,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # Under pytest-xdist (`make test` runs two workers on two cores) each worker and each CLI it
 # starts uses one thread: two torch thread pools of two threads each on two cores spin against
 # each other (kill -9 resume took 125 s so, 50 s alone). Set before anything imports torch.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 and not os.environ.get("OMP_NUM_THREADS"):
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
@@ -96,3 +96,17 @@ def paper_ws(tmp_path_factory, hellaswag_ws) -> Path:
         shutil.copytree(hellaswag_ws, folder)
         import_study_csv(folder, PAPER_SCORES)
     return built_once(tmp_path_factory, "paper-ws", build)
+
+
+# The longest test files, longest first (measured totals under `make test`). pytest-xdist hands each
+# worker the next file from the front of the collection, so these go first and short files fill
+# the end: otherwise one worker can run the last long file alone while the other waits.
+LONGEST_FIRST = ("test_scoring.py", "test_analyze_report.py", "test_generate_local.py", "test_scoring_models.py",
+                 "test_annotate_claude.py", "test_audit.py", "test_review.py", "test_position.py",
+                 "test_reliability_annotate.py", "test_scoring_formulations.py", "test_audit_goldenswag.py",
+                 "test_scoring_fast.py", "test_scoring_architectures.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

@@ -50,6 +50,13 @@ ARCHITECTURES = {
     "granitemoe": {"logits_scaling": 4.0, "num_local_experts": 4, "num_experts_per_tok": 2},
     "cohere": {},
     "cohere2": {"sliding_window": WINDOW},
+    # Beyond the issue's list: families the engine used to refuse or misread.
+    "opt": {},                                         # its forward calls model.decoder, not model
+    "llama4_text": {"attention_chunk_size": WINDOW},   # chunked attention; decoder not at its prefix
+    "bloom": {},                                       # ALiBi: the sequences runner
+    "mamba": {},                                       # state-space: the sequences runner
+    "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1,
+              "num_experts": 4, "num_experts_per_tok": 2},  # Mamba + attention + experts
 }
 SHORT = ("He ran", ["home.", "off."])  # rows of a few tokens: inside every window
 
@@ -98,7 +105,7 @@ def tiny(name: str, tokenizer, **overrides):
     """A seeded random model of architecture ``name``: 4 layers, width 64, 4 query heads over 2
     key/value heads, the test tokenizer's vocabulary, weights large enough that the logits spread."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    extra = {**ARCHITECTURES[name], **overrides}
+    extra = {**ARCHITECTURES.get(name, {}), **overrides}
     model_type = extra.pop("model_type", name)
     sizes = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
@@ -117,7 +124,7 @@ def greedy_option(model, tokenizer, context: str) -> str | None:
     from scoring.encode import encode_pair
     ctx, _, _ = encode_pair(tokenizer, context, " x")
     with torch.no_grad():
-        best = int(model(input_ids=torch.tensor([ctx])).logits[0, -1].argmax())
+        best = int(model(input_ids=torch.tensor([ctx]), use_cache=False).logits[0, -1].argmax())
     text = tokenizer.decode([best])
     if not text.startswith(" ") or not text.strip():
         return None
@@ -151,10 +158,11 @@ def reference(model, tokenizer, context: str, option: str) -> dict:
     from scoring.encode import encode_pair
     ctx, cont, _ = encode_pair(tokenizer, context, " " + option)
     with torch.no_grad():
-        logprobs = torch.log_softmax(model(input_ids=torch.tensor([ctx + cont])).logits[0].float(), dim=-1)
+        logits = model(input_ids=torch.tensor([ctx + cont]), use_cache=False).logits
+        logprobs = torch.log_softmax(logits[0].float(), dim=-1)
         picked = logprobs[len(ctx) - 1:-1]
         whole = tokenizer(context + " " + option, return_tensors="pt")
-        loss = model(**whole, labels=whole["input_ids"]).loss.item()
+        loss = model(**whole, labels=whole["input_ids"], use_cache=False).loss.item()
     return {"logprob_sum": picked[torch.arange(len(cont)), torch.tensor(cont)].sum().item(),
             "is_greedy": int(bool((picked.argmax(-1) == torch.tensor(cont)).all())), "seq_mean": -loss}
 
@@ -270,18 +278,49 @@ def test_an_architecture_no_runner_reproduces_is_refused(tokenizer, tmp_path):
     """The probe that picks a runner compares each with the model's own forward; when none agrees
     the run stops before anything is stored, naming the architecture and each runner's worst
     difference."""
-    from curate.adapters import get_adapter
-    from curate.errors import CurateError
-    from curate.ingest import ingest
-    from scoring.run import score_workspace
     config_class, model_class = LookAhead.register()
     torch.manual_seed(0)
     model = model_class(config_class(vocab_size=len(tokenizer), n_embd=64, n_layer=2, n_head=4,
                                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)).eval()
-    folder = saved(tmp_path / "lookahead", model, tokenizer)
+    refused(tmp_path, saved(tmp_path / "lookahead", model, tokenizer),
+            r"architecture LookAheadModel \(lookahead_gpt2\) cannot be scored exactly by this engine \(probe "
+            r"against its own forward: packed: request \d.*; padded: request \d.*here.*by the model's own forward")
+
+
+def refused(tmp_path, folder, message):
+    """Scoring the model at `folder` on two HellaSwag items stops with `message` (a regex) and
+    stores no score row."""
+    from curate.adapters import get_adapter
+    from curate.errors import CurateError
+    from curate.ingest import ingest
+    from scoring.run import score_workspace
     ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=2)
-    with pytest.raises(CurateError, match=r"architecture LookAheadModel \(lookahead_gpt2\) cannot be scored exactly "
-                                          r"by this engine \(probe against its own forward: packed: request \d.*; "
-                                          r"padded: request \d.*here.*by the model's own forward"):
+    with pytest.raises(CurateError, match=message):
         score_workspace(ws, folder, ["full"], show_progress=False)
     assert score_rows(ws) == 0
+
+
+def test_sequences_runner_runs_rows_past_the_batch_budget_whole(tokenizer, items):
+    """A Mamba has no attention to take a block mask and no key/value cache to continue from: the
+    probe sends it to the sequences runner, and a request longer than the batch budget is scored
+    one option at a time, each sequence whole, with the numbers of the batched run."""
+    from scoring.encode import build_unit
+    from scoring.engine import runner_for, score_requests
+    model = tiny("mamba", tokenizer)
+    assert runner_for(model) == "sequences"
+    requests = [r for mode in ("full", "zero") for r in
+                build_unit(tokenizer, 0, mode, items[0]["prompts"][mode], items[0]["options"], max_length=512).requests]
+    batched = score_requests(model, requests, pad_id=tokenizer.pad_token_id)
+    alone = score_requests(model, requests, pad_id=tokenizer.pad_token_id, max_tokens=8)
+    assert max(r.n_input for r in requests) > 8
+    for a, b in zip(batched, alone):
+        assert a.cont_sums == pytest.approx(b.cont_sums, abs=1e-4) and a.cont_greedy == b.cont_greedy
+        assert a.prefix_sum == pytest.approx(b.prefix_sum, abs=1e-4)
+
+
+def test_a_model_whose_own_forward_fails_is_refused_in_one_line(tokenizer, tmp_path):
+    """A CodeGen whose rotary size is larger than its heads cannot run at all: the run stops with
+    the model's own error in one line, before anything is stored."""
+    refused(tmp_path, saved(tmp_path / "codegen", tiny("codegen", tokenizer, rotary_dim=64), tokenizer),
+            r"^architecture CodeGenForCausalLM \(codegen\) cannot be scored: its own forward fails on a plain "
+            r"sequence \(RuntimeError: The size of tensor a \(\d+\) must match [^\n]*\)$")
