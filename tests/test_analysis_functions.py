@@ -53,7 +53,7 @@ def test_core_counts_curve_and_ids():
                      ("a", "full", "i3", 3, 3)])
     counts = core.correct_counts(f, "zero")
     assert counts["n_correct"].tolist() == [3, 2, 0]
-    assert counts["models_correct"].tolist() == ["a;b;c", "a;c", ""]
+    assert counts["models_correct"].tolist() == ['["a", "b", "c"]', '["a", "c"]', "[]"]
     curve = core.core_curve(counts, 3)
     assert curve["items"].tolist() == [2, 2, 1]
     assert curve["share"].tolist() == pytest.approx([2 / 3, 2 / 3, 1 / 3])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -161,3 +162,102 @@ def test_report_defines_seq_mean_and_says_which_scores_were_imported(tmp_path):
     assert "computed here: local-model" in md
     metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
     assert {r["origin"] for r in metrics["provenance"]["score_runs"]} == {"imported:study-csv", "scored"}
+
+
+def synthetic_ws(tmp_path, models, *, items=60, missing=None):
+    """A 60-item HellaSwag workspace with seeded random full- and zero-mode seq_mean scores for
+    ``models`` (labels as a user might type them). ``missing``: (model, mode, row) whose first
+    option gets no value."""
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+    from scoring.store import add_run, open_scores, write_scores
+
+    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=items)
+    rng = np.random.default_rng(1)
+    with open_scores(ws) as w:
+        rows = w.items()
+        with w.transaction():
+            for n, model in enumerate(models):
+                for mode in ("full", "zero"):
+                    run_id = f"run-{n}-{mode}"
+                    add_run(w, run_id=run_id, model=model, origin="imported:test", info={})
+                    write_scores(w, [{"model": model, "mode": mode, "item_id": it["item_id"], "option_index": j,
+                                      "seq_mean": None if (model, mode, r, j) == (*(missing or ()), 0)
+                                      else float(rng.normal()),
+                                      "content_hash": it["content_hash"], "run_id": run_id}
+                                     for r, it in enumerate(rows) for j in range(4)])
+    return ws
+
+
+LABELS = ["cost $\\foo$", "orgA/same", "orgB/same", "<script>alert(1)</script>", "x\ny", "`tick",
+          "[click](javascript:alert(1))", "a;b"]
+
+
+def test_report_keeps_any_model_label_literal_and_states_its_confidence_level(tmp_path):
+    """Model labels are user text: a matplotlib math string, two labels that end alike, HTML,
+    a line break, a backtick and a Markdown link all show as typed, in the plot, report.md and
+    report.html. --alpha 0.1 gives 90% intervals (statsmodels' Wilson at alpha 0.1), and every
+    text about them says 90%, the bootstrap's included."""
+    import html as html_lib
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    from curate.analyses import plots
+    ws = synthetic_ws(tmp_path, LABELS)
+    out = tmp_path / "report"
+    proc = run_cli("analyze", ws, "--out", out, "--alpha", "0.1", "--bootstrap", "200")
+    assert "Traceback" not in proc.stderr and (out / "accuracy.png").stat().st_size > 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["accuracy"]["confidence"] == pytest.approx(0.9)
+    for r in m["accuracy"]["rows"]:
+        assert (r["ci_low"], r["ci_high"]) == pytest.approx(
+            proportion_confint(r["correct"], r["n"], alpha=0.1, method="wilson"), abs=1e-12)
+    family = m["comparisons"]["modes"]["families"][0]
+    assert family["confidence"] == pytest.approx(0.9) and "(90%)" in family["test"]
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "90% Wilson score intervals" in md and "95%" not in md
+    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert not re.search(r"(?<!\\)\]\(javascript", md) and "\\[click\\](javascript:alert(1))" in md
+    assert "x\\\\ny" in md and "\\`tick" in md and "cost $\\\\foo$" in md
+    assert not any(line.startswith("y |") for line in md.splitlines())  # a label's line break splits no row
+    assert "<script>" not in page and html_lib.escape("`tick") in page and "<code>tick" not in page
+    # In the plot: the two labels ending in "same" keep their prefixes; no label is shortened.
+    assert plots._names(["orgA/same", "orgB/same"]) == {"orgA/same": "orgA/same", "orgB/same": "orgB/same"}
+    assert plots._names(["org/a", "b"]) == {"org/a": "a", "b": "b"}
+    counts = pd.read_csv(out / "core_items.csv")
+    assert all(set(json.loads(v)) <= set(LABELS) for v in counts["models_correct"])
+
+
+def test_one_model_has_no_paired_difference_and_typos_are_refused(tmp_path):
+    """With one model there is no pair to compare: the paired detectable difference is 'n/a
+    (one model)', never 'not detectable' or 'None'. A --model, --mode or --core-mode that the
+    workspace does not have is an error naming what it has, not a smaller report."""
+    ws = synthetic_ws(tmp_path, ["solo", "other"])
+    out = tmp_path / "report"
+    run_cli("analyze", ws, "--out", out, "--model", "solo", "--bootstrap", "200")
+    row = json.loads((out / "metrics.json").read_text())["comparisons"]["detectable_difference"][0]
+    assert row["model_pairs"] == 0 and row["mdd_paired"] is None and row["mdd_independent"] is not None
+    table = [line for line in (out / "report.md").read_text().splitlines() if "n/a (one model)" in line]
+    assert table[0].startswith("| all | 60 |") and len(table) == len(row_ := json.loads(
+        (out / "metrics.json").read_text())["comparisons"]["detectable_difference"]) == 2, (table, row_)
+    for line in table:  # median discordance and paired difference: nothing to compare
+        assert line.count("n/a (one model)") == 2 and "None" not in line and "not detectable" not in line
+    for args, message in ((["--model", "solo", "--model", "sol"], "for --model 'sol' (the workspace has: other, solo)"),
+                          (["--mode", "zeros"], "for --mode 'zeros'"),
+                          (["--core-mode", "zeros"], "--core-mode 'zeros' is not a prompt mode")):
+        proc = run_cli("analyze", ws, "--out", tmp_path / "typo", *args, check=False)
+        last = proc.stderr.strip().splitlines()[-1]  # after the progress bar's lines
+        assert proc.returncode == 2 and last.startswith("error: ") and message in last, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "typo" / "metrics.json").exists()
+
+
+def test_one_missing_value_is_named_with_its_count(tmp_path):
+    """One option without a seq_mean leaves no normalization complete: the refusal names the
+    model, mode and how many options lack it, rather than asking to score whole pairs."""
+    ws = synthetic_ws(tmp_path, ["m1", "m2"], missing=("m2", "zero", 5))
+    proc = run_cli("analyze", ws, "--out", tmp_path / "r", check=False)
+    assert proc.returncode == 2 and "'seq_mean' comes closest, missing for m2/zero/cloze (1 of 240 options)" in \
+        proc.stderr, proc.stderr
+    proc = run_cli("analyze", ws, "--out", tmp_path / "r", "--model", "m1")
+    assert proc.returncode == 0

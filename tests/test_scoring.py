@@ -176,15 +176,21 @@ def test_export_scores(small_ws, tmp_path):
     import pandas as pd
     ws = tmp_path / "ws"
     shutil.copytree(small_ws, ws)
-    run_cli("score", ws, "--model", "smollm2-135m", "--modes", "choice-only", "--limit", "2", "--quiet")
+    run_cli("score", ws, "--model", "smollm2-135m", "--modes", "choice-only", "--formulations", "cloze,letters",
+            "--limit", "2", "--quiet")
     for name in ("s.parquet", "s.csv"):
         run_cli("export", ws, "scores", "--out", tmp_path / name)
     frame = pd.read_parquet(tmp_path / "s.parquet")
-    assert len(frame) == 8 and len(pd.read_csv(tmp_path / "s.csv")) == 8
-    for col in ("item_id", "row_index", "model", "mode", "option_index", "logprob_sum", "n_tokens", "n_chars",
-                "n_bytes", "is_greedy", "seq_mean"):
+    assert len(frame) == 16 and len(pd.read_csv(tmp_path / "s.csv")) == 16
+    for col in ("item_id", "row_index", "model", "mode", "formulation", "option_index", "logprob_sum", "n_tokens",
+                "n_chars", "n_bytes", "is_greedy", "seq_mean"):
         assert frame[col].notna().all(), col
-    assert set(frame["flags"]) == {"empty-context"}
+    # Each row is told apart by the store's own key: cloze and letters scores of one option included.
+    assert set(frame["formulation"]) == {"cloze", "letters"}
+    assert not frame.duplicated(["model", "mode", "formulation", "item_id", "option_index"]).any()
+    # choice-only cloze has no context at all; its letters form has the lettered list as context.
+    cloze = frame["formulation"] == "cloze"
+    assert set(frame.loc[cloze, "flags"]) == {"empty-context"} and frame.loc[~cloze, "flags"].isna().all()
     runs = sqlite3.connect(ws / "workspace.db").execute("SELECT model_hash, tokenizer_hash, dtype, device, info_json "
                                                         "FROM score_runs").fetchone()
     assert runs[0].startswith("sha256:") and runs[1].startswith("sha256:") and runs[2:4] == ("float32", "cpu")

@@ -36,16 +36,32 @@ def primary_normalization(scores: pd.DataFrame, requested: str | None = None) ->
     if requested is not None:
         if requested not in NORMALIZATIONS:
             raise CurateError(f"unknown normalization {requested!r}; known: {', '.join(NORMALIZATIONS)}")
-        lacking = sorted("/".join(key) for key, norms in groups.items() if requested not in norms)
+        lacking = _gaps(scores, requested)
         if lacking:
-            raise CurateError(f"normalization {requested!r} is missing for {', '.join(lacking[:5])}"
-                              + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""))
+            raise CurateError(f"normalization {requested!r} is missing for {_listed(lacking)}")
         return requested
     for norm in PREFERENCE:
         if norm in common:
             return norm
-    raise CurateError("no normalization is available for every (model, mode); name one with --normalization "
-                      "and score the missing pairs")
+    closest = min((n for n in PREFERENCE if any(n in v for v in groups.values())),
+                  key=lambda n: len(_gaps(scores, n)), default=None)
+    hint = f"; {closest!r} comes closest, missing for {_listed(_gaps(scores, closest))}" if closest else ""
+    raise CurateError("no normalization has a value on every option of every (model, mode, formulation)" + hint +
+                      ". Score or import the missing values, or leave those models or modes out (--model, --mode)")
+
+
+def _gaps(scores: pd.DataFrame, norm: str) -> list[str]:
+    """'model/mode/formulation (k of n options)' for each condition lacking ``norm`` values."""
+    out = []
+    for key, group in with_formulation(scores).groupby(CONDITION, sort=True):
+        missing = int(option_values(group, norm).isna().sum())
+        if missing:
+            out.append(f"{'/'.join(key)} ({missing} of {len(group)} options)")
+    return out
+
+
+def _listed(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def all_predictions(scores: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:

@@ -70,3 +70,14 @@ def error_overlap(flags: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
                          "error_rate_unflagged": float(p.loc[~f, "wrong"].mean()) if (~f).any() else float("nan"),
                          "errors_on_flagged_share": float(p.loc[f, "wrong"].sum() / errors) if errors else float("nan")})
     return pd.DataFrame(rows)
+
+
+def overlap_mean(overlap: pd.DataFrame) -> pd.DataFrame:
+    """``error_overlap`` averaged over the models of each annotator x measure x mode x
+    formulation (the report's summary), with how many models each mean is over."""
+    if overlap.empty:
+        return overlap
+    keys = ["annotator", "measure", "mode", "formulation"]
+    values = ["n_flagged", "error_rate_flagged", "error_rate_unflagged", "errors_on_flagged_share"]
+    grouped = overlap.groupby(keys, sort=False)
+    return grouped[values].mean().join(grouped["model"].nunique().rename("models")).reset_index()

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from curate.analyses.agreement import mode_pairs
-from curate.analyses.stats import (corrected, intersection_union, mcnemar_exact, mdd_independent, mdd_paired,
-                                   paired_bootstrap)
+from curate.analyses.stats import (corrected, intersection_union, level, mcnemar_exact, mdd_independent,
+                                   mdd_paired, paired_bootstrap)
 from scoring.normalize import with_formulation
 
 
@@ -74,7 +74,7 @@ def _families(preds, axis: str, pairs, alternative_of, *, n_resamples, seed, alp
                 pair = _paired(g, axis, a, b)
                 if pair.empty:
                     continue
-                boot = paired_bootstrap(pair["a"], pair["b"], n_resamples=n_resamples, seed=seed)
+                boot = paired_bootstrap(pair["a"], pair["b"], n_resamples=n_resamples, seed=seed, confidence=1 - alpha)
                 rows.append({"model": model, **_compare(pair, alternative), "boot_ci_low": boot["ci_low"],
                              "boot_ci_high": boot["ci_high"], "p_boot_two_sided": boot["p"]})
             if not rows:
@@ -83,8 +83,8 @@ def _families(preds, axis: str, pairs, alternative_of, *, n_resamples, seed, alp
             family = {other: fixed, f"{axis}_a": a, f"{axis}_b": b, "alternative": alternative,
                       "claim": f"{a} is more accurate than {b}" if alternative == "greater" else f"{a} and {b} differ",
                       "test": f"exact McNemar, {'one-sided (a > b)' if alternative == 'greater' else 'two-sided'}; "
-                              "paired percentile bootstrap CI",
-                      "n_resamples": n_resamples, "seed": seed, "rows": rows}
+                              f"paired percentile bootstrap CI ({level(alpha)})",
+                      "confidence": 1 - alpha, "n_resamples": n_resamples, "seed": seed, "rows": rows}
             if alternative == "greater":
                 family.update(iut_every_model_p=intersection_union([r["p_mcnemar"] for r in rows]),
                               iut_models=len(rows))
@@ -113,7 +113,8 @@ def detectable_differences(preds: pd.DataFrame, subsets: dict[str, list[str]], m
                            power=0.8) -> list[dict]:
     """For each named subset of item ids: its size, the mean accuracy over models in ``mode``,
     the median share of discordant items over model pairs, and the minimum detectable
-    difference (two-sided, ``alpha``, ``power``) for independent and for paired comparisons."""
+    difference (two-sided, ``alpha``, ``power``) for independent and for paired comparisons.
+    With one model there is no pair: ``model_pairs`` is 0 and the paired figures are NaN."""
     g = preds[preds["mode"] == mode]
     wide = g.pivot(index="item_id", columns="model", values="correct")
     rows = []
@@ -127,7 +128,7 @@ def detectable_differences(preds: pd.DataFrame, subsets: dict[str, list[str]], m
         disc = [float((values[:, i] != values[:, j]).mean()) for i, j in itertools.combinations(range(values.shape[1]), 2)]
         discordant = float(np.median(disc)) if disc else float("nan")
         rows.append({"subset": name, "n": n, "mode": mode, "baseline_accuracy": baseline,
-                     "median_discordant": discordant, "alpha": alpha, "power": power,
+                     "model_pairs": len(disc), "median_discordant": discordant, "alpha": alpha, "power": power,
                      "mdd_independent": mdd_independent(n, baseline, alpha=alpha, power=power),
                      "mdd_paired": mdd_paired(n, discordant, alpha=alpha, power=power) if disc else float("nan")})
     return rows

@@ -7,19 +7,22 @@ behind any k can be read off.
 """
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 
 def correct_counts(preds: pd.DataFrame, mode: str) -> pd.DataFrame:
     """Per item: how many models answer it correctly in ``mode`` (predictions of one
-    normalization with column ``correct``), and which. Only items every model scored count."""
+    normalization with column ``correct``), and which (a JSON list: labels may hold any
+    character). Only items every model scored count."""
     sub = preds[preds["mode"] == mode]
     models = sorted(sub["model"].unique())
     wide = sub.pivot(index="item_id", columns="model", values="correct").dropna().astype(bool)
     where = sub.drop_duplicates("item_id").set_index("item_id")[["row_index", "source"]]
     out = where.loc[wide.index].assign(
         n_correct=wide.sum(axis=1).astype(int),
-        models_correct=[";".join(m for m, ok in zip(models, row) if ok) for row in wide[models].to_numpy()])
+        models_correct=[json.dumps([m for m, ok in zip(models, row) if ok]) for row in wide[models].to_numpy()])
     return out.reset_index().sort_values("row_index").reset_index(drop=True)
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from curate.analyses.agreement import agreement, mode_pairs
-from curate.analyses.stats import corrected, seed_bootstrap, sign_test, wilson
+from curate.analyses.stats import corrected, level, seed_bootstrap, sign_test, wilson
 
 CONDITION = ["model", "template", "settings", "mode"]
 UNPARSED_POLICY = "unparsed replies count as not correct; accuracy_parsed leaves them out"
@@ -158,7 +158,7 @@ def all_implausible_accuracy(gens: pd.DataFrame, ll: pd.DataFrame, flags: pd.Dat
 # --- paired tests --------------------------------------------------------------------------------
 
 def _paired_test(a: pd.DataFrame, b: pd.DataFrame | pd.Series, alternative: str, n_resamples: int,
-                 seed: int) -> dict:
+                 seed: int, confidence: float) -> dict:
     """a: items x seeds correctness; b: the same shape, or per-item correctness (log-likelihood).
     Exact sign test on the items' seed-averaged correctness (with one seed: exact McNemar) and
     a bootstrap interval of the difference resampling items and seeds."""
@@ -168,7 +168,7 @@ def _paired_test(a: pd.DataFrame, b: pd.DataFrame | pd.Series, alternative: str,
     a, b = a.loc[ids, seeds].to_numpy(float), b.loc[ids, seeds].to_numpy(float)
     diff, mean_a, mean_b = a - b, a.mean(axis=1), b.mean(axis=1)
     test = sign_test(mean_a, mean_b, alternative=alternative)
-    boot = seed_bootstrap(diff, n_resamples=n_resamples, seed=seed) if diff.size else {"ci_low": float("nan"),
+    boot = seed_bootstrap(diff, n_resamples=n_resamples, seed=seed, confidence=confidence) if diff.size else {"ci_low": float("nan"),
                                                                                        "ci_high": float("nan")}
     return {"n_items": len(ids), "seeds": len(seeds), "acc_a": float(mean_a.mean()) if len(ids) else float("nan"),
             "acc_b": float(mean_b.mean()) if len(ids) else float("nan"), "difference": test["difference"],
@@ -184,7 +184,7 @@ def _family(rows: list[dict], alpha: float, test: str) -> dict:
 
 
 TEST = ("exact sign test on per-item accuracy averaged over seeds (exact McNemar with one seed), "
-        "{sides}; bootstrap interval resampling items and seeds")
+        "{sides}; {level} bootstrap interval resampling items and seeds")
 
 
 def generation_comparisons(gens: pd.DataFrame, ll: pd.DataFrame, modes, *, n_resamples: int = 2000, seed: int = 0,
@@ -199,21 +199,22 @@ def generation_comparisons(gens: pd.DataFrame, ll: pd.DataFrame, modes, *, n_res
     """
     g = scored(gens)
     matrices = {key: correctness_matrix(sub) for key, sub in g.groupby(CONDITION, sort=True)}
-    two = TEST.format(sides="two-sided")
+    confidence = 1 - alpha
+    two = TEST.format(sides="two-sided", level=level(alpha))
     templates = []
     for (model, settings, mode), keys in itertools.groupby(
             sorted(matrices, key=lambda k: (k[0], k[2], k[3], k[1])), key=lambda k: (k[0], k[2], k[3])):
         for ka, kb in itertools.combinations(list(keys), 2):
             templates.append({"model": model, "settings": settings, "mode": mode, "template_a": ka[1],
                               "template_b": kb[1], **_paired_test(matrices[ka], matrices[kb], "two-sided",
-                                                                  n_resamples, seed)})
+                                                                  n_resamples, seed, confidence)})
     versus = []
     if not ll.empty:
         ll_by = {k: s.set_index("item_id")["correct"].astype(float) for k, s in ll.groupby(["model", "mode"])}
         for key, m in matrices.items():
             if (key[0], key[3]) in ll_by:
                 versus.append(dict(zip(CONDITION, key)) | _paired_test(m, ll_by[(key[0], key[3])], "two-sided",
-                                                                        n_resamples, seed))
+                                                                        n_resamples, seed, confidence))
     mode_rows = []
     present = [m for m in modes if m in set(g["mode"])]
     for a, b in mode_pairs(present):
@@ -224,10 +225,10 @@ def generation_comparisons(gens: pd.DataFrame, ll: pd.DataFrame, modes, *, n_res
             if ka in matrices and kb in matrices:
                 rows.append({"model": model, "template": template, "settings": settings, "mode_a": a, "mode_b": b,
                              "alternative": alternative,
-                             **_paired_test(matrices[ka], matrices[kb], alternative, n_resamples, seed)})
+                             **_paired_test(matrices[ka], matrices[kb], alternative, n_resamples, seed, confidence)})
         if rows:
             mode_rows.append(_family(rows, alpha, TEST.format(sides="one-sided (a > b)" if alternative == "greater"
-                                                               else "two-sided")) | {"mode_a": a, "mode_b": b})
+                                                               else "two-sided", level=level(alpha))) | {"mode_a": a, "mode_b": b})
     return {"alpha": alpha, "n_resamples": n_resamples, "seed": seed,
             "templates": _family(templates, alpha, two),
             "generation_vs_loglikelihood": _family(versus, alpha, two),

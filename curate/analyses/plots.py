@@ -10,6 +10,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# Labels are model names and templates, user text: never matplotlib math ("cost $x$" is text).
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -26,14 +28,19 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _short(model: str) -> str:
-    return model.split("/")[-1]
+def _names(models) -> dict[str, str]:
+    """Model labels for axes: the part after the last '/' (an org or folder prefix) when that
+    still tells every model apart, else the full labels."""
+    models = list(dict.fromkeys(models))
+    short = {m: m.split("/")[-1] for m in models}
+    return short if len(set(short.values())) == len(models) else {m: m for m in models}
 
 
 def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], formulations: list[str],
-                  path: Path, chance: float = 0.25) -> Path:
+                  path: Path, chance: float = 0.25, level: str = "95%") -> Path:
     """Accuracy on all items per model, one bar per mode (in ``modes`` order) and formulation,
-    with the 95% Wilson interval, and the chance level (the mean of 1 / options over items)."""
+    with its Wilson interval (at ``level``), and the chance level (the mean of 1 / options over
+    items)."""
     t = table[(table["subset"] == "all") & (table["normalization"] == normalization)]
     models = sorted(t["model"].unique())
     bars = [(m, f) for f in formulations for m in modes if ((t["mode"] == m) & (t["formulation"] == f)).any()]
@@ -46,10 +53,11 @@ def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], for
         ax.bar(x, m["accuracy"], width, yerr=err, capsize=2,
                label=mode if len(formulations) == 1 else f"{mode}, {formulation}")
     ax.axhline(chance, color="grey", lw=0.8, ls="--", label=f"chance ({chance:.2f})")
-    ax.set_xticks(np.arange(len(models)), [_short(m) for m in models], rotation=35, ha="right", fontsize=8)
+    names = _names(models)
+    ax.set_xticks(np.arange(len(models)), [names[m] for m in models], rotation=35, ha="right", fontsize=8)
     ax.set_ylabel(f"accuracy ({normalization})")
     ax.set_ylim(0, 1)
-    ax.set_title("Accuracy per model and prompt mode (95% Wilson intervals)")
+    ax.set_title(f"Accuracy per model and prompt mode ({level} Wilson intervals)")
     ax.legend(fontsize=8, ncol=min(len(bars) + 1, 5), loc="upper left")
     return _save(fig, path)
 
@@ -100,15 +108,17 @@ def spread_histogram(spread: pd.DataFrame, unit: str, text: str, path: Path) -> 
     return _save(fig, path)
 
 
-def _condition(row) -> str:
-    return f"{_short(row.model)} {row.mode} [{row.template}, {row.settings}]"
+def _conditions(table: pd.DataFrame) -> list[str]:
+    """One label per row: model, mode, template and settings."""
+    names = _names(table["model"])
+    return [f"{names[r.model]} {r.mode} [{r.template}, {r.settings}]" for r in table.itertuples()]
 
 
-def seed_accuracy(table: pd.DataFrame, path: Path) -> Path:
-    """Generation accuracy of every seed (dots, 95% Wilson intervals) per condition, and the
-    mean over seeds (bar)."""
-    conditions = list(dict.fromkeys(_condition(r) for r in table.itertuples()))
-    labels = [_condition(r) for r in table.itertuples()]
+def seed_accuracy(table: pd.DataFrame, path: Path, level: str = "95%") -> Path:
+    """Generation accuracy of every seed (dots, Wilson intervals at ``level``) per condition,
+    and the mean over seeds (bar)."""
+    labels = _conditions(table)
+    conditions = list(dict.fromkeys(labels))
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(conditions) + 1.6))
     y = {c: i for i, c in enumerate(conditions)}
     means = table.assign(label=labels).groupby("label", sort=False)["accuracy"].mean()
@@ -116,7 +126,7 @@ def seed_accuracy(table: pd.DataFrame, path: Path) -> Path:
     err = np.vstack([table["accuracy"] - table["ci_low"], table["ci_high"] - table["accuracy"]])
     jitter = (table["seed"].rank(method="dense").to_numpy() - 1) / max(1, table["seed"].nunique()) * 0.4 - 0.2
     ax.errorbar(table["accuracy"], [y[c] + j for c, j in zip(labels, jitter)], xerr=err, fmt="o", ms=4,
-                capsize=2, lw=0.8, color="#1f4e79", label="one seed (95% Wilson)")
+                capsize=2, lw=0.8, color="#1f4e79", label=f"one seed ({level} Wilson)")
     ax.set_yticks(range(len(conditions)), conditions, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
@@ -129,7 +139,7 @@ def seed_accuracy(table: pd.DataFrame, path: Path) -> Path:
 def position_bias(positions: pd.DataFrame, path: Path) -> Path:
     """Share of parsed replies choosing each displayed position, one bar group per condition,
     against the share of items whose gold is shown there (ticks)."""
-    t = positions.assign(label=[_condition(r) for r in positions.itertuples()])
+    t = positions.assign(label=_conditions(positions))
     conditions = list(dict.fromkeys(t["label"]))
     k = int(t["position"].max())
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(conditions) + 2), 4))

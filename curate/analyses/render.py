@@ -1,7 +1,10 @@
 """Render one list of report blocks as Markdown and as a self-contained HTML page.
 
 A block is ("h1" | "h2" | "h3" | "p", text), ("table", DataFrame), ("img", png_path, caption) or
-("links", [(label, relative href or None, note), ...]).
+("links", [(label, relative href or None, note), ...]). A paragraph's text is our own prose, with
+`code` spans, or a list of such prose and ``Lit`` parts: text from the workspace (model labels,
+file names), shown exactly as it is in both formats. Table cells and link labels are always
+shown literally.
 The HTML embeds every image as a base64 data URI and uses no script, font or stylesheet from
 elsewhere, so the page works offline and from any folder.
 """
@@ -26,8 +29,29 @@ code{background:#f5f5f5;padding:0 3px}
 """
 
 
+class Lit(str):
+    """Workspace text inside a paragraph: escaped, never read as Markdown or HTML."""
+
+
+#: Characters Markdown (or the HTML it passes through) would read as markup, and their escapes.
+MD_ESCAPES = {"\\": "\\\\", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]", "|": "\\|",
+              "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "\\\\n", "\r": "\\\\r", "\t": " "}
+
+
+def md_literal(text: str) -> str:
+    """``text`` as Markdown that renders to exactly it (line breaks shown as \\n, so a table
+    row stays one row). An underscore inside a word is left as it is: Markdown never reads it as
+    emphasis, and `ungrammatical_prompt` stays greppable."""
+    text = str(text)
+    return "".join("_" if ch == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
+                   else MD_ESCAPES.get(ch, ch) for i, ch in enumerate(text))
+
+
 def fmt(value) -> str:
-    """Cell text: floats to 4 significant decimals, p-values in scientific form when tiny."""
+    """Cell text: floats to 4 significant decimals, p-values in scientific form when tiny;
+    nothing for a missing value."""
+    if value is None:
+        return ""
     if isinstance(value, float):
         if math.isnan(value):
             return ""
@@ -46,19 +70,20 @@ def markdown(blocks) -> str:
         if kind in ("h1", "h2", "h3"):
             out.append("#" * int(kind[1]) + " " + block[1])
         elif kind == "p":
-            out.append(block[1])
+            out.append("".join(md_literal(p) if isinstance(p, Lit) else p for p in _parts(block[1])))
         elif kind == "table":
             out.append(_md_table(block[1]))
         elif kind == "img":
             out.append(f"![{block[2]}]({Path(block[1]).name})")
         elif kind == "links":
-            out.append("\n".join(f"- {f'[{label}]({href})' if href else label}: {note}" for label, href, note in block[1]))
+            out.append("\n".join(f"- {f'[{md_literal(label)}](<{href}>)' if href else md_literal(label)}: "
+                                  f"{md_literal(note)}" for label, href, note in block[1]))
     return "\n\n".join(out) + "\n"
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    cells = [[fmt(v).replace("|", "\\|") for v in row] for row in df.itertuples(index=False)]
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    cells = [[md_literal(fmt(v)) for v in row] for row in df.itertuples(index=False)]
+    head = "| " + " | ".join(md_literal(c) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
     return "\n".join([head, rule] + ["| " + " | ".join(r) + " |" for r in cells])
 
@@ -70,7 +95,8 @@ def html_page(blocks, title: str) -> str:
         if kind in ("h1", "h2", "h3"):
             body.append(f"<{kind}>{html.escape(block[1])}</{kind}>")
         elif kind == "p":
-            body.append(f"<p>{_inline(block[1])}</p>")
+            body.append("<p>" + "".join(html.escape(p) if isinstance(p, Lit) else _inline(p)
+                                        for p in _parts(block[1])) + "</p>")
         elif kind == "table":
             body.append(_html_table(block[1]))
         elif kind == "img":
@@ -83,6 +109,10 @@ def html_page(blocks, title: str) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+def _parts(text) -> list[str]:
+    return [text] if isinstance(text, str) else list(text)
 
 
 def _link(label: str, href: str | None) -> str:

@@ -32,7 +32,7 @@ import curate
 from annotate.store import open_annotations, read_annotations
 from curate import formulations as forms
 from curate.analyses import (accuracy, agreement, annotations, comparisons, core, generation, length, plots, position,
-                             render)
+                             render, stats)
 from curate.analyses.sections import report_blocks
 from curate.atomic import write_text
 from curate.errors import CurateError
@@ -49,28 +49,30 @@ ABOUT = {
                   "and the annotation records read per annotator x round x run x status",
     "settings": "options of this run: primary normalization, modes, models, alpha, bootstrap seed and "
                 "resamples, length units, core mode and threshold",
-    "accuracy": "rows model x mode x formulation x normalization x subset: n, correct, accuracy, 95% Wilson "
-                "interval",
+    "accuracy": "rows model x mode x formulation x normalization x subset: n, correct, accuracy, Wilson "
+                "interval at the confidence 1 - alpha (settings; `confidence`)",
     "agreement": "rows model x formulation x (mode_a, mode_b) on the items both modes scored: counts and shares of "
                  "both_correct, same_wrong, only_a_correct, only_b_correct, different_wrong; agreement "
                  "(both_correct + same_wrong); Cohen's kappa of the two prediction vectors; `formulations`: the "
                  "same per model x mode x (formulation_a, formulation_b)",
     "core": "items the models answer correctly in the core mode (absent without scores in that mode): curve "
-            "(k, items, share) for k = 1..N models; threshold and n_at_threshold; items_file lists every item "
+            "(k, items, share) for k = 1..N models over the items every model scored (n_items; n_incomplete: the "
+            "others, left out); threshold and n_at_threshold; items_file lists every item "
             "with n_correct and the models that got it right",
     "length": "per length unit: spread summaries (option texts and context+option texts), accuracy when "
               "the gold option is strictly the longest (option texts) vs not with Wilson intervals and a "
               "one-sided Fisher test, Spearman correlation of every normalization with option length by source",
     "annotations": "present only with annotations: label rates by annotator x measure x subset (round 1 labels, "
                    "round 2 wrong_gold / multiple_correct / all_implausible, refusals), error overlap with the "
-                   "models, and plain / extended / worst-option accuracy on round-2 items",
+                   "models (per model, and error_overlap_mean: its mean over the models of each mode, with their count), and plain / extended / worst-option accuracy on round-2 items",
     "comparisons": "paired tests: modes (per formulation and model, exact McNemar -- one-sided a > b when a is "
-                   "full, else two-sided --, paired bootstrap CI, Holm and Bonferroni across models, "
+                   "full, else two-sided --, paired bootstrap CI at 1 - alpha, Holm and Bonferroni across models, "
                    "intersection-union p for every model on directional claims), formulations (per mode and "
                    "model, two-sided, as modes), models (all pairs per mode and formulation, two-sided exact "
                    "McNemar, Holm and Bonferroni), detectable_difference (minimum detectable difference per "
                    "subset size, alpha, power 0.8, in the primary formulation; null where no difference is "
-                   "detectable)",
+                   "detectable, and for mdd_paired and median_discordant also where model_pairs is 0: one model, "
+                   "nothing to compare)",
     "position": "gold: per subset x option count, the gold option's position counts and shares, chi-square test "
                 "against uniform (p and log10_p), skewed = p < alpha; rotations (present with letters+rK scores): "
                 "per model x mode, accuracy in the original order and over every cyclic rotation of the options, "
@@ -125,9 +127,14 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
         with open_generations(root) as ws:
             gens = read_generations(ws, models=list(models) if models else None, modes=list(modes) if modes else None)
             gen_runs = read_generation_runs(ws)
-    if scores.empty and gens.empty:
-        raise CurateError(f"{root}: no scores or generations{' for the models/modes asked' if models or modes else ''}; "
-                          "score, import (curate import-scores) or generate (curate generate) some first")
+    if scores.empty and gens.empty and not (models or modes):
+        raise CurateError(f"{root}: no scores or generations; score, import (curate import-scores) or generate "
+                          "(curate generate) some first")
+    _check_asked(root, "--model", models, set(scores["model"]) | set(gens["model"]),
+                 set(runs["model"]) | set(gen_runs["model"]))
+    _check_asked(root, "--mode", modes, set(scores["mode"]) | set(gens["mode"]), set(MODES))
+    if core_mode not in MODES and core_mode not in set(scores["mode"]):
+        raise CurateError(f"--core-mode {core_mode!r} is not a prompt mode (one of {', '.join(MODES)})")
     if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
         return _generation_only(bar, root, out, items, meta, gens, gen_runs, round1, round2, alpha=alpha,
                                 n_resamples=n_resamples, seed=seed)
@@ -152,7 +159,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
         agree_forms = agreement.formulation_table(base, base_forms, n_options)
         chance = float(np.mean([1 / len(it["options"]) for it in items]))
         plot_files["accuracy"] = plots.accuracy_bars(acc, norm, mode_order, base_forms, out / "accuracy.png",
-                                                     chance).name
+                                                     chance, stats.level(alpha)).name
     metrics = {
         "about": ABOUT, "schema_version": SCHEMA_VERSION, "toolkit_version": curate.__version__,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -171,7 +178,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     with _stage(bar, f"{core_mode}-prompt core"):
         if core_mode in present:
             metrics["core"], ids, plot_files["core"] = _core(preds[preds["formulation"] == primary], core_mode,
-                                                             core_threshold, norm, out)
+                                                             core_threshold, norm, out, len(items))
             if ids is not None:
                 subsets[f"{core_mode}-core k>={core_threshold}"] = ids
 
@@ -264,9 +271,19 @@ def _generation(gens, runs, preds, round1, round2, gold, out: Path, *, alpha, n_
     if not round2.empty:
         flags = annotations.item_flags(round1.iloc[0:0], round2, gold)
         result["all_implausible"] = _records(generation.all_implausible_accuracy(gens, preds, flags))
-    files = {"generation_seeds": plots.seed_accuracy(seed_acc, out / "generation_seeds.png").name,
+    files = {"generation_seeds": plots.seed_accuracy(seed_acc, out / "generation_seeds.png",
+                                                                 stats.level(alpha)).name,
              "generation_positions": plots.position_bias(positions, out / "generation_positions.png").name}
     return result, files
+
+
+def _check_asked(root, option: str, asked, found: set, known: set) -> None:
+    """Every name given with ``option`` has scores or generations: a typo is an error, not a
+    smaller report."""
+    missing = [name for name in asked or () if name not in found]
+    if missing:
+        raise CurateError(f"{root}: no scores or generations for {option} {', '.join(map(repr, missing))} "
+                          f"(the workspace has: {', '.join(sorted(known)) or 'none'})")
 
 
 @contextmanager
@@ -290,14 +307,16 @@ def _formulations(scores) -> tuple[list[str], list[str]]:
     return present, [f for f in present if order(f)[1] == 0]
 
 
-def _core(preds, mode, threshold, norm, out) -> tuple[dict, list | None, str]:
+def _core(preds, mode, threshold, norm, out, n_total) -> tuple[dict, list | None, str]:
     """Core curve, the per-item counts file, and the ids at ``threshold`` (None when the
-    threshold exceeds the number of models)."""
+    threshold exceeds the number of models). Items some model has no score for in ``mode``
+    are left out of the core and counted (``n_incomplete``)."""
     counts = core.correct_counts(preds, mode)
     n_models = preds.loc[preds["mode"] == mode, "model"].nunique()
     curve = core.core_curve(counts, n_models)
     write_records(counts.to_dict("records"), out / "core_items.csv")
     result = {"mode": mode, "normalization": norm, "models": n_models, "n_items": len(counts),
+              "n_incomplete": n_total - len(counts),
               "curve": _records(curve), "items_file": "core_items.csv"}
     ids = None
     if threshold is not None and threshold <= n_models:
@@ -357,7 +376,8 @@ def _annotations(round1, round2, gold, preds, scores, norm, alpha) -> dict:
     flags = annotations.item_flags(round1, round2, gold)
     result = {"present": True, "normalization": norm,
               "rates": _records(annotations.label_rates(flags)),
-              "error_overlap": _records(annotations.error_overlap(flags, preds))}
+              "error_overlap": _records(overlap := annotations.error_overlap(flags, preds)),
+              "error_overlap_mean": _records(annotations.overlap_mean(overlap))}
     if not round2.empty:
         worst = accuracy.worst_predictions(scores, norm)
         result["round2_accuracy"] = _records(accuracy.round2_accuracy(preds, worst, round2, alpha))

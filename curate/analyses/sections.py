@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from curate.analyses import render
+from curate.analyses.stats import level
 
 #: Flagged items linked from the report itself (all of them are in items/index.html).
 REPORT_LINKS = 500
@@ -25,27 +26,33 @@ NORMALIZATION_TEXT = {
 }
 
 
-def scores_text(prov: dict, normalization: str) -> str:
-    """Which scores were computed here and which imported, and what the primary normalization is."""
+def scores_text(prov: dict, normalization: str) -> list[str]:
+    """Which scores were computed here and which imported, and what the primary normalization
+    is (a paragraph: model labels and origins are workspace text, kept literal)."""
     runs = prov["score_runs"]
     imported = sorted({r["model"] for r in runs if str(r.get("origin", "")).startswith("imported")})
     computed = sorted({r["model"] for r in runs if not str(r.get("origin", "")).startswith("imported")})
     origins = sorted({r["origin"].split(":", 1)[1] for r in runs if str(r.get("origin", "")).startswith("imported:")})
     parts = [f"`{normalization}` is {NORMALIZATION_TEXT.get(normalization, 'a stored score column')}."]
     if imported:
-        parts.append(f"The scores of {len(imported)} model(s) were imported ({', '.join(origins)}), not computed "
-                     f"by benchcurate: {', '.join(imported)}.")
+        parts += [f" The scores of {len(imported)} model(s) were imported (", render.Lit(", ".join(origins)),
+                  "), not computed by benchcurate: ", render.Lit(", ".join(imported)), "."]
     if computed:
-        parts.append(f"The scores of {len(computed)} model(s) were computed here: {', '.join(computed)}.")
-    return " ".join(parts)
+        parts += [f" The scores of {len(computed)} model(s) were computed here: ", render.Lit(", ".join(computed)), "."]
+    return parts
 
 
 def _mdd_text(rows: list[dict]) -> pd.DataFrame:
-    """The detectable-difference table, with 'not detectable' where no difference is."""
+    """The detectable-difference table: 'not detectable' where no difference is, 'n/a (one
+    model)' for the paired figures where there is no pair of models to compare."""
     df = pd.DataFrame(rows)
-    for col in ("mdd_independent", "mdd_paired"):
-        if col in df:
-            df[col] = ["not detectable" if v is None else v for v in df[col]]
+    for col in ("mdd_independent", "mdd_paired", "median_discordant"):
+        if col not in df:
+            continue
+        no_pair = df["model_pairs"] == 0 if "model_pairs" in df else pd.Series(False, index=df.index)
+        df[col] = ["n/a (one model)" if col != "mdd_independent" and lone else
+                   "not detectable" if v is None and col != "median_discordant" else v
+                   for v, lone in zip(df[col], no_pair)]
     return df
 
 
@@ -64,11 +71,11 @@ def report_blocks(m: dict, out: Path) -> list:
                     f"records: {sum(r['records'] for r in prov['annotations'])}. Generated {m['generated_at']} by benchcurate "
                     f"{m['toolkit_version']}. Every number below is in `metrics.json`."),
               ("p", f"Predictions are the argmax option. Unless a table says otherwise they use the "
-                    f"`{s['normalization']}` normalization. Intervals are 95% Wilson score intervals; "
+                    f"`{s['normalization']}` normalization. Intervals are {level(s['alpha'])} Wilson score intervals; "
                     f"tests use alpha = {s['alpha']}.")]
     if "accuracy" not in m:  # a workspace with generations only
         blocks[-1] = ("p", f"The workspace holds no log-likelihood scores: answers by generation only. Intervals are "
-                           f"95% Wilson score intervals; tests use alpha = {s['alpha']}.")
+                           f"{level(s['alpha'])} Wilson score intervals; tests use alpha = {s['alpha']}.")
         return blocks + generation_blocks(m, out)
     blocks += [("p", scores_text(prov, s["normalization"]))]
     runs = pd.DataFrame(prov["score_runs"])
@@ -111,10 +118,17 @@ def report_blocks(m: dict, out: Path) -> list:
         curve = pd.DataFrame(c["curve"]).assign(percent=lambda d: (100 * d["share"]).round(1))
         text = (f"Items that at least k of the {c['models']} models answer correctly in {c['mode']} mode "
                 f"({c['n_items']} items). The ids and counts per item are in `{c['items_file']}`.")
+        if c.get("n_incomplete"):
+            text += (f" {c['n_incomplete']} items are left out: some model has no {c['mode']}-mode score for "
+                     "them.")
         if "threshold" in c:
             text += f" At k >= {c['threshold']}: {c['n_at_threshold']} items."
         blocks += [("h2", f"3. {c['mode'].capitalize()}-prompt core"), ("p", text), ("table", curve),
                    ("img", out / m["plots"]["core"], "Core curve")]
+
+    else:
+        blocks += [("h2", f"3. {s['core_mode'].capitalize()}-prompt core"),
+                   ("p", f"No model has {s['core_mode']}-mode scores in this analysis, so there is no core.")]
 
     blocks.append(("h2", "4. Length bias"))
     for i, (unit, L) in enumerate(m["length"].items()):
@@ -145,11 +159,9 @@ def report_blocks(m: dict, out: Path) -> list:
         table = rates.assign(pct=(100 * rates["rate"]).round(1)).pivot_table(
             index=["annotator", "measure"], columns="subset", values="pct", sort=False).reset_index()
         blocks += [("p", "Percent of the items each annotator answered (Table-1 layout)."), ("table", table)]
-        ov = pd.DataFrame(a["error_overlap"])
-        if not ov.empty:
-            summary = ov.groupby(["annotator", "measure", "mode", "formulation"], sort=False)[
-                ["n_flagged", "error_rate_flagged", "error_rate_unflagged", "errors_on_flagged_share"]].mean().reset_index()
-            blocks += [("p", "Model errors on flagged vs other items (mean over models)."), ("table", summary)]
+        if a.get("error_overlap_mean"):
+            blocks += [("p", "Model errors on flagged vs other items (mean over the models scored in each mode; "
+                             "per model in `metrics.json`)."), ("table", pd.DataFrame(a["error_overlap_mean"]))]
         if a.get("round2_accuracy"):
             r2 = pd.DataFrame(a["round2_accuracy"]).pivot_table(
                 index=["annotator", "model", "mode", "formulation"], columns="measure", values="value").reset_index()
@@ -210,7 +222,8 @@ def generation_blocks(m: dict, out: Path) -> list:
     blocks += [("h3", "Accuracy per seed"), ("img", out / m["plots"]["generation_seeds"], "Generation accuracy per seed"),
                ("table", seeds)]
     blocks += [("h3", "Spread over seeds"),
-               ("p", "On the items answered under every seed: the per-seed accuracies summarized, a 95% bootstrap "
+               ("p", f"On the items answered under every seed: the per-seed accuracies summarized, a "
+                     f"{level(m['settings']['alpha'])} bootstrap "
                      "interval of their mean resampling items and seeds, and the share of items whose answer "
                      "(an option, or unparsed) and whose correctness change with the seed."),
                ("table", pd.DataFrame(g["spread"]))]

@@ -20,12 +20,18 @@ from statsmodels.stats.proportion import proportion_confint
 INTERVAL = "wilson"
 
 
+def level(alpha: float) -> str:
+    """The confidence level of intervals at ``alpha``, as the report states it ("95%")."""
+    return f"{100 * (1 - alpha):g}%"
+
+
 def wilson(correct: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Wilson score interval for ``correct`` of ``n`` (NaNs for n = 0)."""
+    """Wilson score interval for ``correct`` of ``n`` (NaNs for n = 0). The bound at 0 of 0
+    right (1 of all right) is exactly 0 (1), not the rounding residue of the formula."""
     if n == 0:
         return float("nan"), float("nan")
     low, high = proportion_confint(int(correct), int(n), alpha=alpha, method="wilson")
-    return float(low), float(high)
+    return (0.0 if correct == 0 else float(low)), (1.0 if correct == n else float(high))
 
 
 def paired_outcomes(a, b) -> tuple[np.ndarray, np.ndarray, int]:
