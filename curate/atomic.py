@@ -43,3 +43,28 @@ def write_text(target: str | os.PathLike, text: str) -> None:
 def write_bytes(target: str | os.PathLike, data: bytes) -> None:
     with atomic_path(target) as tmp:
         tmp.write_bytes(data)
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse, before any work is done, a destination that cannot be written: the nearest part of
+    ``path`` that exists is a file, or a folder this user may not write into. (Root may write
+    into read-only folders; writes that still fail later are reported by the caller.)"""
+    path = Path(path)
+    probe = path
+    while not (probe.exists() or probe.is_symlink()) and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise CurateError(f"{path}: cannot be written: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise CurateError(f"{path}: cannot be written: {probe} is read-only for this user")
+
+
+def unwritable(exc: OSError, where: str | os.PathLike) -> CurateError | OSError:
+    """The one-line error for a write refused at ``where`` (permissions, a file in the way, a
+    read-only file system). A full disk is returned as it is: the CLI words that one itself."""
+    import errno
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return exc
+    at = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
+    return CurateError(f"{where}: cannot be written: {exc.strerror or exc}{at}")
+

@@ -69,7 +69,8 @@ def _adapters() -> list[str]:
                    "(built-in benchmarks: default their Hub id).")
 @click.option("--split", default=None, help="Split to ingest [default: the benchmark's, else validation].")
 @click.option("--config", "config", default=None,
-              help="Configuration of a Hub dataset (e.g. ARC-Challenge) [built-ins: their own].")
+              help="Configuration of a Hub dataset (e.g. ARC-Challenge), or the subfolder of a local --data "
+                   "folder holding one configuration [built-ins: their own].")
 @click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
 @click.option("--copy-of", default=None, metavar="OWNER/NAME[@REV]",
               help="The Hub dataset a local --data file is a copy of; releases name it as the source.")

@@ -1,6 +1,7 @@
 """Ingest: source rows -> validated canonical items -> a new workspace, all or nothing."""
 from __future__ import annotations
 
+from itertools import islice
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -19,8 +20,7 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     benchmark's own ids are refused with both rows named."""
     n = len(rows) if limit is None else min(limit, len(rows))
     items, raws, seen = [], [], {}
-    for i, raw in enumerate(tqdm(rows.select(range(n)) if n < len(rows) else rows, total=n,
-                                 desc="ingest", unit="item", disable=n < 2000)):
+    for i, raw in enumerate(tqdm(islice(rows, n), total=n, desc="ingest", unit="item", disable=n < 2000)):
         try:
             item = adapter.to_item(raw, i, split)
         except FieldError as exc:

@@ -1,21 +1,19 @@
 """Where rows come from: a local file or folder, or a Hugging Face Hub dataset, via `datasets`.
 
 ``open_source`` returns the rows plus a provenance record (what was read, its revision or file
-hash) that the workspace keeps. When `datasets` cannot parse a local file, ``diagnose`` re-reads
-it line by line to name the exact file, line and field at fault instead of an Arrow traceback.
-CSV files are read by ``curate.textfiles`` (encoding and delimiter detected, every cell kept as
-the text it is); JSON files in another encoding than UTF-8 are read when ``encoding`` names it.
+hash) that the workspace keeps. JSON and JSON Lines files are read here with Python's json, so
+every value stays as written (Arrow would give each column one type); CSV files are read by
+``curate.textfiles`` (encoding and delimiter detected, every cell kept as the text it is);
+parquet, arrow and saved datasets through `datasets`. Problems are InputErrors naming the file,
+line or row, and field.
 """
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import json
-import lzma
 import os
-import tempfile
-import zlib
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +26,7 @@ COMPRESSION = (".gz", ".bz2", ".xz", ".zst")
 
 @dataclass
 class Source:
-    rows: object  # a datasets.Dataset: indexable, len()-able, iterates dicts
+    rows: object  # row dicts: a datasets.Dataset, or a list (JSON files, read with every value as written)
     provenance: dict
 
 
@@ -82,11 +80,7 @@ def parse_copy_of(spec: str) -> dict:
 
 
 def builder_for(path: Path) -> str:
-    name = path.name.lower()
-    for suffix in COMPRESSION:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    ext = os.path.splitext(name)[1]
+    ext = os.path.splitext(_uncompressed_name(path))[1]
     if ext not in BUILDERS:
         raise InputError(f"unsupported file type {ext or '(none)'}; use one of {', '.join(BUILDERS)}",
                          path=str(path))
@@ -96,61 +90,124 @@ def builder_for(path: Path) -> str:
 def open_source(data: str, split: str = "validation", revision: str | None = None,
                 config: str | None = None, *, delimiter: str | None = None, encoding: str | None = None) -> Source:
     """Rows of ``split`` from a local path or a Hub dataset id (``revision`` pins a Hub commit,
-    ``config`` picks the dataset's configuration, e.g. ARC's "ARC-Challenge"). ``delimiter``
-    and ``encoding`` override what is detected in a local CSV file (``encoding`` also reads a
-    JSON file that is not UTF-8)."""
+    ``config`` picks the dataset's configuration, e.g. ARC's "ARC-Challenge", or in a local
+    folder the subfolder of that name, as a clone of a Hub dataset keeps one per configuration).
+    ``delimiter`` and ``encoding`` override what is detected in a local CSV file (``encoding``
+    also reads a JSON file that is not UTF-8)."""
     path = Path(data)
     if path.exists():
-        if config is not None:
-            raise InputError("a config names a Hugging Face Hub dataset's configuration; this is a local path",
-                             path=str(path), field="config")
-        return _open_local(path, split, delimiter=delimiter, encoding=encoding)
+        if config is not None and not path.is_dir():
+            raise InputError("--config names a Hub dataset's configuration or a subfolder of a local folder; "
+                             "this is a file", path=str(path), field="config")
+        return _open_local(path, split, config, delimiter=delimiter, encoding=encoding)
     if delimiter or encoding:
         raise InputError("--delimiter and --encoding apply to local files; this is not a local path", path=data)
     return _open_hub(data, split, revision, config)
 
 
-def _open_local(path: Path, split: str, *, delimiter: str | None = None, encoding: str | None = None) -> Source:
+def _open_local(path: Path, split: str, config: str | None = None, *, delimiter: str | None = None,
+                encoding: str | None = None) -> Source:
     import datasets
 
+    if config is not None:
+        path = _subfolder(path, config)
+    if path.is_dir() and (path / "dataset_dict.json").exists():  # a DatasetDict saved with save_to_disk
+        path = _subfolder(path, split, what="split")
     if path.is_dir() and (path / "dataset_info.json").exists() and (path / "state.json").exists():
         rows = datasets.load_from_disk(str(path))  # a Dataset saved with save_to_disk
         files = [f for f in path.rglob("*") if f.is_file()]
         return Source(rows, {"kind": "local", "path": str(path.resolve()), "format": "saved-dataset",
                              "split": split, "sha256": tree_sha256(files, path)})
     if path.is_dir():
-        files = sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith("."))
-        split_files = [f for f in files if f.name.split(".")[0].split("-")[0] == split] or files
-        if not split_files:
-            raise InputError("folder holds no data files", path=str(path))
+        split_files = files_of_split(path, split)
         builders = {builder_for(f) for f in split_files}
         if len(builders) > 1:
-            raise InputError(f"folder mixes file types {sorted(builders)}", path=str(path))
-        data_files, builder = [str(f) for f in split_files], builders.pop()
-        digest, shown = tree_sha256(split_files, path), str(path.resolve())
+            raise InputError(f"the files of split {split!r} mix file types {sorted(builders)}", path=str(path))
+        builder = builders.pop()
+        digest = tree_sha256(split_files, path)
     else:
-        data_files, builder = [str(path)], builder_for(path)
-        digest, shown = file_sha256(path), str(path.resolve())
+        split_files, builder, digest = [path], builder_for(path), file_sha256(path)
+    shown = str(path.resolve())
     provenance = {"kind": "local", "path": shown, "format": builder, "split": split,
-                  "files": [Path(f).name for f in data_files], "sha256": digest}
+                  "files": [f.name for f in split_files], "sha256": digest}
     if builder == "csv":
-        return _open_csv([Path(f) for f in data_files], provenance, delimiter=delimiter, encoding=encoding)
+        return _open_csv(split_files, provenance, delimiter=delimiter, encoding=encoding)
     if delimiter:
         raise InputError(f"--delimiter applies to CSV files, not {builder}", path=shown, field="delimiter")
-    if encoding and builder != "json":
-        raise InputError(f"--encoding applies to CSV and JSON files, not {builder}", path=shown, field="encoding")
-    with tempfile.TemporaryDirectory() as tmp:
-        if builder == "json" and encoding:  # JSON in a legacy encoding: re-encode as UTF-8 first
-            data_files = [str(_as_utf8(Path(f), encoding, Path(tmp))) for f in data_files]
+    if builder == "json":
+        if encoding:
             provenance["encoding"] = encoding
-        if builder == "json":
-            for f in data_files:
-                check_json_lines(Path(f))
-        try:
-            rows = datasets.load_dataset(builder, data_files=data_files, split="train")
-        except Exception as exc:  # datasets wraps Arrow errors; name the file and reason plainly
-            raise InputError(f"could not be read as {builder}: {_root_cause(exc)}", path=shown) from exc
+        return Source([row for f in split_files for row in read_json(f, encoding)], provenance)
+    if encoding:
+        raise InputError(f"--encoding applies to CSV and JSON files, not {builder}", path=shown, field="encoding")
+    if builder == "parquet" and not any(_parquet_rows(f) for f in split_files):
+        raise InputError("the parquet data holds no rows", path=shown)  # datasets fails on it obscurely
+    try:
+        rows = datasets.load_dataset(builder, data_files=[str(f) for f in split_files], split="train")
+    except Exception as exc:  # datasets wraps Arrow errors; name the file and reason plainly
+        raise InputError(f"could not be read as {builder}: {_root_cause(exc)}", path=shown) from exc
+    if len(rows) == 0:
+        raise InputError(f"the {builder} data holds no rows", path=shown)
     return Source(rows, provenance)
+
+
+def _parquet_rows(path: Path) -> int:
+    """The row count a parquet file's footer records; -1 when the footer is unreadable (datasets
+    then reports why)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception:
+        return -1
+
+
+def _subfolder(folder: Path, name: str, what: str = "config") -> Path:
+    """``folder / name``, or an InputError listing the subfolders there are."""
+    if name and (folder / name).is_dir() and Path(name).name == name:
+        return folder / name
+    there = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    flag = "--config" if what == "config" else "--split"
+    raise InputError(f"no subfolder {name!r} for {flag}; the subfolders are: {_listing(there) or '(none)'}",
+                     path=str(folder), field=what)
+
+
+def files_of_split(folder: Path, split: str) -> list[Path]:
+    """The data files of ``split`` in ``folder``: those whose name starts with the split
+    (``test.jsonl.gz``, ``test-00000-of-00002.parquet``), in one subfolder. Never every file
+    when none matches (that would ingest test, dev and validation as one split), and never
+    several subfolders (a Hub clone has one per configuration, so every row would repeat)."""
+    files = sorted(f for f in folder.rglob("*") if f.is_file()
+                   and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+    if not files:
+        raise InputError("the folder holds no data files", path=str(folder))
+    named = [f for f in files if f.name.split(".")[0].split("-")[0] == split]
+    if not named:
+        raise InputError(f"no file for split {split!r} (a file's name must start with it); the files are: "
+                         f"{_listing([f.relative_to(folder).as_posix() for f in files])}; name the split with "
+                         "--split, or the file itself with --data", path=str(folder), field="split")
+    parents = sorted({f.parent.relative_to(folder).as_posix() for f in named})
+    if len(parents) > 1:
+        raise InputError(f"the files of split {split!r} are in {len(parents)} subfolders ({_listing(parents)}), "
+                         "as in a Hub dataset with one subfolder per configuration; pick one with --config NAME",
+                         path=str(folder), field="split")
+    by_stem: dict[str, Path] = {}
+    for f in named:  # test.jsonl next to test.jsonl.gz: one file twice, every row would repeat
+        other = by_stem.setdefault(_uncompressed_name(f), f)
+        if other != f:
+            raise InputError(f"{other.name} and {f.name} look like two copies of one file; keep one",
+                             path=str(folder), field="split")
+    return named
+
+
+def _uncompressed_name(path: Path) -> str:
+    name = path.name.lower()
+    return next((name[: -len(s)] for s in COMPRESSION if name.endswith(s)), name)
+
+
+def _listing(names: list[str], most: int = 8) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _open_csv(files: list[Path], provenance: dict, *, delimiter: str | None, encoding: str | None) -> Source:
@@ -174,16 +231,6 @@ def _open_csv(files: list[Path], provenance: dict, *, delimiter: str | None, enc
     return Source(datasets.Dataset.from_list(rows), provenance)
 
 
-def _as_utf8(path: Path, encoding: str, folder: Path) -> Path:
-    """A UTF-8 copy of ``path`` (decoded from ``encoding``) in ``folder``."""
-    from curate.textfiles import decode, read_bytes
-
-    text, _ = decode(read_bytes(path), str(path), encoding)
-    out = folder / (path.name.split(".")[0] + ".jsonl")
-    out.write_text(text, encoding="utf-8")
-    return out
-
-
 def _open_hub(repo_id: str, split: str, revision: str | None, config: str | None = None) -> Source:
     import datasets
 
@@ -203,62 +250,98 @@ def _open_hub(repo_id: str, split: str, revision: str | None, config: str | None
                          "fingerprint": getattr(rows, "_fingerprint", None)})
 
 
-#: Openers of the compressed files whose lines are checked before `datasets` reads them.
-OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+def read_json(path: Path, encoding: str | None = None) -> list[dict]:
+    """The rows of a JSON Lines file or of a JSON array of objects, every value as written.
 
+    Read with Python's json rather than Arrow: Arrow gives a column one type, so a column
+    holding "007" in one row and 1 in another came back as 7 and 1 ("007" lost, and ids "001"
+    and 1 taken for duplicates). Refused, naming the line or row and the field: bytes that
+    are not UTF-8 (or ``encoding``), invalid JSON, a row that is not an object, a key written
+    twice in one object, a string with a lone surrogate escape."""
+    from curate.textfiles import decode, read_bytes
 
-def check_json_lines(path: Path) -> None:
-    """Refuse, with file/line/field, what would make Arrow fail or silently coerce a JSON file:
-    bytes that are not UTF-8, a line that is not a JSON object, a field whose type changes, a
-    compressed file that is truncated or corrupt."""
-    suffix = next((s for s in COMPRESSION if path.name.endswith(s)), "")
-    if suffix and suffix not in OPENERS:
-        return  # no stdlib reader: datasets reads it, and its errors are reported plainly
-    opener = OPENERS.get(suffix, open)
-    try:
-        with opener(path, "rb") as fh:
-            head = fh.read(1)
-            while head.isspace():
-                head = fh.read(1)
-        if head == b"[":  # a single JSON array document: let datasets parse it
-            return
-        with opener(path, "rb") as fh:
-            _check_lines(path, fh)
-    except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"cannot be read to the end ({type(exc).__name__}: {exc}); the file is truncated or "
-                         f"corrupt", path=str(path)) from None
-
-
-def _check_lines(path: Path, fh) -> None:
-    first_types: dict[str, tuple[str, int]] = {}
-    row = -1
-    for lineno, raw in enumerate(fh, start=1):
+    where, raw = str(path), read_bytes(path)
+    if encoding:
+        text, _ = decode(raw, where, encoding)
+    else:
         try:
-            line = raw.decode("utf-8")
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise InputError(f"line {lineno} is not valid UTF-8 (byte {exc.start})",
-                             path=str(path), row=row + 1) from None
-        if not line.strip():
-            continue
-        row += 1
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise InputError(f"line {line} is not valid UTF-8 (byte {exc.start}); if the file is in another "
+                             "encoding, name it with --encoding", path=where) from None
+    if not text.strip():
+        raise InputError("the file is empty", path=where)
+    rows = []
+    if text.lstrip().startswith("["):  # one JSON array document
         try:
-            record = json.loads(line)
+            rows = json.loads(text, object_pairs_hook=_object)
         except json.JSONDecodeError as exc:
-            raise InputError(f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}",
-                             path=str(path), row=row) from None
-        if not isinstance(record, dict):
-            raise InputError(f"line {lineno} is a JSON {type(record).__name__}, expected an object",
-                             path=str(path), row=row)
-        for key, value in record.items():
-            kind = _json_kind(value)
-            if kind == "null":
+            raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                             path=where) from None
+        lines = [None] * len(rows)
+    else:  # JSON Lines: one object per line, blank lines skipped
+        lines = []
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
                 continue
-            seen = first_types.setdefault(key, (kind, row))
-            if seen[0] != kind:
-                raise InputError(f"is a {kind} here but a {seen[0]} in row {seen[1]}",
-                                 path=str(path), row=row, field=key)
+            try:
+                rows.append(json.loads(line, object_pairs_hook=_object))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}",
+                                 path=where, row=len(rows)) from None
+            lines.append(lineno)
+    if not rows:
+        raise InputError("the JSON array is empty: no rows", path=where)
+    for i, (row, lineno) in enumerate(zip(rows, lines)):
+        at = f" (line {lineno})" if lineno else ""
+        if not isinstance(row, dict):
+            raise InputError(f"is a JSON {_json_kind(row)}, expected an object{at}", path=where, row=i)
+        problem = _damaged(row, "")
+        if problem:
+            raise InputError(problem[1] + at, path=where, row=i, field=problem[0])
+    return rows
+
+
+class _Repeated(dict):
+    """A JSON object that wrote one key twice (``key``): json keeps the last value only."""
+    key = ""
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict:
+    """json's object_pairs_hook: a dict, marked when a key came twice (``_damaged`` refuses it)."""
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        obj = _Repeated(obj)
+        obj.key = next(key for key, n in counts.items() if n > 1)
+    return obj
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json decodes a valid pair to one character
+
+
+def _damaged(value, field: str) -> tuple[str, str] | None:
+    """(field, what is wrong) for the first value in ``value`` that would be lost or garbled."""
+    if isinstance(value, _Repeated):
+        return (f"{field}.{value.key}" if field else value.key,
+                "is written twice in one object; the first value would be lost silently")
+    if isinstance(value, str):
+        bad = _LONE_SURROGATE.search(value)
+        if bad:
+            return field, (f"holds a lone surrogate \\u{ord(bad.group()):04x} (half of a pair), which is no "
+                           "character: the text is damaged")
+        return None
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        if isinstance(key, int):
+            where = f"{field}[{key}]"
+        else:
+            where = f"{field}.{key}" if field else key
+        problem = _damaged(child, where)
+        if problem:
+            return problem
+    return None
 
 
 def _json_kind(value) -> str:
@@ -266,10 +349,8 @@ def _json_kind(value) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
+    if isinstance(value, (int, float)):
+        return "number"
     return {str: "string", list: "array", dict: "object"}[type(value)]
 
 

@@ -8,7 +8,8 @@
   record, header included, into the same number of fields (more than one). A header rarely
   holds a comma, so a semicolon file whose cells hold commas (list literals, prose) is still
   read as semicolon-separated; when no single candidate fits, the error asks for --delimiter.
-- CSV cells are read as text, never converted: "2.50", "007" and "1e3" stay as written.
+- CSV cells are read as text, never converted: "2.50", "007" and "1e3" stay as written. Lines may
+  end in \\n, \\r\\n or a lone \\r; a header naming one column twice is refused.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import gzip
 import io
 import lzma
 import re
+import zlib
 from pathlib import Path
 
 from curate.errors import InputError
@@ -32,19 +34,40 @@ _UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, decompressed by its suffix (.gz, .bz2, .xz, .zst)."""
+    """The file's bytes, decompressed by its suffix (.gz, .bz2, .xz, .zst). A truncated or
+    corrupt compressed file is an InputError: the decompressors raise EOFError, OSError,
+    ValueError or their own errors, and click would take an EOFError for Ctrl-D ("Aborted!")."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot be read: {exc.strerror or exc}", path=str(path)) from None
     name = path.name.lower()
-    if name.endswith(".gz"):
-        return gzip.decompress(path.read_bytes())
-    if name.endswith(".bz2"):
-        return bz2.decompress(path.read_bytes())
-    if name.endswith(".xz"):
-        return lzma.decompress(path.read_bytes())
-    if name.endswith(".zst"):
+    try:
+        if name.endswith(".gz"):
+            return gzip.decompress(raw)
+        if name.endswith(".bz2"):
+            return bz2.decompress(raw)
+        if name.endswith(".xz"):
+            return lzma.decompress(raw)
+        if name.endswith(".zst"):
+            return _zstd_decompress(raw, path)
+    except (EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as exc:
+        raise InputError(f"cannot be read to the end ({type(exc).__name__}: {exc}); the file is truncated or "
+                         "corrupt", path=str(path)) from None
+    return raw
+
+
+def _zstd_decompress(raw: bytes, path: Path) -> bytes:
+    try:
         import zstandard
-        with zstandard.ZstdDecompressor().stream_reader(path.open("rb")) as fh:
+    except ImportError:
+        raise InputError("reading .zst files needs the zstandard package (pip install zstandard)",
+                         path=str(path)) from None
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as fh:
             return fh.read()
-    return path.read_bytes()
+    except zstandard.ZstdError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def decode(raw: bytes, where: str, encoding: str | None = None) -> tuple[str, str]:
@@ -81,8 +104,7 @@ def sniff_delimiter(text: str, where: str) -> str:
     number of fields; an InputError asking for --delimiter when none or several do."""
     fitting = {}
     for d in DELIMITERS:
-        widths = {len(record) for _, record in zip(range(SAMPLE_RECORDS), csv.reader(io.StringIO(text), delimiter=d))
-                  if record}
+        widths = {len(record) for _, record in zip(range(SAMPLE_RECORDS), _records(text, d)) if record}
         if len(widths) == 1 and min(widths) > 1:
             fitting[d] = widths.pop()
     if len(fitting) == 1:
@@ -95,6 +117,12 @@ def sniff_delimiter(text: str, where: str) -> str:
                      "every row evenly; name it with --delimiter", path=where)
 
 
+def _records(text: str, delimiter: str):
+    """CSV records of ``text``; newline="" lets the csv module end lines at \\n, \\r\\n or a lone
+    \\r (old Mac files) and keep line breaks inside quoted cells as written."""
+    return csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+
+
 def read_csv(path: Path, *, delimiter: str | None = None, encoding: str | None = None) -> tuple[list[dict], dict]:
     """The rows of a CSV file as dicts of text, and what was used to read it
     (``{"encoding", "delimiter"}``)."""
@@ -102,7 +130,14 @@ def read_csv(path: Path, *, delimiter: str | None = None, encoding: str | None =
 
     where = str(path)
     text, used = decode(read_bytes(path), where, encoding)
+    if not text.strip():
+        raise InputError("the file is empty", path=where)
     delimiter = delimiter or sniff_delimiter(text, where)
+    header = next(_records(text, delimiter), [])
+    for j, name in enumerate(header):
+        if name and name in header[:j]:  # pandas would rename the second one "name.1" silently
+            raise InputError(f"the header names column {name!r} twice (columns {header.index(name) + 1} and {j + 1}); "
+                             "rename one", path=where)
     try:
         frame = pd.read_csv(io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, ValueError) as exc:

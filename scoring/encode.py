@@ -7,7 +7,9 @@ pair like this, and so do we, so our ``logprob_sum`` is its number:
 - ``whole = encode(context + continuation)``, ``ctx = encode(context)`` and the continuation's
   tokens are ``whole[len(ctx):]`` (the model is then fed ``ctx + those``, not ``whole``);
 - an empty context becomes the prefix token (BOS, else EOS), unless the continuation already
-  starts with it, in which case its first token serves as the context.
+  starts with it, in which case its first token serves as the context;
+- a context whose text already starts with the prefix token's text (a chat template's BOS) is
+  encoded without the tokenizer's special tokens, so it gets no second BOS.
 
 The continuation is ``delimiter + option`` (lm-eval's ``target_delimiter``, " " by default).
 Options may each have their own context (lm-eval's partial scoring, Winogrande); options whose
@@ -78,6 +80,15 @@ class Encoder:
 
     def __init__(self, tokenizer):
         self.tokenizer, self.memo = tokenizer, {}
+        self._prefix_text = None
+
+    @property
+    def prefix_text(self) -> str:
+        """The prefix token's text (lm-eval's ``decode(prefix_token_id)``)."""
+        if self._prefix_text is None:
+            token = prefix_token_id(self.tokenizer)
+            self._prefix_text = "" if token is None else self.tokenizer.decode(token)
+        return self._prefix_text
 
     def prefetch(self, strings, special: bool = True) -> None:
         todo = list({s for s in strings if (s, special) not in self.memo})
@@ -144,8 +155,9 @@ def encode_pair(encode, context: str, continuation: str) -> tuple[list[int], lis
     if n_spaces:
         continuation = context[-n_spaces:] + continuation
         context = context[:-n_spaces]
-    whole = encode(context + continuation)
-    ctx = encode(context)
+    special = not (encode.prefix_text and context.startswith(encode.prefix_text))
+    whole = encode(context + continuation, special)
+    ctx = encode(context, special)
     return ctx, whole[len(ctx):], whole[:len(ctx)] != ctx
 
 

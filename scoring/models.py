@@ -310,26 +310,74 @@ def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_
         raise CurateError(f"model {ref.name!r}: its tokenizer could not be loaded from {ref.path}: "
                           f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     placed = device_map(ref, torch_dtype, parse_max_memory(max_memory)) if device == "auto" else None
+    from safetensors import SafetensorError
+    with transformers_log() as log:
+        try:
+            return _load_model(ref, torch_dtype, device, placed, scoring_only), tokenizer
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
+            # A truncated or garbled weights file, a config.json that is not JSON or disagrees
+            # with the weights' shapes: one line naming the model (and the first mismatched
+            # weight of transformers' load report), never a traceback.
+            mismatch = next((line for line in log.lines if "| MISMATCH |" in line), None)
+            log.clear()
+            text = str(exc).strip()
+            if mismatch:
+                key, _, reason = (part.strip() for part in mismatch.split("|", 2))
+                text = f"its weights do not match its config.json: {key}: {reason.removeprefix('Reinit due to ')}"
+            lines = [line.strip() for line in text.splitlines() if line.strip()] or [""]
+            if lines[0].endswith(":") and len(lines) > 1:  # torch: "Error(s) in loading ...:", then the reason
+                lines[0] += " " + lines[1]
+            raise CurateError(f"model {ref.name!r} could not be loaded from {ref.path}: {type(exc).__name__}: "
+                              f"{lines[0]}") from None
+
+
+class transformers_log:
+    """Hold transformers' log records while a model loads: on success they are written as
+    usual; on failure the caller reads ``lines`` (its load report) and calls ``clear`` to drop
+    them, so the error stays one line."""
+
+    def __enter__(self):
+        import logging
+
+        from transformers.utils import logging as hf_logging
+        self.records, self.hf = [], hf_logging
+        self.handler = logging.Handler()
+        self.handler.emit = self.records.append
+        hf_logging.disable_default_handler()
+        hf_logging.add_handler(self.handler)
+        return self
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for r in self.records for line in r.getMessage().splitlines()]
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    def __exit__(self, *exc) -> None:
+        self.hf.remove_handler(self.handler)
+        self.hf.enable_default_handler()
+        logger = self.hf.get_logger("transformers")
+        for record in self.records:
+            logger.handle(record)
+
+
+def _load_model(ref: ModelRef, torch_dtype, device: str, placed, scoring_only: bool):
     where = "cpu" if device == "auto" else device
     if scoring_only and placed is None:  # a local folder (llama_folder returns None for anything else)
         from scoring import llama_folder
         model = llama_folder.load(ref.path, torch_dtype, where)
         if model is not None:
-            return model, tokenizer
+            return model
     from transformers import AutoModelForCausalLM
-    try:
-        if placed is None:
-            return AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype
-                                                        ).to(where).eval(), tokenizer
-        (cache_dir() / "offload").mkdir(parents=True, exist_ok=True)
-        offload = tempfile.TemporaryDirectory(dir=cache_dir() / "offload")
-        model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype,
-                                                     device_map=placed, offload_folder=offload.name)
-        model._benchcurate_offload = offload  # removed with the model
-        return model.eval(), tokenizer
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise CurateError(f"model {ref.name!r} could not be loaded from {ref.path}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if placed is None:
+        return AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype).to(where).eval()
+    (cache_dir() / "offload").mkdir(parents=True, exist_ok=True)
+    offload = tempfile.TemporaryDirectory(dir=cache_dir() / "offload")
+    model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype,
+                                                 device_map=placed, offload_folder=offload.name)
+    model._benchcurate_offload = offload  # removed with the model
+    return model.eval()
 
 
 def placement(model) -> dict | None:

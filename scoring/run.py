@@ -124,6 +124,27 @@ def refuse_inexact(model, units: list[Unit], items) -> None:
                 f"with this model")
 
 
+def refuse_unscorable(model, units: list[Unit], items, window: int) -> None:
+    """A CurateError naming the first unit that cannot be scored at all, before anything is
+    scored: an option longer than the model's window (no context would be left and positions
+    past the window do not exist; lm-eval refuses it too), or a token id the model has no
+    embedding for (a tokenizer that does not belong to the model)."""
+    rows = model.get_input_embeddings().num_embeddings
+    too_long = [(u, j, n) for u in units for j, n in enumerate(u.n_tokens) if n > window]
+    if too_long:
+        unit, j, n = too_long[0]
+        raise CurateError(f"item {items[unit.item_index]['item_id']} ({unit.mode}, {unit.formulation}): option {j} is "
+                          f"{n} tokens, longer than the model's window of {window} tokens, so it cannot be scored "
+                          f"(lm-eval refuses it too); {len(too_long)} option(s) in all. Score a model with a longer "
+                          f"window, or ingest the benchmark without these items")
+    for unit in units:
+        top = max(max(seq) for r in unit.requests for seq in (r.prefix, *r.conts) if seq)
+        if top >= rows:
+            raise CurateError(f"item {items[unit.item_index]['item_id']} ({unit.mode}, {unit.formulation}): the "
+                              f"tokenizer gives token id {top}, but the model has {rows} token embeddings: the "
+                              f"tokenizer does not belong to this model")
+
+
 def item_formulations(item: dict, wanted) -> list[str]:
     """The formulations of ``wanted`` that apply to ``item``: ``letters+rotations`` stands for
     every cyclic rotation of its lettered list, and a rotation applies to the items with more
@@ -194,6 +215,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     import torch
     from tqdm import tqdm
 
+    modes = list(dict.fromkeys(modes))  # `--modes full,full` scores full once
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
@@ -239,6 +261,11 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     try:
         items = ws.items()[:limit] if limit else ws.items()
         formulations = list(formulations or [ws.meta("formulation", "cloze")])
+        for name in formulations:
+            if not any(item_formulations(it, [name]) for it in items):
+                most = max((len(it["options"]) for it in items), default=0)
+                raise CurateError(f"formulation {name!r} applies to no item: a rotation letters+rK needs more than K "
+                                  f"options, and these items have at most {most}")
         mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
         # A label holding another source's scores is refused now, or (``replace``) all its rows
         # will be deleted, so none of them counts as done.
@@ -263,6 +290,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                                 max_length=limit_len, seq_mean=seq_mean)
             plan = [b for b in batches(built, batch_tokens)
                     if any((u.item_index, u.mode, u.formulation) in missing for u in b)]
+            refuse_unscorable(lm, [u for b in plan for u in b], items, limit_len)
             refuse_inexact(lm, [u for b in plan for u in b], items)
             checked = self_check(lm, [u for b in plan for u in b if u.max_row <= batch_tokens][:self_check_items],
                                  dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "

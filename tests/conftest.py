@@ -110,3 +110,18 @@ LONGEST_FIRST = ("test_scoring.py", "test_analyze_report.py", "test_generate_loc
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+def unwritable_place(tmp_path, how):
+    """A destination that cannot be written: a folder made read-only (not for root, who writes
+    anyway), or a path through a regular file (refused for root too)."""
+    if how == "chmod":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        return ro, ro
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    return blocker / "sub", blocker

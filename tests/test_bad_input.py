@@ -27,7 +27,8 @@ def broken(tmp_path, row, change):
 
 CASES = {
     "missing field": (lambda r: r.pop("ctx_a"), ["row 2", "field 'ctx_a'", "missing"]),
-    "mistyped field": (lambda r: r.update(endings="not a list"), ["row 2", "field 'endings'", "string"]),
+    "mistyped field": (lambda r: r.update(endings="not a list"),
+                       ["row 2", "field 'endings'", "expected list, got str"]),
     "gold out of range": (lambda r: r.update(label=7), ["row 2", "field 'label'", "out of range"]),
     "empty option": (lambda r: r["endings"].__setitem__(1, "  [step] "), ["row 2", "field 'endings[1]'", "empty"]),
     "non-index label": (lambda r: r.update(label=2.5), ["row 2", "field 'label'", "float"]),
@@ -49,10 +50,11 @@ def test_field_errors(tmp_path, case):
 
 
 def test_type_changing_between_rows(tmp_path):
+    """JSON values are read as written, so the row whose value is wrong is the one named."""
     data = broken(tmp_path, 3, lambda r: r.update(label="two"))
     proc = run_cli("init", tmp_path / "ws", "--benchmark", "hellaswag", "--data", data, check=False)
     assert proc.returncode == 2
-    assert "row 3" in proc.stderr and "field 'label'" in proc.stderr and "string" in proc.stderr
+    assert "row 3, field 'label'" in proc.stderr and "got str 'two'" in proc.stderr
     assert not (tmp_path / "ws").exists()
 
 
@@ -117,3 +119,59 @@ def test_crash_mid_ingest_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("hellaswag"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.jsonl"]
+
+
+def generic(tmp_path, data, check=False):
+    return run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", data, "--question", "q",
+                   "--choices", "o", "--answer", "a", check=check)
+
+
+def assert_one_line(proc, *expected):
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for text in expected:
+        assert text in proc.stderr, proc.stderr
+
+
+GOOD = {"q": "Which?", "o": ["a", "b"], "a": 0}
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "json"])
+def test_damaged_json_text_is_refused_naming_row_and_field(tmp_path, layout):
+    """A lone surrogate escape (half of an emoji's pair) was a misleading error in JSON Lines and
+    silently dropped from a JSON array; a key written twice kept only its last value."""
+    def write(text_of_row_1):
+        rows = [json.dumps(GOOD), text_of_row_1, json.dumps(GOOD)]
+        data = tmp_path / f"bad.{layout}"
+        data.write_text("\n".join(rows) + "\n" if layout == "jsonl" else "[" + ",\n".join(rows) + "]")
+        return data
+
+    surrogate = write('{"q": "Which?", "o": ["a", "b \\ud83d"], "a": 0}')
+    assert_one_line(generic(tmp_path, surrogate), "row 1, field 'o[1]'", "lone surrogate \\ud83d")
+    twice = write('{"q": "Which?", "o": ["a", "b"], "a": 0, "q": "Which again?"}')
+    assert_one_line(generic(tmp_path, twice), "row 1, field 'q'", "written twice")
+    assert not (tmp_path / "ws").exists()
+    pair = write('{"q": "Which \\ud83d\\ude00?", "o": ["a", "b"], "a": 0}')  # a whole pair is one character
+    generic(tmp_path, pair, check=True)
+
+
+def test_empty_files_and_zero_rows_say_so(tmp_path):
+    import pandas as pd
+
+    for name, content in [("empty.jsonl", ""), ("blank.jsonl", "\n \n"), ("empty.json", "[]")]:
+        (tmp_path / name).write_text(content)
+        assert_one_line(generic(tmp_path, tmp_path / name), name, "empty")
+    pd.DataFrame({"q": pd.Series([], dtype=str), "a": pd.Series([], dtype=int)}).to_parquet(tmp_path / "none.parquet")
+    assert_one_line(generic(tmp_path, tmp_path / "none.parquet"), "none.parquet", "no rows")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.jsonl", "empty.json", "empty.jsonl", "none.parquet"]
+
+
+def test_empty_question_is_refused_like_a_missing_one(tmp_path):
+    rows = [GOOD, dict(GOOD, q="  \n "), GOOD]
+    assert_one_line(generic(tmp_path, write_jsonl(tmp_path / "g.jsonl", rows)), "g.jsonl, row 1, field 'q': is empty")
+    piqa = [{"goal": "Open a jar.", "sol1": "Twist.", "sol2": "Freeze.", "label": 0}] * 2
+    piqa[1] = dict(piqa[1], goal=" ")
+    proc = run_cli("init", tmp_path / "ws", "--benchmark", "piqa", "--data",
+                   write_jsonl(tmp_path / "piqa.jsonl", piqa), check=False)
+    assert_one_line(proc, "piqa.jsonl, row 1, field 'goal': is empty")
+    assert not (tmp_path / "ws").exists()

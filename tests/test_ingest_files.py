@@ -121,7 +121,8 @@ def test_numeric_looking_options_stay_text(tmp_path):
     proc = run_cli("init", tmp_path / "ws3", "--benchmark", "generic", "--data", floats, "--question", "q",
                    "--choices", "o", "--answer", "a", check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "floats.jsonl, row 0, field 'o[0]'" in proc.stderr and "store the options as text" in proc.stderr
+    # 1 is an integer as written (kept as "1"); 2.5 is the float whose written form is lost
+    assert "floats.jsonl, row 0, field 'o[1]'" in proc.stderr and "store the options as text" in proc.stderr
 
 
 @pytest.mark.parametrize("case", ["bad literal", "ambiguous answer", "answer out of range", "code in a literal"])
@@ -182,3 +183,134 @@ def test_audit_config_reads_builtins_and_file_options(tmp_path):
     assert s.formulations == ("cloze", "letters+rotations")
     assert config_problems({"workspace": "ws", "benchmark": {"adapter": "sciq"},
                             "scoring": {**scoring, "formulations": ["bogus"]}})
+
+
+def init_generic(tmp_path, data, *extra, ws="ws", check=True):
+    return run_cli("init", tmp_path / ws, "--benchmark", "generic", "--data", data, "--question", "question",
+                   "--choices", "choices", "--answer", "answer", *extra, check=check)
+
+
+def one_line_error(proc, *expected):
+    """Exit 2, one `error:` line holding every ``expected`` text, no traceback."""
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_folder_without_the_split_is_refused_listing_its_files(tmp_path):
+    """The real MMLU folder holds test, dev and validation: --split train once ingested all
+    three as one split (15858 items). Now one line listing the files, and no workspace."""
+    proc = run_cli("init", tmp_path / "ws", "--benchmark", "mmlu", "--data", SHARED / "benchmarks" / "mmlu",
+                   "--split", "train", check=False)
+    one_line_error(proc, "benchmarks/mmlu, field 'split'", "no file for split 'train'",
+                   "dev.jsonl.gz, test.jsonl.gz, validation.jsonl.gz")
+    assert not (tmp_path / "ws").exists()
+    # One file whose name is not the split is refused too (its name says nothing of the split).
+    write_jsonl(tmp_path / "one" / "data.jsonl", [{"question": "Q?", "choices": ["a", "b"], "answer": 0}])
+    one_line_error(init_generic(tmp_path, tmp_path / "one", check=False), "no file for split 'validation'",
+                   "data.jsonl")
+    init_generic(tmp_path, tmp_path / "one" / "data.jsonl")  # named itself, it ingests
+    # The split's file next to a compressed copy of itself would give every row twice.
+    write_jsonl(tmp_path / "two" / "validation.jsonl", [{"question": "Q?", "choices": ["a", "b"], "answer": 0}])
+    plain = tmp_path / "two" / "validation.jsonl"
+    (tmp_path / "two" / "validation.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    one_line_error(init_generic(tmp_path, tmp_path / "two", ws="ws2", check=False),
+                   "validation.jsonl and validation.jsonl.gz look like two copies of one file")
+
+
+def test_a_hub_clone_with_one_subfolder_per_config_needs_config(tmp_path, mmlu_rows):
+    """cais/mmlu's layout: all/ holds every subject, and each subject has its own subfolder.
+    Reading them all repeated every row; now refused naming the subfolders, and --config
+    picks one (for a built-in too), read from its parquet files."""
+    import pandas as pd
+
+    clone = tmp_path / "clone"
+    subjects = ("virology", "world_religions")
+    for name, rows in [("all", [r for r in mmlu_rows if r["subject"] in subjects]),
+                       *((s, [r for r in mmlu_rows if r["subject"] == s]) for s in subjects)]:
+        (clone / name).mkdir(parents=True)
+        pd.DataFrame(rows).to_parquet(clone / name / "test-00000-of-00001.parquet")
+        pd.DataFrame(rows[:5]).to_parquet(clone / name / "dev-00000-of-00001.parquet")
+    (clone / ".git").mkdir()
+    (clone / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (clone / "README.md").write_text("# mmlu\n")
+    proc = run_cli("init", tmp_path / "ws", "--benchmark", "mmlu", "--data", clone, check=False)
+    one_line_error(proc, "split 'test' are in 3 subfolders (all, virology, world_religions)", "--config NAME")
+    assert not (tmp_path / "ws").exists()
+    out = run_cli("init", tmp_path / "ws", "--benchmark", "mmlu", "--data", clone, "--config", "all").stdout
+    n_all = sum(r["subject"] in subjects for r in mmlu_rows)
+    assert f"with {n_all} items" in out
+    with Workspace.open(tmp_path / "ws") as w:
+        assert w.meta("source")["files"] == ["test-00000-of-00001.parquet"]
+    proc = run_cli("init", tmp_path / "ws2", "--benchmark", "mmlu", "--data", clone, "--config", "al", check=False)
+    one_line_error(proc, "no subfolder 'al' for --config", "all, virology, world_religions")
+
+
+def test_json_values_stay_as_written_when_a_column_mixes_types(tmp_path):
+    """Arrow gives a column one type, so "007" next to a number became 7, ids "001" and 1 were
+    one id, and "2.50" next to 2.5 was taken for the float. Read as written, none of that."""
+    rows = [{"id": "001", "question": "Which?", "choices": ["007", "2.50", "x"], "answer": 0},
+            {"id": 1, "question": "Which now?", "choices": [1, 2, 3], "answer": 2}]
+    for name in ("mixed.jsonl", "mixed.json"):
+        data = tmp_path / name
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows) if name.endswith("l") else json.dumps(rows))
+        init_generic(tmp_path, data, "--id-columns", "id", ws=f"ws-{name}")
+        got = items(tmp_path / f"ws-{name}")
+        assert [it["options"] for it in got] == [["007", "2.50", "x"], ["1", "2", "3"]], name
+        assert [it["native_ids"] for it in got] == [{"id": "001"}, {"id": 1}], name
+    piqa = [{"question": "Cost?", "sol1": "2.50", "sol2": "3", "answer": 0},
+            {"question": "Cost then?", "sol1": 2.5, "sol2": "4", "answer": 1}]
+    data = write_jsonl(tmp_path / "piqa.jsonl", piqa)
+    proc = init_generic(tmp_path, data, "--choices", "sol1,sol2", ws="p", check=False)
+    one_line_error(proc, "piqa.jsonl, row 1, field 'sol1'", "the number 2.5")  # row 0's "2.50" is text
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+@pytest.mark.parametrize("damage", ["truncated", "not compressed"])
+def test_a_corrupt_compressed_csv_is_one_line(tmp_path, suffix, damage):
+    import bz2
+    import lzma
+
+    text = "question,choices,answer\n" + "".join(f"Q{i}?,\"['a', 'b']\",0\n" for i in range(200))
+    packed = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](text.encode())
+    data = tmp_path / f"f.csv{suffix}"
+    data.write_bytes(packed[: len(packed) // 2] if damage == "truncated" else text.encode())
+    proc = init_generic(tmp_path, data, check=False)
+    one_line_error(proc, f"f.csv{suffix}: cannot be read to the end", "truncated or corrupt")
+    assert not (tmp_path / "ws").exists()
+
+
+def test_csv_with_old_mac_line_endings_and_refused_headers(tmp_path):
+    data = tmp_path / "mac.csv"
+    data.write_bytes(b'question,choices,answer\r"Two\rlines?","[\'a\', \'b\']",1\rOne?,"[\'c\', \'d\']",0\r')
+    init_generic(tmp_path, data)
+    got = items(tmp_path / "ws")
+    assert [it["context_parts"]["question"] for it in got] == ["Two\rlines?", "One?"]
+    assert [it["gold"] for it in got] == [1, 0]
+    data = write_csv(tmp_path / "dup.csv", ["question", "choices", "answer", "choices"],
+                     [("Q?", "['a', 'b']", "0", "['c', 'd']")])
+    one_line_error(init_generic(tmp_path, data, ws="ws2", check=False),
+                   "dup.csv: the header names column 'choices' twice (columns 2 and 4)")
+    (tmp_path / "empty.csv").write_text("\n  \n")
+    one_line_error(init_generic(tmp_path, tmp_path / "empty.csv", ws="ws3", check=False),
+                   "empty.csv: the file is empty")
+
+
+def test_a_saved_dataset_dict_folder_gives_the_split(tmp_path, mmlu_rows):
+    """`DatasetDict.save_to_disk` writes one subfolder per split; --split picks it."""
+    import datasets
+
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(mmlu_rows[:7]),
+                          "dev": datasets.Dataset.from_list(mmlu_rows[7:10])}).save_to_disk(tmp_path / "saved")
+    out = run_cli("init", tmp_path / "ws", "--benchmark", "mmlu", "--data", tmp_path / "saved", "--split", "dev").stdout
+    assert "with 3 items" in out
+    one_line_error(run_cli("init", tmp_path / "ws2", "--benchmark", "mmlu", "--data", tmp_path / "saved",
+                           "--split", "train", check=False), "no subfolder 'train' for --split", "dev, test")

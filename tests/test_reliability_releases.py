@@ -5,12 +5,14 @@ never carry a local path."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
+from pathlib import Path
 
 import pytest
 
-from conftest import HELLASWAG, run_cli
+from conftest import HELLASWAG, run_cli, unwritable_place
 from test_release import git, hub, release_to_hub, small  # noqa: F401  (fixtures and helpers)
 
 from curate.release.manifest import content_digest
@@ -106,36 +108,132 @@ def kill_curate_in_hook(repo, hook, status=0):
     return path
 
 
-def git_release(small, repo, dec="dec-a", check=True):  # noqa: F811
+def git_release(small, repo, dec="dec-a", check=True, env=None):  # noqa: F811
     return run_cli("release", small / "ws", "--decisions", small / dec, "--name", "hs-small", "--version", "0.1.0",
-                   "--to", f"git:{repo}", check=check)
+                   "--to", f"git:{repo}", check=check, env=env)
 
 
-def test_git_release_killed_between_commit_and_tag_is_finished_by_a_retry(small, tmp_path):  # noqa: F811
+def release_path(repo, sub):
+    """The repository itself, or a folder inside it (`--to git:repo/sub`)."""
+    (repo / sub).mkdir(exist_ok=True)
+    return repo / sub if sub else repo
+
+
+@pytest.mark.parametrize("sub", ["", "sub"])
+def test_git_release_killed_between_commit_and_tag_is_finished_by_a_retry(small, tmp_path, sub):  # noqa: F811
     repo = new_repo(tmp_path)
+    to = release_path(repo, sub)
     hook = kill_curate_in_hook(repo, "post-commit")
-    killed = git_release(small, repo, check=False)
+    killed = git_release(small, to, check=False)
     assert killed.returncode == -9
     assert git(repo, "rev-list", "--count", "HEAD") == "1" and git(repo, "tag") == ""   # committed, not tagged
     hook.unlink()
-    other = git_release(small, repo, dec="dec-b", check=False)       # other decisions: refused, named
+    other = git_release(small, to, dec="dec-b", check=False)       # other decisions: refused, named
     assert other.returncode == 2 and "holds a different release" in other.stderr and git(repo, "tag") == ""
-    retry = git_release(small, repo)
+    retry = git_release(small, to)
     assert "finished an interrupted release" in retry.stdout
     assert git(repo, "rev-list", "--count", "HEAD") == "1"
     assert git(repo, "rev-parse", "hs-small-v0.1.0^{commit}") == git(repo, "rev-parse", "HEAD")
+    assert run_cli("release", "verify", f"git:{to}", "--name", "hs-small", "--version", "0.1.0").stdout.startswith("OK")
+
+
+@pytest.mark.parametrize("sub", ["", "sub"])
+def test_git_release_killed_before_its_commit_is_redone_by_a_retry(small, tmp_path, sub):  # noqa: F811
+    repo = new_repo(tmp_path)
+    to = release_path(repo, sub)
+    hook = kill_curate_in_hook(repo, "pre-commit", status=1)
+    assert git_release(small, to, check=False).returncode == -9
+    prefix = f"{sub}/" if sub else ""
+    assert f"A  {prefix}hs-small/0.1.0/manifest.json" in git(repo, "status", "--porcelain")   # staged, not committed
+    hook.unlink()
+    git_release(small, to)
+    assert git(repo, "rev-list", "--count", "HEAD") == "1" and git(repo, "tag") == "hs-small-v0.1.0"
+    assert git(repo, "status", "--porcelain") == ""
+    assert run_cli("release", "verify", f"git:{to}", "--name", "hs-small", "--version", "0.1.0").stdout.startswith("OK")
+
+
+def kill_after_first_copied_file(tmp_path):
+    """Environment for a `curate` that kills itself (kill -9) right after copying the release's
+    first file (README.md) to its destination: a real interruption in the middle of the copy."""
+    hooks = tmp_path / "kill-hook"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import os, shutil, signal\n"
+        "_copyfile = shutil.copyfile\n"
+        "def copyfile(src, dst, **kw):\n"
+        "    _copyfile(src, dst, **kw)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "shutil.copyfile = copyfile\n")
+    from conftest import ROOT
+    return {"PYTHONPATH": f"{hooks}{os.pathsep}{ROOT}"}
+
+
+@pytest.mark.parametrize("kind", ["git", "git-sub", "local"])
+def test_a_release_killed_in_the_middle_of_its_copy_is_redone_and_its_leftovers_removed(small, tmp_path, kind):  # noqa: F811
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    repo = new_repo(tmp_path)
+    to = release_path(repo, "sub" if kind == "git-sub" else "")
+    dest = f"git:{to}" if kind.startswith("git") else str(tmp_path / "out")
+    home = to if kind.startswith("git") else tmp_path / "out"
+
+    def release(env=None, check=True):
+        return run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", "hs-small", "--version",
+                       "0.1.0", "--to", dest, env={"TMPDIR": str(tmpdir), **(env or {})}, check=check)
+
+    assert release(kill_after_first_copied_file(tmp_path), check=False).returncode == -9
+    partial = list((home / "hs-small").glob(".0.1.0.*.partial"))
+    assert len(partial) == 1 and [p.name for p in partial[0].iterdir()] == ["README.md"]     # one file copied
+    assert not (home / "hs-small" / "0.1.0").exists()
+    assert [p.name for p in tmpdir.iterdir() if p.name.startswith("benchcurate-release-")]   # staging left too
+    release()
+    assert sorted(p.name for p in (home / "hs-small").iterdir()) == ["0.1.0"]                 # leftovers removed
+    assert not [p for p in tmpdir.iterdir() if p.name.startswith("benchcurate-release-")]
+    if kind.startswith("git"):
+        assert git(repo, "tag") == "hs-small-v0.1.0" and git(repo, "status", "--porcelain") == ""
+        assert run_cli("release", "verify", dest, "--name", "hs-small", "--version", "0.1.0").stdout.startswith("OK")
+    else:
+        assert run_cli("release", "verify", home / "hs-small" / "0.1.0").stdout.startswith("OK")
+
+
+@pytest.mark.parametrize("what", ["a folder of someone else", "a committed folder"])
+def test_git_release_refuses_a_folder_it_did_not_leave(small, tmp_path, what):  # noqa: F811
+    repo = new_repo(tmp_path)
+    (repo / "hs-small" / "0.1.0").mkdir(parents=True)
+    (repo / "hs-small" / "0.1.0" / "README.md").write_text("mine\n")      # no manifest of this release
+    if what == "a committed folder":
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", "work")
+    result = git_release(small, repo, check=False)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "exists and is not an unfinished release of hs-small 0.1.0" in result.stderr
+    assert (repo / "hs-small" / "0.1.0" / "README.md").read_text() == "mine\n" and git(repo, "tag") == ""
+
+
+def test_git_release_commits_the_data_file_a_gitignore_matches(small, tmp_path):  # noqa: F811
+    repo = new_repo(tmp_path)
+    (repo / ".gitignore").write_text("*.parquet\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore parquet files")
+    git_release(small, repo)
+    committed = git(repo, "ls-tree", "-r", "--name-only", "hs-small-v0.1.0", "--", "hs-small").splitlines()
+    assert committed == ["hs-small/0.1.0/README.md", "hs-small/0.1.0/data/validation-00000-of-00001.parquet",
+                         "hs-small/0.1.0/manifest.json"]
     assert run_cli("release", "verify", f"git:{repo}", "--name", "hs-small", "--version", "0.1.0").stdout.startswith("OK")
 
 
-def test_git_release_killed_before_its_commit_is_redone_by_a_retry(small, tmp_path):  # noqa: F811
+def test_git_release_whose_commit_does_not_hold_the_release_is_undone(small, tmp_path):  # noqa: F811
     repo = new_repo(tmp_path)
-    hook = kill_curate_in_hook(repo, "pre-commit", status=1)
-    assert git_release(small, repo, check=False).returncode == -9
-    assert "A  hs-small/0.1.0/manifest.json" in git(repo, "status", "--porcelain")   # staged, never committed
-    hook.unlink()
-    git_release(small, repo)
-    assert git(repo, "rev-list", "--count", "HEAD") == "1" and git(repo, "tag") == "hs-small-v0.1.0"
-    assert git(repo, "status", "--porcelain") == ""
+    git(repo, "config", "filter.cut.clean", "head -c 100")                  # stores 100 bytes of each parquet
+    (repo / ".gitattributes").write_text("*.parquet filter=cut\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "attributes")
+    before = git(repo, "rev-parse", "HEAD")
+    result = git_release(small, repo, check=False)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "the commit does not hold the release as built" in result.stderr and "Traceback" not in result.stderr
+    assert git(repo, "rev-parse", "HEAD") == before and git(repo, "tag") == ""
+    assert not (repo / "hs-small" / "0.1.0").exists() and git(repo, "status", "--porcelain") == ""
 
 
 def test_hub_release_that_fails_its_check_leaves_main_as_it_was(small, hub):  # noqa: F811
@@ -251,3 +349,75 @@ def test_committed_release_0_1_1_corrects_the_card_and_keeps_the_items_of_0_1_0(
         (old / "README.md").read_text()
     assert "absolute path" in m1["changelog"] and m1["changelog"] in card
     assert [s for s in strings(m1) if s.startswith("/")] == []
+
+
+def test_a_local_tokenizer_folder_never_reaches_the_release(small, tmp_path):  # noqa: F811
+    from curate.filter.inputs import load_tokenizer
+
+    tok = tmp_path / "private" / "my-tok"
+    builtin = load_tokenizer("smollm2-135m")
+    builtin.save_pretrained(tok)
+    shutil.copy(Path(builtin.name_or_path) / "config.json", tok)           # a model folder, as users have
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("name: r\nstages:\n  - name: spread\n    description: \"long | short\\nspread\"\n"
+                     "    when: {length_spread: {unit: tokens, over: options, ge: 0.5}}\n")
+    run_cli("filter", small / "ws", "--rules", rules, "--out", tmp_path / "dec", "--tokenizer", tok)
+    run_cli("release", small / "ws", "--decisions", tmp_path / "dec", "--name", "x", "--version", "0.1.0",
+            "--to", tmp_path / "out")
+    folder = tmp_path / "out" / "x" / "0.1.0"
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert str(tmp_path).encode() not in path.read_bytes(), path
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["rules"]["defaults"]["tokenizer"] == "my-tok" and manifest["tokenizers"][0]["name"] == "my-tok"
+    card = (folder / "README.md").read_text()
+    assert "tokenizer `my-tok`" in card and "--tokenizer my-tok" in card
+    # A stage description with '|' and a line break stays in its cell of the stage table.
+    assert "| 1 | spread | long \\| short spread | " in card
+
+
+def test_verify_reports_symlinks_added_to_a_release(released, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.txt").write_text("x")
+    (released / "data" / "more").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (released / "gone.txt").symlink_to(tmp_path / "nothing-here")
+    verify_fails(released, "FAIL data/more: a symlink", "FAIL gone.txt: a symlink")
+
+
+
+
+@pytest.mark.parametrize("how", ["chmod", "through a file"])
+def test_a_release_to_an_unwritable_place_is_one_line(small, tmp_path, how):  # noqa: F811
+    where, named = unwritable_place(tmp_path, how)
+    result = run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", "hs-small",
+                     "--version", "0.1.0", "--to", where, check=False)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "cannot be written" in result.stderr and str(named) in result.stderr
+
+
+@pytest.mark.parametrize("how", ["chmod", "through a file"])
+def test_a_git_release_into_an_unwritable_repo_is_one_line(small, tmp_path, how):  # noqa: F811
+    repo = new_repo(tmp_path)
+    if how == "chmod":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        repo.chmod(0o555)
+    else:
+        (repo / "hs-small").write_text("a file where the release's folder goes\n")
+    result = git_release(small, repo, check=False)
+    repo.chmod(0o755)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr and str(repo) in result.stderr and git(repo, "tag") == ""
+
+
+def test_a_source_column_mixing_types_is_refused_naming_it(tmp_path):
+    """JSON sources keep values as written (ids "001" and 1): parquet cannot hold both in one
+    column, so the release refuses in one line naming the column instead of converting them."""
+    import pandas as pd
+
+    from curate.errors import CurateError
+    from curate.release.package import write_rows
+    with pytest.raises(CurateError, match=r"source column 'id' holds values of several types \(int, str\)"):
+        write_rows([{"id": "001", "q": "a"}, {"id": 1, "q": "b"}], tmp_path / "mixed.parquet")
+    write_rows([{"id": "001", "q": "a"}, {"id": "1", "q": "b"}], tmp_path / "ok.parquet")
+    assert pd.read_parquet(tmp_path / "ok.parquet")["id"].tolist() == ["001", "1"]

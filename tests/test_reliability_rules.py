@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from annotate_helpers import small_workspace
-from conftest import run_cli
+from conftest import run_cli, unwritable_place
 
 RULES = """name: r
 stages:
@@ -121,7 +121,7 @@ def edit_parquet(path, change):
 
 
 @pytest.mark.parametrize("case", ["flip kept", "drop a column", "summary not JSON", "summary without stages",
-                                  "parquet truncated", "stage renamed, hash updated"])
+                                  "summary without outputs", "parquet truncated", "stage renamed, hash updated"])
 def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, case):
     from curate.sources import file_sha256
 
@@ -140,9 +140,14 @@ def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, 
         summary.pop("stages")
         summary_path.write_text(json.dumps(summary))
         expected = "not a summary written by `curate filter` (KeyError"
+    elif case == "summary without outputs":  # the hashes that reveal edits, deleted with the edit
+        edit_parquet(dec, lambda f: f.__setitem__("kept", ~f["kept"]))
+        summary.pop("outputs")
+        summary_path.write_text(json.dumps(summary))
+        expected = "not a summary written by `curate filter` (KeyError: 'outputs')"
     elif case == "parquet truncated":
         dec.write_bytes(dec.read_bytes()[:200])
-        summary["outputs"].pop("decisions.parquet")
+        summary["outputs"]["decisions.parquet"] = file_sha256(dec)
         summary_path.write_text(json.dumps(summary))
         expected = "cannot be read"
     else:  # a careful editor who also updates the recorded hash: the rows still must agree
@@ -173,3 +178,37 @@ def test_if_missing_still_covers_items_an_annotator_skipped(ws, tmp_path):
         run_filter(part, rules, tmp_path / "d1")
     rules.write_text(f"name: r\nstages:\n  - name: s\n    when: {{{cond.format(', if_missing: no_match')}}}\n")
     assert run_filter(part, rules, tmp_path / "d2")["stages"][0]["matched"] == 15
+
+
+def nested_aliases(levels=7, width=10):
+    """A few hundred bytes that stand for width**levels conditions (a "billion laughs")."""
+    lines = ["name: r", "stages:", "  - name: s0", "    when: &c0 {ids: {row_index: [1]}}"]
+    for k in range(1, levels + 1):
+        lines += [f"  - name: s{k}", f"    when: &c{k} {{any: [{', '.join([f'*c{k - 1}'] * width)}]}}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (nested_aliases(), "expands to more than 10000 nodes once its aliases are expanded"),
+    ("name: r\nstages:\n  - name: s\n    when: " + "{not: " * 1000 + "{ids: {row_index: [1]}}" + "}" * 1000 + "\n",
+     "nested deeper than 50 levels"),
+    ("name: r\nstages:\n  - name: s\n    when: &r {any: [*r]}\n", "a recursive alias"),
+])
+def test_rules_too_large_deep_or_recursive_through_aliases_are_one_line(ws, tmp_path, text, expected):
+    result, rules = filter_cli(ws, text, tmp_path / "out", tmp_path)       # at once: no hang, no RecursionError
+    one_line_error(result, str(rules), expected)
+    assert not (tmp_path / "out").exists()
+
+
+def test_anchors_reused_within_limits_still_work(ws, tmp_path):
+    text = ("name: r\nstages:\n  - name: a\n    when: &one {ids: {row_index: [1, 2]}}\n"
+            "  - name: b\n    when: {not: *one}\n")
+    summary = filter_cli(ws, text, tmp_path / "out", tmp_path, check=True)[0]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["stages"][1]["matched"] == 18, summary
+
+
+@pytest.mark.parametrize("how", ["chmod", "through a file"])
+def test_filter_out_in_an_unwritable_place_is_one_line(ws, tmp_path, how):
+    _, named = unwritable_place(tmp_path, how)
+    result, _ = filter_cli(ws, RULES, named / "dec", tmp_path)
+    one_line_error(result, f"{named / 'dec'}: cannot be written", str(named))

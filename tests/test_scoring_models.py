@@ -282,3 +282,114 @@ def test_a_200k_token_context_runs_in_bounded_memory(tmp_path, smollm2_tokenizer
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["computed"] == 1 and out["rss"] / 1024 < 1500, out
     assert all(flags == "truncated" for *_, flags in stored_rows(ws))
+
+
+# --- models and items that cannot be scored: one line before anything is stored -------------------
+
+def test_broken_model_files_are_one_line_errors_and_write_nothing(ws, tmp_path, smollm2_tokenizer):
+    """A truncated or garbled weights file, a config.json that is not JSON or whose vocabulary
+    disagrees with the weights, on the Llama fast path (llama) and the transformers path (qwen2);
+    and a consistent model whose vocabulary is smaller than its tokenizer's ids: each one line
+    naming the model or the item, exit 2, no row written."""
+    before = tables(ws)
+    cases = []
+    for kind in ("llama", "qwen2"):
+        good = save_tiny(tmp_path / f"{kind}-good", kind, smollm2_tokenizer)
+        weights = (good / "model.safetensors").read_bytes()
+        for name, damage, message in (
+                ("truncated", lambda f: (f / "model.safetensors").write_bytes(weights[:len(weights) // 2]),
+                 "could not be loaded"),
+                ("garbage", lambda f: (f / "model.safetensors").write_bytes(os.urandom(4096)), "could not be loaded"),
+                ("config-not-json", lambda f: (f / "config.json").write_text("{not json"), ""),
+                ("config-vocab", lambda f: (f / "config.json").write_text(json.dumps(
+                    {**json.loads((good / "config.json").read_text()), "vocab_size": 1000})), "embed_tokens")):
+            folder = tmp_path / f"{kind}-{name}"
+            shutil.copytree(good, folder)
+            damage(folder)
+            cases.append((folder, message))
+        small = save_tiny(tmp_path / f"{kind}-vocab1000", kind, smollm2_tokenizer, vocab_size=1000)
+        cases.append((small, "but the model has 1000 token embeddings: the tokenizer does not belong to this model"))
+    for folder, message in cases:
+        proc = run_cli("score", ws, "--model", folder, "--modes", "zero", "--quiet", check=False, timeout=120)
+        assert message in error_line(proc), folder.name
+        assert stored(ws) == stored_before(before), folder.name
+
+
+def stored_before(before: dict) -> dict:
+    return {name: rows for name, rows in before.items() if rows and name != "migrations"}
+
+
+def error_line(proc) -> str:
+    """The one line a refused run prints (exit 2, no traceback); transformers' "Loading weights"
+    bar may come before it, its load report never does."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and "Loading weights" not in line]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_an_option_longer_than_the_window_is_refused_naming_the_item(tmp_path, smollm2_tokenizer, kind):
+    """An option of some 200 tokens and a 64-token window: no context would be left and its
+    positions do not exist, so the run stops naming the item and option, as lm-eval 0.4.13 refuses
+    it (``assert len(continuation_enc) <= self.max_length``), on the Llama fast path and through
+    transformers (GPT-2's learned positions), before anything is stored."""
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+    extra = {"max_position_embeddings": 64} if kind == "llama" else {"n_positions": 64, "n_embd": 64, "n_layer": 2,
+                                                                      "n_head": 4}
+    folder = save_tiny(tmp_path / kind, kind, smollm2_tokenizer, **extra)
+    data = tmp_path / "long.jsonl"
+    data.write_text(json.dumps({"q": "Which one?", "choices": [words(200, 2), "short."], "answer": 1}) + "\n")
+    ws = ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("generic", question="q", choices="choices",
+                                                                        answer="answer", answer_format="index"))
+    before = tables(ws)
+    proc = run_cli("score", ws, "--model", folder, "--modes", "full", "--quiet", check=False)
+    line = error_line(proc)
+    assert "(full, cloze): option 0 is" in line and "longer than the model's window of 64 tokens" in line
+    assert stored(ws) == stored_before(before)
+    # --self-check 0 does not let it through either (it used to store a number read off another row).
+    assert run_cli("score", ws, "--model", folder, "--modes", "full", "--self-check", "0", "--quiet",
+                   check=False).returncode == 2 and stored(ws) == stored_before(before)
+
+
+def test_a_context_starting_with_the_bos_text_gets_no_second_bos_as_in_lm_eval(tmp_path, smollm2_tokenizer):
+    """A tokenizer that adds BOS and a context that already starts with BOS's text (a chat
+    template's): lm-eval 0.4.13 encodes such a string without special tokens; our token ids are
+    its ``_encode_pair``'s, for that context and for plain ones."""
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    from lm_eval.models.huggingface import HFLM
+    from scoring.encode import encode_pair
+    folder = save_tiny(tmp_path / "llama", "llama", smollm2_tokenizer)
+    bos = smollm2_tokenizer.bos_token
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok._tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, tok.bos_token_id)])
+    tok.save_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert tok("hi")["input_ids"][0] == tok.bos_token_id  # it does add BOS
+    lm = HFLM(pretrained=str(folder), dtype="float32", device="cpu", batch_size=1)
+    for context, continuation in ((f"{bos}user says hello", " yes"), (f"{bos}user says hello ", "no"),
+                                  ("A plain context.", " an option"), ("", " no context")):
+        ours = encode_pair(tok, context, continuation)[:2]
+        theirs = lm._encode_pair(context, continuation) if context else ([lm.prefix_token_id],
+                                                                            lm.tok_encode(continuation,
+                                                                                          add_special_tokens=False))
+        assert (list(ours[0]), list(ours[1])) == (list(theirs[0]), list(theirs[1])), context
+    assert encode_pair(tok, f"{bos}user says hello", " yes")[0].count(tok.bos_token_id) == 1
+
+
+def test_repeated_modes_run_once_and_a_formulation_for_no_item_is_refused(ws, tmp_path, smollm2_tokenizer):
+    """`--modes zero,zero` scores zero once; `letters+r9` on 4-option items applies to nothing,
+    which is an error, not a run that records nothing."""
+    from scoring.run import score_workspace
+    folder = save_tiny(tmp_path / "llama", "llama", smollm2_tokenizer)
+    summary = score_workspace(ws, str(folder), ["zero", "zero"], limit=2, show_progress=False)
+    assert summary["modes"] == ["zero"] and summary["computed"] == 2
+    before = tables(ws)
+    proc = run_cli("score", ws, "--model", folder, "--modes", "zero", "--formulations", "letters+r9", "--quiet",
+                   check=False)
+    assert proc.returncode == 2 and "formulation 'letters+r9' applies to no item" in proc.stderr, proc.stderr
+    assert "at most 4" in proc.stderr and tables(ws) == before

@@ -35,6 +35,16 @@ def _text(row: dict, field: str) -> str:
     return require(row, field, str)
 
 
+def _question(row: dict, field: str) -> str:
+    """The item's own text (question, goal, premise...): empty is refused as missing is, since an
+    item with no question scores only its options. No built-in's data has one (SciQ's
+    ``support`` is empty in 113 validation rows, and may be)."""
+    text = require(row, field, str)
+    if not text.strip():
+        raise FieldError(field, "is empty")
+    return text
+
+
 def _choice_list(row: dict, field: str = "choices") -> tuple[list[str], list[str]]:
     """ARC-style ``{"text": [...], "label": [...]}``: the option texts and their labels."""
     value = require(row, field, dict)
@@ -75,7 +85,7 @@ def _qa_item(row_index, split, name, *, full, zero, options, gold, stem, zero_st
 # --- the benchmarks ------------------------------------------------------------------------
 
 def arc(row, row_index, split, name):
-    return _labelled_question(row, row_index, split, name, _text(row, "question"))
+    return _labelled_question(row, row_index, split, name, _question(row, "question"))
 
 
 def _labelled_question(row, row_index, split, name, question):
@@ -88,7 +98,7 @@ def _labelled_question(row, row_index, split, name, question):
 
 
 def openbookqa(row, row_index, split, name):
-    stem = _text(row, "question_stem")
+    stem = _question(row, "question_stem")
     texts, labels = _choice_list(row)
     key = row.get("answerKey")
     gold = _label_index(labels, key.lstrip() if isinstance(key, str) else key, "answerKey")
@@ -97,14 +107,14 @@ def openbookqa(row, row_index, split, name):
 
 
 def piqa(row, row_index, split, name):
-    goal = _text(row, "goal")
+    goal = _question(row, "goal")
     options = [_text(row, "sol1"), _text(row, "sol2")]
     return _qa_item(row_index, split, name, full=f"Question: {goal}\nAnswer:", zero="Answer:", options=options,
                     gold=_index(row.get("label"), "label", 2), stem=f"Question: {goal}\n", parts={"goal": goal})
 
 
 def social_iqa(row, row_index, split, name):
-    context, question = _text(row, "context"), _text(row, "question")
+    context, question = _question(row, "context"), _question(row, "question")
     options = [_text(row, f"answer{x}") for x in "ABC"]
     gold = _index(row.get("label"), "label", 3, base=1)
     return _qa_item(row_index, split, name, full=f"Q: {context} {question}\nA:", zero="A:", options=options,
@@ -112,11 +122,11 @@ def social_iqa(row, row_index, split, name):
 
 
 def commonsense_qa(row, row_index, split, name):
-    return _labelled_question(row, row_index, split, name, _text(row, "question").strip())
+    return _labelled_question(row, row_index, split, name, _question(row, "question").strip())
 
 
 def sciq(row, row_index, split, name):
-    support, question = _text(row, "support").lstrip(), _text(row, "question")
+    support, question = _text(row, "support").lstrip(), _question(row, "question")
     options = [_text(row, f) for f in ("distractor1", "distractor2", "distractor3", "correct_answer")]
     for field, option in zip(("distractor1", "distractor2", "distractor3", "correct_answer"), options):
         if not option:
@@ -127,7 +137,7 @@ def sciq(row, row_index, split, name):
 
 
 def boolq(row, row_index, split, name):
-    passage, question = _text(row, "passage"), _text(row, "question")
+    passage, question = _question(row, "passage"), _question(row, "question")
     if "label" in row and row["label"] is not None:  # the aps/super_glue copy: 0 = False, 1 = True
         gold = _index(row["label"], "label", 2)
     else:  # the google/boolq copy: answer is a boolean
@@ -143,7 +153,7 @@ def mmlu_subject(subject: str) -> str:
 
 
 def mmlu(row, row_index, split, name):
-    question, subject = _text(row, "question").strip(), _text(row, "subject")
+    question, subject = _question(row, "question").strip(), _text(row, "subject")
     options = require(row, "choices", list)
     for j, option in enumerate(options):
         if not isinstance(option, str) or not option.strip():
@@ -160,7 +170,7 @@ def mmlu(row, row_index, split, name):
 
 
 def copa(row, row_index, split, name):
-    premise = _text(row, "premise")
+    premise = _question(row, "premise")
     connector = {"cause": "because", "effect": "therefore"}.get(row.get("question"))
     if connector is None:
         raise FieldError("question", f"expected 'cause' or 'effect', got {row.get('question')!r:.60}")
@@ -179,7 +189,7 @@ def _lower_first(text: str, field: str) -> str:
 
 
 def winogrande(row, row_index, split, name):
-    sentence = _text(row, "sentence")
+    sentence = _question(row, "sentence")
     if "_" not in sentence:
         raise FieldError("sentence", "has no blank '_' to fill")
     blank = sentence.index("_")

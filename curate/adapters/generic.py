@@ -88,6 +88,8 @@ class Generic:
         question = lookup(row, self.question)
         if not isinstance(question, str):
             raise FieldError(self.question, f"expected str, got {type(question).__name__}")
+        if not question.strip():  # as for a missing question: the item would be its options alone
+            raise FieldError(self.question, "is empty")
         options = self._options(row)
         gold = self._gold(row, options)
         zero = lookup(row, self.zero).strip() if self.zero else ""

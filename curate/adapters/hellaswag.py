@@ -37,7 +37,8 @@ def gold_index(label) -> int:
         return int(label)
     if isinstance(label, int) and not isinstance(label, bool):
         return label
-    raise FieldError("label", f"expected an option index (int or digit string), got {label!r:.60}")
+    raise FieldError("label", f"expected an option index (int or digit string), "
+                              f"got {type(label).__name__} {label!r:.60}")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import click
 @click.option("--mode", "modes", multiple=True, help="Only these prompt modes (repeatable; default all).")
 @click.option("--length-unit", "length_units", multiple=True, default=("chars",), show_default=True,
               help="chars, bytes or tokens:<built-in model or tokenizer folder>, e.g. tokens:smollm2-135m (repeatable).")
-@click.option("--core-mode", default="zero", show_default=True, help="Mode of the core analysis.")
+@click.option("--core-mode", default="zero", show_default=True, help="Mode of the core analysis (none: no core section).")
 @click.option("--core-threshold", type=click.IntRange(min=1), default=7, show_default=True,
               help="k reported as the core subset (its size and detectable difference).")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)

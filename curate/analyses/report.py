@@ -133,8 +133,8 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     _check_asked(root, "--model", models, set(scores["model"]) | set(gens["model"]),
                  set(runs["model"]) | set(gen_runs["model"]))
     _check_asked(root, "--mode", modes, set(scores["mode"]) | set(gens["mode"]), set(MODES))
-    if core_mode not in MODES and core_mode not in set(scores["mode"]):
-        raise CurateError(f"--core-mode {core_mode!r} is not a prompt mode (one of {', '.join(MODES)})")
+    if core_mode != "none" and core_mode not in MODES and core_mode not in set(scores["mode"]):
+        raise CurateError(f"--core-mode {core_mode!r} is not a prompt mode (one of {', '.join(MODES)}, or none)")
     if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
         return _generation_only(bar, root, out, items, meta, gens, gen_runs, round1, round2, alpha=alpha,
                                 n_resamples=n_resamples, seed=seed)

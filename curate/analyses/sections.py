@@ -126,7 +126,7 @@ def report_blocks(m: dict, out: Path) -> list:
         blocks += [("h2", f"3. {c['mode'].capitalize()}-prompt core"), ("p", text), ("table", curve),
                    ("img", out / m["plots"]["core"], "Core curve")]
 
-    else:
+    elif s["core_mode"] != "none":  # `--core-mode none` asks for no core section
         blocks += [("h2", f"3. {s['core_mode'].capitalize()}-prompt core"),
                    ("p", f"No model has {s['core_mode']}-mode scores in this analysis, so there is no core.")]
 

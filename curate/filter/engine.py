@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import curate
-from curate.atomic import atomic_path, write_text
+from curate.atomic import atomic_path, check_writable, unwritable, write_text
 from curate.errors import CurateError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
@@ -51,17 +51,20 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, token
             "created_at": now(),
         }
     check_out_dir(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # The summary goes first and comes back last: a folder with a summary holds a complete,
-    # consistent set of outputs, whose files it records by sha256.
-    (out_dir / SUMMARY).unlink(missing_ok=True)
-    with atomic_path(out_dir / DECISIONS) as tmp:
-        decisions.to_parquet(tmp, index=False)
-    with atomic_path(out_dir / STAGES) as tmp:
-        table.to_csv(tmp, index=False)
-    write_text(out_dir / RULES, rules["text"])
-    summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
-    write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # The summary goes first and comes back last: a folder with a summary holds a complete,
+        # consistent set of outputs, whose files it records by sha256.
+        (out_dir / SUMMARY).unlink(missing_ok=True)
+        with atomic_path(out_dir / DECISIONS) as tmp:
+            decisions.to_parquet(tmp, index=False)
+        with atomic_path(out_dir / STAGES) as tmp:
+            table.to_csv(tmp, index=False)
+        write_text(out_dir / RULES, rules["text"])
+        summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
+        write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise unwritable(exc, out_dir) from None
     return summary
 
 
@@ -70,6 +73,7 @@ def check_out_dir(out_dir: Path) -> None:
     anything else, a release folder above all, is refused before any work is done."""
     if out_dir.exists() and not out_dir.is_dir():
         raise CurateError(f"{out_dir}: exists and is not a folder; --out names a folder for the decisions")
+    check_writable(out_dir)
     names = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
     if not names:
         return

@@ -44,6 +44,8 @@ def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str
         doc = strict_yaml.load(text)
     except strict_yaml.DuplicateKey as exc:
         raise InputError(str(exc), path=str(path), field=exc.key) from None
+    except strict_yaml.TooComplex as exc:
+        raise InputError(f"refused: {exc}", path=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -60,6 +60,12 @@ def source_text(provenance: dict) -> tuple[str, str]:
     return text, arg
 
 
+def table_cell(text: str) -> str:
+    """``text`` fit for one cell of a Markdown table: a ``|`` would start a new cell and a line
+    break end the row, so they are escaped and joined."""
+    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
 def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
     """README.md for a release; ``data_files`` maps split -> path of its parquet file."""
     src = manifest["source"]
@@ -96,7 +102,7 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
         f"| | start | | | | {counts['items']} |",
     ]
     for i, row in enumerate(manifest["stages"], 1):
-        lines.append(f"| {i} | {row['stage']} | {row.get('description', '')} | {row['matched']} | "
+        lines.append(f"| {i} | {table_cell(row['stage'])} | {table_cell(row.get('description', ''))} | {row['matched']} | "
                      f"{row['removed_here']} | {row['left']} |")
     if manifest.get("changelog"):
         lines += ["", "## Changes in this version", "", manifest["changelog"]]

@@ -9,6 +9,7 @@ reasons, the rules text against its hash, the data file's row count against the 
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -40,9 +41,32 @@ def tag_name(name: str, version: str) -> str:
 
 
 def release_files(folder: Path) -> list[str]:
-    """Every file of a release folder but its manifest, hidden ones included, as posix paths."""
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                  if p.is_file() and p.relative_to(folder).as_posix() != MANIFEST)
+    """Every plain file of a release folder but its manifest, hidden ones included, as posix
+    paths. Symlinks are not followed (see ``odd_entries``)."""
+    return sorted(rel for rel, path in _entries(folder)
+                  if path.is_file() and not path.is_symlink() and rel != MANIFEST)
+
+
+def odd_entries(folder: Path) -> list[str]:
+    """What a release never holds: symlinks (to files or folders, dangling or not) and special
+    files. A link could make a verified folder show other content than it was verified with."""
+    out = []
+    for rel, path in _entries(folder):
+        if path.is_symlink():
+            out.append(f"{rel}: a symlink (to {os.readlink(path)}), which a release never holds")
+        elif not (path.is_file() or path.is_dir()):
+            out.append(f"{rel}: not a plain file or folder, which a release never holds")
+    return sorted(out)
+
+
+def _entries(folder: Path) -> list[tuple[str, Path]]:
+    """(posix path, path) of everything under ``folder``, not following symlinked folders."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for n in dirnames + filenames:
+            path = Path(dirpath) / n
+            out.append((path.relative_to(folder).as_posix(), path))
+    return out
 
 
 def hash_files(folder: Path) -> dict[str, dict]:
@@ -143,6 +167,7 @@ def verify_dir(folder: str | Path) -> list[str]:
             problems.append(f"{rel}: sha256 differs from the manifest (changed after release)")
     for rel in sorted(present - set(recorded)):
         problems.append(f"{rel}: not listed in the manifest")
+    problems += odd_entries(folder)
     data = [rel for rel in recorded if rel.startswith("data/") and rel.endswith(".parquet") and rel in present]
     if data and not problems:
         import pyarrow.parquet as pq

@@ -8,7 +8,8 @@ decisions with other data or carry a hand-edited stage table.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import pandas as pd
 
@@ -17,7 +18,7 @@ import schemas
 from curate.atomic import write_text
 from curate.errors import CurateError, InputError
 from curate.filter.decisions import stage_table
-from curate.filter.engine import DECISIONS, RULES, SUMMARY
+from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
 from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
@@ -39,10 +40,14 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
         recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
         rules_sha, source = summary["rules"]["sha256"], summary["workspace"]["source"]
         summary["inputs"]["score_runs"], summary["inputs"]["annotators"], summary["inputs"]["tokenizers"]
+        # The digests are what make hand edits visible: without them there is nothing to check.
+        outputs = {name: summary["outputs"][name] for name in (DECISIONS, STAGES)}
+        if not all(isinstance(d, str) for d in outputs.values()):
+            raise TypeError("outputs must give the sha256 of each file")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a summary written by `curate filter` ({type(exc).__name__}: {exc}); run the "
                          f"filter again", path=str(summary_path)) from None
-    for name, digest in (summary.get("outputs") or {}).items():
+    for name, digest in outputs.items():
         path = decisions_dir / name
         if not path.is_file() or file_sha256(path) != digest:
             raise InputError(f"changed after `curate filter` wrote it (its sha256 is not the one in {SUMMARY}); "
@@ -99,7 +104,7 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
     kept = decisions["kept"].to_numpy()
     data_path = f"data/{split}-00000-of-00001.parquet"
     (folder / "data").mkdir(parents=True)
-    pd.DataFrame.from_records([raw for raw, k in zip(raw_rows, kept) if k]).to_parquet(folder / data_path, index=False)
+    write_rows([raw for raw, k in zip(raw_rows, kept) if k], folder / data_path)
 
     removed = decisions[~decisions["kept"]]
     manifest = {
@@ -110,12 +115,12 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         "toolkit": {"name": "benchcurate", "version": curate.__version__},
         "source": {"benchmark": benchmark, "split": split, "license": chosen_license, "provenance": public_provenance(source)},
         "rules": {"name": summary["rules"]["name"], "sha256": summary["rules"]["sha256"], "content": rules_text,
-                  "defaults": summary["rules"].get("defaults", {})},
+                  "defaults": _without_local_paths(summary["rules"].get("defaults", {}))},
         "stages": summary["stages"],
         "counts": {"items": len(decisions), "kept": int(kept.sum()), "removed": int((~kept).sum()),
                    "kept_by_source": {str(k): int(v) for k, v in
                                       decisions[decisions["kept"]]["source"].value_counts().sort_index().items()}},
-        "annotators": summary["inputs"]["annotators"],
+        "annotators": _without_local_paths(summary["inputs"]["annotators"]),
         "scoring_runs": [_without_local_paths({**r, **runs.get(r["run_id"], {})})
                          for r in summary["inputs"]["score_runs"]],
         "tokenizers": [_without_local_paths(t) for t in summary["inputs"]["tokenizers"]],
@@ -138,21 +143,32 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
     return manifest
 
 
-#: Keys of run and tokenizer records that hold a path on the machine that made them.
-LOCAL_PATH_KEYS = ("path", "directory")
+def public_name(value: str) -> str:
+    """``value`` with a path of this machine cut to its last part: ``/home/me/tok`` -> ``tok``,
+    ``local:/home/me/model`` -> ``local:model``. A folder's name still says which tokenizer or
+    model it was (its files are hashed beside it) without telling the world where it was kept."""
+    prefix, sep, rest = value.partition(":")
+    if sep and _is_local_path(rest) and not _is_local_path(value):  # "local:/abs/model", "local:~/model"
+        return f"{prefix}:{public_name(rest)}"
+    if _is_local_path(value):
+        return re.split(r"[\\/]", value.rstrip("/\\"))[-1] or value
+    return value
 
 
-def _without_local_paths(record: dict) -> dict:
-    """``record`` with every path of this machine cut to its last part (a folder's name says
-    which model or files without telling the world where they were); nested records too."""
-    out = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            value = _without_local_paths(value)
-        elif key in LOCAL_PATH_KEYS and isinstance(value, str) and Path(value).is_absolute():
-            value = Path(value).name
-        out[key] = value
-    return out
+def _is_local_path(value: str) -> bool:
+    return PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute() or value.startswith("~")
+
+
+def _without_local_paths(value):
+    """``value`` (a record from the decisions' summary: defaults, tokenizers, annotators, runs)
+    with every string that is a path of this machine cut by ``public_name``, at any depth. Every
+    string, not a list of keys: a tokenizer or model named by its folder appears as a ``name``,
+    a ``model``, a default's value, ``path`` and more."""
+    if isinstance(value, dict):
+        return {k: _without_local_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_local_paths(v) for v in value]
+    return public_name(value) if isinstance(value, str) else value
 
 
 def _score_runs(ws: Workspace) -> dict[str, dict]:
@@ -167,3 +183,20 @@ def _score_runs(ws: Workspace) -> dict[str, dict]:
         fields = {k: (None if v != v else v) for k, v in rec.items() if k != "model"}  # NaN -> None
         out[rec["run_id"]] = {**fields, "info": info}
     return out
+
+
+def write_rows(rows: list[dict], path) -> None:
+    """The kept source rows as parquet. Parquet holds one type per column, so a source column
+    mixing types across rows (ids "001" and 1 in a JSON file) is refused in one line naming it,
+    rather than converted to something the source did not hold."""
+    import pyarrow as pa
+    try:
+        pd.DataFrame.from_records(rows).to_parquet(path, index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        for column in dict.fromkeys(key for row in rows for key in row):
+            kinds = sorted({type(row[column]).__name__ for row in rows if row.get(column) is not None})
+            if len(kinds) > 1:
+                raise CurateError(f"the kept rows cannot be written as parquet: source column {column!r} holds "
+                                  f"values of several types ({', '.join(kinds)}) and parquet holds one per "
+                                  f"column") from None
+        raise CurateError(f"the kept rows cannot be written as parquet: {str(exc).splitlines()[0]}") from None

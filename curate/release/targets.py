@@ -5,9 +5,10 @@ refused), publish a built release folder, and fetch a published version back int
 ``verify``/``diff``. Target strings:
 
 - ``PATH``             local: the release lands in ``PATH/NAME/VERSION/`` by one rename
-- ``git:REPO``         one commit adding ``NAME/VERSION/`` to the work tree REPO, tagged ``NAME-vX.Y.Z``;
-                       a release interrupted between commit and tag (or before the commit) is finished
-                       or redone by running the same release again
+- ``git:REPO``         one commit adding ``NAME/VERSION/`` to the work tree REPO (a repository or a
+                       folder in one), checked against the release, tagged ``NAME-vX.Y.Z``; a release
+                       interrupted between commit and tag (or before the commit) is finished or redone
+                       by running the same release again
 - ``hf:OWNER/DATASET`` one Hub commit (``parent_commit`` pinned) with the release at the repo root,
                        tagged ``NAME-vX.Y.Z`` at that commit, then downloaded from the tag and verified;
                        if that fails the tag is deleted and main is put back to its previous content
@@ -15,15 +16,15 @@ refused), publish a built release folder, and fetch a published version back int
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
+import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 
+from curate.atomic import check_writable, unwritable
 from curate.errors import CurateError
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
@@ -42,6 +43,45 @@ def _check_verified(folder: Path, where: str) -> None:
         raise CurateError(f"{where}: the published release does not verify: {'; '.join(problems[:3])}")
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale(folder: Path, pattern: str) -> None:
+    """Delete what a release killed with ``kill -9`` left in ``folder``: entries matching
+    ``pattern`` (a regex whose group 1 is the pid that made them) whose process is gone. A live
+    process's copy is left alone, so two releases at once do not break each other."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = re.fullmatch(pattern, entry.name)
+        if match and int(match.group(1)) != os.getpid() and not _pid_alive(int(match.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _copy_beside(staging: Path, final: Path) -> Path:
+    """Copy ``staging`` into a hidden sibling of ``final`` named after this process
+    (``.VERSION.PID.XXXX.partial``), so an interrupted copy is never mistaken for a release and
+    the next run can tell it is stale; returns the copy. Stale copies are removed first."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(final.parent, rf"\.{re.escape(final.name)}\.(\d+)\.[a-z0-9_]+\.partial")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{os.getpid()}.", suffix=".partial", dir=final.parent))
+    try:
+        shutil.copytree(staging, tmp, dirs_exist_ok=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
 class LocalTarget:
     kind = "local"
 
@@ -58,21 +98,23 @@ class LocalTarget:
         if self.folder(name, version).exists():
             raise CurateError(f"{self.folder(name, version)}: release {name} {version} exists; versions are "
                               f"immutable, choose a new version")
+        check_writable(self.root / name)
 
     def publish(self, staging: Path, name: str, version: str) -> dict:
         """Copy into a hidden sibling, verify it, then rename it into place in one step."""
         final = self.folder(name, version)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", suffix=".partial", dir=final.parent))
         try:
-            shutil.copytree(staging, tmp, dirs_exist_ok=True)
+            tmp = _copy_beside(staging, final)
+        except OSError as exc:
+            raise unwritable(exc, final) from None
+        try:
             _check_verified(tmp, str(final))
             self.check_new(name, version)
             try:
                 os.rename(tmp, final)
             except OSError as exc:
                 if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise
+                    raise unwritable(exc, final) from None
                 raise CurateError(f"{final}: release {name} {version} was published by another process meanwhile; "
                                   f"versions are immutable") from None
         except BaseException:
@@ -97,7 +139,7 @@ class GitTarget:
         proc = subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True, **kw)
         if check and proc.returncode != 0:
             err = proc.stderr.decode(errors="replace") if isinstance(proc.stderr, bytes) else proc.stderr
-            raise CurateError(f"git {' '.join(args[:2])} in {self.repo} failed: {err.strip()}")
+            raise CurateError(f"git {' '.join(args[:2])} in {self.repo} failed: {_git_reason(err)}")
         return proc
 
     def _out(self, *args) -> str:
@@ -106,17 +148,20 @@ class GitTarget:
     def state(self, name: str, version: str) -> str:
         """'released' (tagged), 'committed' (the commit went in, the tag did not), 'leftover' (an
         uncommitted release folder of this very version), 'other' (something else is at the
-        path) or 'new'."""
+        path) or 'new'. Paths are relative to REPO, which may be a folder inside the repository
+        (``HEAD:./PATH`` resolves from there, not from the repository's root)."""
         rel = f"{name}/{version}"
         if self.git("rev-parse", "-q", "--verify", f"refs/tags/{tag_name(name, version)}", check=False).returncode == 0:
             return "released"
-        if self.git("cat-file", "-e", f"HEAD:{rel}/{MANIFEST}", check=False).returncode == 0:
+        if self.git("cat-file", "-e", f"HEAD:./{rel}/{MANIFEST}", check=False).returncode == 0:
             return "committed"
-        if (self.repo / rel).exists():
+        if (self.repo / rel).exists() or (self.repo / rel).is_symlink():
+            # Ours: a whole release folder (the copy lands by one rename, so there is no partial
+            # one at this path) of this name and version, that no commit holds.
             try:
                 m = json.loads((self.repo / rel / MANIFEST).read_text(encoding="utf-8"))
-                ours = (m.get("name"), m.get("version")) == (name, version)
-            except (OSError, ValueError):
+                ours = (m.get("name"), m.get("version")) == (name, version) and not (self.repo / rel).is_symlink()
+            except (OSError, ValueError, AttributeError):
                 ours = False
             tracked = self._out("ls-tree", "-r", "--name-only", "HEAD", "--", rel)
             return "leftover" if ours and not tracked else "other"
@@ -131,31 +176,55 @@ class GitTarget:
             raise CurateError(f"{self.repo}: tag {tag_name(name, version)} exists; versions are immutable, "
                               f"choose a new version")
         if state == "other":
-            raise CurateError(f"{self.repo / name / version} exists; versions are immutable, choose a new version")
+            raise CurateError(f"{self.repo / name / version} exists and is not an unfinished release of {name} "
+                              f"{version} made here; versions are immutable, choose a new version")
+        check_writable(self.repo / name)
+        git_dir = Path(self._out("rev-parse", "--absolute-git-dir"))
+        check_writable(git_dir)
 
     def publish(self, staging: Path, name: str, version: str) -> dict:
-        """Add NAME/VERSION/, commit only that path, tag the commit; undone on any failure. Run
-        again after an interruption, it tags a release whose commit went in (when it holds the
-        same release) and replaces an uncommitted leftover folder."""
+        """Add NAME/VERSION/ (ignored files too), commit only that path, check that the commit
+        holds exactly the release, tag it; undone on any failure. Run again after an
+        interruption, it tags a release whose commit went in (when it holds the same release)
+        and replaces an uncommitted leftover folder."""
         self.check_new(name, version)
         rel, tag = f"{name}/{version}", tag_name(name, version)
         state = self.state(name, version)
         if state == "committed":
             return self._finish(staging, name, version)
-        if state == "leftover":
-            self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
-            shutil.rmtree(self.repo / rel)
         head = self._out("rev-parse", "-q", "--verify", "HEAD") or None
-        shutil.copytree(staging, self.repo / rel)
         try:
-            self.git("add", "--", rel)
+            if state == "leftover":
+                self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
+                shutil.rmtree(self.repo / rel)
+            copy = _copy_beside(staging, self.repo / rel)
+            try:
+                os.rename(copy, self.repo / rel)
+            except BaseException:
+                shutil.rmtree(copy, ignore_errors=True)
+                raise
+        except OSError as exc:
+            raise unwritable(exc, self.repo / rel) from None
+        try:
+            # --force: a .gitignore matching *.parquet (common) must not drop the data file.
+            self.git("add", "--force", "--", rel)
             self.git("commit", "-q", "-m", f"Release {name} {version}", "--", rel)
             commit = self._out("rev-parse", "HEAD")
+            self._check_commit(commit, rel)
             self.git("tag", "-a", tag, "-m", f"{name} {version}", commit)
         except BaseException:
             self._undo(rel, head)
             raise
         return {"kind": self.kind, "location": str(self.repo.resolve()), "commit": commit, "tag": tag}
+
+    def _check_commit(self, commit: str, rel: str) -> None:
+        """The commit must hold the release exactly (every file, byte for byte, nothing more),
+        read back from git's objects: a filter, an attribute or a hook may have changed it."""
+        with tempfile.TemporaryDirectory() as tmp:
+            problems = verify_dir(self._extract(commit, rel, Path(tmp)))
+        if problems:
+            raise CurateError(f"{self.repo}: the commit does not hold the release as built ({problems[0]}; a "
+                              f".gitattributes filter or a hook?); it was undone and nothing was released")
 
     def _finish(self, staging: Path, name: str, version: str) -> dict:
         """Tag the commit that added NAME/VERSION/ when it holds the release just built."""
@@ -178,19 +247,49 @@ class GitTarget:
     def _undo(self, rel: str, head: str | None) -> None:
         current = self._out("rev-parse", "-q", "--verify", "HEAD") or None
         if current != head:  # our commit went in: move the branch back, keep everyone else's work
-            self.git("reset", "-q", "--soft", head or "HEAD~1", check=False)
+            if head:
+                self.git("reset", "-q", "--soft", head, check=False)
+            else:  # ours was the repository's first commit: the branch did not exist before it
+                self.git("update-ref", "-d", "HEAD", check=False)
         self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
         shutil.rmtree(self.repo / rel, ignore_errors=True)
 
     def _extract(self, revision: str, rel: str, into: Path) -> Path:
-        archive = self.git("archive", "--format=tar", revision, rel).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(into, filter="data")
+        """The files under ``rel`` at ``revision``, exactly as stored in git (blobs: no
+        .gitattributes export rules or filters applied), into ``into/rel``. Anything that is
+        not a plain file (a symlink, a submodule) is left out, so verifying the folder flags it."""
+        listing = self.git("ls-tree", "-r", "-z", revision, "--", rel).stdout
+        entries = []
+        for line in filter(None, listing.split(b"\0")):
+            meta, path = line.split(b"\t", 1)
+            mode, kind, sha = meta.split()
+            path = path.decode("utf-8", errors="surrogateescape")
+            if kind == b"blob" and mode in (b"100644", b"100755") and ".." not in Path(path).parts:
+                entries.append((sha.decode(), path))
+        blobs = self.git("cat-file", "--batch", input=b"".join(f"{sha}\n".encode() for sha, _ in entries)).stdout
+        pos = 0
+        for sha, path in entries:
+            header_end = blobs.index(b"\n", pos)
+            size = int(blobs[pos:header_end].split()[2])
+            target = into / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blobs[header_end + 1:header_end + 1 + size])
+            pos = header_end + 1 + size + 1
+        (into / rel).mkdir(parents=True, exist_ok=True)
         return into / rel
 
     def fetch(self, name: str, version: str, into: Path) -> Path:
-        """The release as committed at its tag (not the work tree), via `git archive`."""
-        return self._extract(tag_name(name, version), f"{name}/{version}", into)
+        """The release as committed at its tag (not the work tree), read from git's objects."""
+        tag = tag_name(name, version)
+        if self.git("rev-parse", "-q", "--verify", f"refs/tags/{tag}", check=False).returncode != 0:
+            raise CurateError(f"{self.repo}: no tag {tag}")
+        return self._extract(tag, f"{name}/{version}", into)
+
+
+def _git_reason(stderr: str) -> str:
+    """git's own reason in one line (its 'fatal:'/'error:' line, not the hints around it)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "no message")
 
 
 #: Manifest keys that must agree for a half-done release to count as the one being made again.
