@@ -236,10 +236,10 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     builtin = b["adapter"] not in ("generic", "hellaswag")
     if ("path" in b and "hub" in b) or ("path" not in b and "hub" not in b and not builtin):
         problems.append(("benchmark", "give exactly one of 'path' (a local file or folder) or 'hub' (a Hub dataset id)"))
-    for key, what in (("revision", "a revision pins a Hub dataset"), ("config", "a config names a Hub dataset's "
-                                                                                "configuration")):
-        if key in b and "path" in b:
-            problems.append((f"benchmark.{key}", f"{what}; it needs 'hub', not 'path'"))
+    # 'config' goes with either: a Hub dataset's configuration, or one per-config subfolder of a
+    # local Hub-layout folder (as `curate ingest --config`).
+    if "revision" in b and "path" in b:
+        problems.append(("benchmark.revision", "a revision pins a Hub dataset; it needs 'hub', not 'path'"))
     for key in ("delimiter", "encoding"):
         if key in b and "path" not in b:
             problems.append((f"benchmark.{key}", f"the {key} of a local file needs 'path'"))

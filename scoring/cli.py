@@ -52,8 +52,8 @@ def _modes(ctx, param, value: str) -> list[str]:
 @click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
 @click.option("--self-check", "self_check", type=click.IntRange(min=0), default=2, show_default=True, metavar="N",
-              help="Before storing anything, score N items also by the model's own plain forward and stop on a "
-                   "difference over the dtype's tolerance (0: skip).")
+              help="Before storing anything, score N units (an item in one mode) also by the model's own plain "
+                   "forward and stop on a difference over the dtype's tolerance (0: skip).")
 @click.option("--replace", is_flag=True,
               help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
                    "(without it such a run is refused).")
@@ -79,8 +79,8 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
                f"(run {summary['run_id']})")
     check = summary["self_check"]
     if check["items"]:
-        click.echo(f"self-check: {check['items']} items also scored by the model's own forward, largest difference "
-                   f"{check['max_abs_diff']:.1e} ({summary['runner']} runner)")
+        click.echo(f"self-check: {check['items']} units (an item in one mode) also scored by the model's own forward, "
+                   f"largest difference {check['max_abs_diff']:.1e} ({summary['runner']} runner)")
     if summary["computed"] and emulated_half(dtype, device):
         click.echo(f"note: this CPU has no native {dtype} instructions, so --dtype {dtype} ran slower than float32 "
                    f"would (torch converts in software); the scores are those of a {dtype} model all the same",

@@ -318,12 +318,15 @@ def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_
             # A truncated or garbled weights file, a config.json that is not JSON or disagrees
             # with the weights' shapes: one line naming the model (and the first mismatched
             # weight of transformers' load report), never a traceback.
-            mismatch = next((line for line in log.lines if "| MISMATCH |" in line), None)
+            # The report's order is not fixed, so name the first in sorted order and count the rest.
+            mismatches = sorted(line.strip() for line in log.lines if "| MISMATCH |" in line)
             log.clear()
             text = str(exc).strip()
-            if mismatch:
-                key, _, reason = (part.strip() for part in mismatch.split("|", 2))
-                text = f"its weights do not match its config.json: {key}: {reason.removeprefix('Reinit due to ')}"
+            if mismatches:
+                key, _, reason = (part.strip() for part in mismatches[0].split("|", 2))
+                more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+                text = (f"its weights do not match its config.json: {key}: "
+                        f"{reason.removeprefix('Reinit due to ')}{more}")
             lines = [line.strip() for line in text.splitlines() if line.strip()] or [""]
             if lines[0].endswith(":") and len(lines) > 1:  # torch: "Error(s) in loading ...:", then the reason
                 lines[0] += " " + lines[1]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,27 @@ def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise AssertionError(f"curate {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def one_line_error(proc, *expected) -> str:
+    """A refused run: exit 2, no traceback, and one `error:` line holding every ``expected`` text;
+    any other stderr line must be a progress bar (tqdm, transformers' "Loading weights").
+    Returns the error line."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    bar = re.compile(r"\d+%\||it/s\]|s/it\]|stage/s\]|Loading weights")
+    errors, others = [], []
+    for line in proc.stderr.splitlines():
+        line = line.split("\r")[-1].strip()
+        before, found, after = line.partition("error: ")
+        if found and (not before or bar.search(before)):  # a bar left open runs into the error line
+            errors.append(found + after)
+        elif line and not bar.search(line):
+            others.append(line)
+    assert len(errors) == 1 and not others, proc.stderr[-3000:]
+    for text in expected:
+        assert text in errors[0], errors[0]
+    return errors[0]
 
 
 def save_tiny(folder: Path, model_type: str, tokenizer, **extra) -> Path:

@@ -23,7 +23,7 @@ def small_demo_config(tmp_path, n_items=6) -> "Path":
 
 
 def test_audit_twice_second_run_does_no_new_work(tmp_path):
-    config = small_demo_config(tmp_path)
+    config = small_demo_config(tmp_path, n_items=3)
     first = run_cli("audit", config, cwd=tmp_path).stdout
     assert "new work   ingest, annotate r1, annotate r2, score, analyze, filter, release" in first
     out = tmp_path / "demo-out"
@@ -31,7 +31,7 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
     assert f"review     curate review {where / 'workspace'} --decisions {where / 'decisions'} --queue removed" in first
     assert (out / "report" / "report.html").is_file() and (out / "report" / "metrics.json").is_file()
     decisions = pd.read_parquet(out / "decisions" / "decisions.parquet")
-    assert len(decisions) == 6
+    assert len(decisions) == 3
     manifest = json.loads((out / "release" / "demo-clean" / "0.1.0" / "manifest.json").read_text())
     assert manifest["kept"] == decisions.loc[decisions["kept"], "item_id"].tolist()
     db = (out / "workspace" / "workspace.db")
@@ -39,8 +39,8 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
 
     second = run_cli("audit", config, cwd=tmp_path).stdout
     assert "new work   none (everything was up to date)" in second
-    assert "0 new (0 valid, 0 invalid, 0 refused), 6 already done" in second
-    assert "0 item-modes computed, 12 cached" in second
+    assert "0 new (0 valid, 0 invalid, 0 refused), 3 already done" in second
+    assert "0 item-modes computed, 6 cached" in second
     assert {p.name: p.stat().st_mtime_ns for p in (out / "report").iterdir()} == before
     assert run_cli("release", "verify", out / "release" / "demo-clean" / "0.1.0").returncode == 0
     assert db.is_file()

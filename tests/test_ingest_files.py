@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import SHARED, run_cli
+from conftest import SHARED, one_line_error, run_cli
 from curate.store import Workspace
 
 MMLU = SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz"
@@ -172,9 +172,13 @@ def test_audit_config_reads_builtins_and_file_options(tmp_path):
     b = load_config(config({"adapter": "generic", "path": "x.csv", "delimiter": ";", "encoding": "cp1252",
                             "columns": columns}), check_files=False).benchmark
     assert (b.source()["delimiter"], b.source()["encoding"], b.make_adapter().kind) == (";", "cp1252", "continuation")
+    # 'config' with 'path' picks a per-configuration subfolder of a local Hub-layout folder, as
+    # `curate ingest --config` does; 'revision' only pins a Hub dataset.
+    b = load_config(config({"adapter": "arc_easy", "path": "clone", "config": "ARC-Easy"}), check_files=False).benchmark
+    assert (b.source()["data"], b.source()["config"]) == (str(tmp_path / "clone"), "ARC-Easy")
     problems = dict(config_problems({"workspace": "ws", "benchmark": {"adapter": "arc_easy", "path": "x",
-                                                                      "config": "ARC-Easy"}}))
-    assert "needs 'hub'" in problems["benchmark.config"]
+                                                                      "revision": "abc"}}))
+    assert "needs 'hub'" in problems["benchmark.revision"]
     problems = dict(config_problems({"workspace": "ws", "benchmark": {"adapter": "arc_easy", "hub": "allenai/ai2_arc",
                                                                       "delimiter": ";"}}))
     assert "needs 'path'" in problems["benchmark.delimiter"]
@@ -188,15 +192,6 @@ def test_audit_config_reads_builtins_and_file_options(tmp_path):
 def init_generic(tmp_path, data, *extra, ws="ws", check=True):
     return run_cli("init", tmp_path / ws, "--benchmark", "generic", "--data", data, "--question", "question",
                    "--choices", "choices", "--answer", "answer", *extra, check=check)
-
-
-def one_line_error(proc, *expected):
-    """Exit 2, one `error:` line holding every ``expected`` text, no traceback."""
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
-    for text in expected:
-        assert text in lines[0], lines[0]
 
 
 def write_jsonl(path, rows):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SHARED, run_cli
+from conftest import SHARED, run_cli, save_tiny
 from curate.analyses import position
 
 BENCHMARKS = SHARED / "benchmarks"
@@ -66,13 +66,17 @@ def test_sciq_workspace_report_and_rotation_filter(tmp_path):
     """`curate analyze` on a SciQ workspace reports the skew with a p-value; with rotated-letters
     scores it reports accuracy over rotations, and a rule removes the items a model answers
     right in at most half of the orders."""
+    from scoring.models import load_tokenizer, resolve
+
     ws = tmp_path / "ws"
     run_cli("init", ws, "--benchmark", "sciq", "--data", BENCHMARKS / "sciq" / "validation.jsonl.gz", "--limit", "8")
-    score = ("score", ws, "--model", "smollm2-135m", "--modes", "full", "--no-seq-mean", "--quiet")
+    # A seeded tiny random Llama with SmolLM2's tokenizer: the bookkeeping, not the model, is tested.
+    model = save_tiny(tmp_path / "tiny", "llama", load_tokenizer(resolve("smollm2-135m")))
+    score = ("score", ws, "--model", model, "--label", "tiny", "--modes", "full", "--no-seq-mean", "--quiet")
     run_cli(*score, "--formulations", "cloze,letters+rotations", "--limit", "6")
     rules = tmp_path / "rules.yaml"
     rules.write_text("name: rotation\nstages:\n  - name: order-sensitive\n    when:\n      rotated_correct:\n"
-                     "        models: [smollm2-135m]\n        mode: full\n        normalization: sum\n"
+                     "        models: [tiny]\n        mode: full\n        normalization: sum\n"
                      "        at_most: 0.5\n")
     proc = run_cli("filter", ws, "--rules", rules, "--out", tmp_path / "d", check=False)
     assert proc.returncode == 2 and "2 of 8 items lack scores in some rotation" in proc.stderr, proc.stderr

@@ -10,6 +10,7 @@ import shutil
 import stat
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import HELLASWAG, run_cli, unwritable_place
@@ -418,6 +419,44 @@ def test_a_source_column_mixing_types_is_refused_naming_it(tmp_path):
     from curate.errors import CurateError
     from curate.release.package import write_rows
     with pytest.raises(CurateError, match=r"source column 'id' holds values of several types \(int, str\)"):
-        write_rows([{"id": "001", "q": "a"}, {"id": 1, "q": "b"}], tmp_path / "mixed.parquet")
-    write_rows([{"id": "001", "q": "a"}, {"id": "1", "q": "b"}], tmp_path / "ok.parquet")
+        rows = [{"id": "001", "q": "a"}, {"id": 1, "q": "b"}]
+        write_rows(rows, tmp_path / "mixed.parquet", columns_from=rows)
+    rows = [{"id": "001", "q": "a"}, {"id": "1", "q": "b"}]
+    write_rows(rows, tmp_path / "ok.parquet", columns_from=rows)
     assert pd.read_parquet(tmp_path / "ok.parquet")["id"].tolist() == ["001", "1"]
+
+
+def test_decisions_that_keep_no_item_release_the_source_columns_and_no_rows(small, tmp_path):  # noqa: F811
+    """Rules that remove every item (a small --limit in an audit can do it) gave a parquet file
+    with no columns at all; now it has the source's columns, zero rows, and verifies."""
+    from curate.filter import run_filter
+    from curate.store import Workspace
+
+    rules = tmp_path / "all.yaml"
+    rules.write_text("name: all\nstages:\n  - name: every-row\n    description: every row\n"
+                     f"    when: {{ids: {{row_index: {list(range(40))}}}}}\n")
+    run_filter(small / "ws", rules, tmp_path / "dec")
+    run_cli("release", small / "ws", "--decisions", tmp_path / "dec", "--name", "hs-none", "--version", "1.0.0",
+            "--to", tmp_path / "out")
+    folder = tmp_path / "out" / "hs-none" / "1.0.0"
+    data = pd.read_parquet(folder / "data" / "validation-00000-of-00001.parquet")
+    with Workspace.open(small / "ws") as ws:
+        full = pd.DataFrame.from_records(ws.raw_rows())
+    assert len(data) == 0 and list(data.columns) == list(full.columns)
+    assert json.loads((folder / "manifest.json").read_text())["counts"]["kept"] == 0
+    assert "OK" in run_cli("release", "verify", folder).stdout
+
+
+def test_diff_sees_the_same_rules_file_applied_with_other_defaults(small, tmp_path):  # noqa: F811
+    """A release diff compared only the rules file's digest, so the same file applied with
+    another --tokenizer (or --annotator) read as "rules unchanged"."""
+    from curate.filter import run_filter
+    from curate.release import diff_releases, make_release
+
+    run_filter(small / "ws", small / "rules-a.yaml", tmp_path / "dec-tok", tokenizer="gpt2")
+    out = tmp_path / "out"
+    make_release(small / "ws", small / "dec-a", "hs-small", "0.1.0", str(out))
+    make_release(small / "ws", tmp_path / "dec-tok", "hs-small", "0.1.1", str(out))
+    make_release(small / "ws", small / "dec-a", "hs-small", "0.1.2", str(out))
+    assert diff_releases(str(out / "hs-small" / "0.1.0"), str(out / "hs-small" / "0.1.1"))["rules_changed"]
+    assert not diff_releases(str(out / "hs-small" / "0.1.0"), str(out / "hs-small" / "0.1.2"))["rules_changed"]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from annotate_helpers import small_workspace
-from conftest import run_cli, unwritable_place
+from conftest import one_line_error, run_cli, unwritable_place
 
 RULES = """name: r
 stages:
@@ -39,15 +39,6 @@ def filter_cli(ws, rules_text, out, tmp_path, *, raw: bytes | None = None, check
     rules = tmp_path / "rules.yaml"
     rules.write_bytes(raw if raw is not None else rules_text.encode())
     return run_cli("filter", ws, "--rules", rules, "--out", out, check=check), rules
-
-
-def one_line_error(result, *texts):
-    """Exit 2, no traceback, and exactly one line saying what is wrong (progress bars aside)."""
-    assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
-    for text in texts:
-        assert text in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("text, key, lines", [
@@ -212,3 +203,41 @@ def test_filter_out_in_an_unwritable_place_is_one_line(ws, tmp_path, how):
     _, named = unwritable_place(tmp_path, how)
     result, _ = filter_cli(ws, RULES, named / "dec", tmp_path)
     one_line_error(result, f"{named / 'dec'}: cannot be written", str(named))
+
+
+SPREAD = "name: r\nstages:\n  - name: spread\n    when: {length_spread: {unit: chars, over: options, %s}}\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (SPREAD % "gt: .nan", ["field 'stages/0/when/length_spread/gt'", "gt nan is not a finite number"]),
+    (SPREAD % "le: .inf", ["field 'stages/0/when/length_spread/le'", "le inf is not a finite number"]),
+    (SPREAD % "ge: 0.5, lt: 0.3", ["field 'stages/0/when/length_spread'", "ge 0.5 and lt 0.3 leave no value"]),
+    (SPREAD % "gt: 0.4, le: 0.4", ["gt 0.4 and le 0.4 leave no value"]),
+    (SPREAD % "gt: 1", ["a relative spread lies between 0 and 1"]),
+    (SPREAD % "lt: 0", ["a relative spread lies between 0 and 1"]),
+    (RULES.replace("split_type", "native_ids.nosuch"),
+     ["stage 'second': field: no item has 'native_ids.nosuch'", "split_type"]),
+    (RULES.replace("[indomain]", "[indomian]"),
+     ["stage 'second': field: split_type is never 'indomian' in this workspace", "indomain, zeroshot"]),
+])
+def test_rules_that_could_match_nothing_by_mistake_are_refused(ws, tmp_path, text, expected):
+    """NaN or empty bounds, a misspelt field or value: each silently matched no item (every item
+    kept); now one line naming the rules file and where, nothing written."""
+    result, rules = filter_cli(ws, text, tmp_path / "out", tmp_path)
+    one_line_error(result, str(rules), *expected)
+    assert not (tmp_path / "out").exists()
+
+
+def test_spread_bounds_that_can_match_still_filter(ws, tmp_path):
+    """Equal inclusive bounds and a null field value are still accepted."""
+    text = (SPREAD % "ge: 0, le: 0") + "  - name: missing\n    when: {field: {name: split_type, in: [null, indomain]}}\n"
+    filter_cli(ws, text, tmp_path / "out", tmp_path, check=True)
+    assert (tmp_path / "out" / "summary.json").exists()
+
+
+def test_a_wrong_value_inside_a_condition_is_named_not_its_neighbours(ws, tmp_path):
+    """`unit: characters` was reported as "Unevaluated properties are not allowed ('over', 'unit'
+    were unexpected)"; the value at fault comes first now."""
+    result, rules = filter_cli(ws, SPREAD.replace("unit: chars", "unit: characters") % "gt: 0.2",
+                               tmp_path / "out", tmp_path)
+    one_line_error(result, "field 'stages/0/when/length_spread/unit'", "'characters' is not one of")

@@ -18,8 +18,7 @@ from contextlib import closing
 import pytest
 
 from annotate_helpers import small_workspace
-from conftest import HELLASWAG, ROOT, run_cli
-from test_reliability_rules import one_line_error
+from conftest import HELLASWAG, ROOT, one_line_error, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -128,15 +128,22 @@ def near_duplicate_options(spec: dict, inputs: Inputs) -> np.ndarray:
 
 
 def field(spec: dict, inputs: Inputs) -> np.ndarray:
+    """A misspelt field name or value would match nothing and keep every item: both refused,
+    as ``ids`` refuses ids that are not items (null still means "the item lacks the field")."""
     name, wanted = spec["name"], spec["in"]
-
-    def value(it):
-        if name == "split_type":
-            return it["native_ids"].get("split_type")
-        if name.startswith("native_ids."):
-            return it["native_ids"].get(name.split(".", 1)[1])
-        return it.get(name)
-    return np.array([value(it) in wanted for it in inputs.items])
+    key = "split_type" if name == "split_type" else name.removeprefix("native_ids.")
+    native = name == "split_type" or name.startswith("native_ids.")
+    if native and inputs.items and not any(key in it["native_ids"] for it in inputs.items):
+        have = sorted({k for it in inputs.items for k in it["native_ids"]})
+        raise CurateError(f"field: no item has {name!r} (their native_ids hold: {', '.join(have) or 'nothing'})")
+    values = [it["native_ids"].get(key) if native else it.get(name) for it in inputs.items]
+    seen = set(values)
+    unknown = [v for v in wanted if v is not None and v not in seen]
+    if unknown:
+        present = sorted({str(v) for v in values if v is not None})
+        raise CurateError(f"field: {name} is never {unknown[0]!r} in this workspace (its values: "
+                          f"{', '.join(present[:10])}{', ...' if len(present) > 10 else ''})")
+    return np.array([v in wanted for v in values])
 
 
 def ids(spec: dict, inputs: Inputs) -> np.ndarray:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 import curate
 from curate.atomic import atomic_path, check_writable, unwritable, write_text
-from curate.errors import CurateError
+from curate.errors import CurateError, InputError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
@@ -33,7 +34,7 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, token
     with Workspace.open(root) as ws:
         inputs = Inputs(ws)
         names = [s["name"] for s in rules["stages"]]
-        masks = [evaluate(stage["when"], inputs)
+        masks = [stage_mask(stage, inputs, rules_path)
                  for stage in tqdm(rules["stages"], desc="filter stages", unit="stage")]
         decisions = decide(inputs.items, names, masks)
         table = stage_table(decisions, names)
@@ -66,6 +67,17 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, token
     except OSError as exc:
         raise unwritable(exc, out_dir) from None
     return summary
+
+
+def stage_mask(stage: dict, inputs: Inputs, rules_path) -> np.ndarray:
+    """The stage's matches; a condition that cannot be evaluated on this workspace (an annotator
+    with no records, a field no item has) is refused naming the rules file and the stage."""
+    try:
+        return evaluate(stage["when"], inputs)
+    except InputError:
+        raise  # it names its own file, row and field
+    except CurateError as exc:
+        raise CurateError(f"{rules_path}, stage {stage['name']!r}: {exc}") from None
 
 
 def check_out_dir(out_dir: Path) -> None:

@@ -93,6 +93,8 @@ def _fill(cond: dict, defaults: dict, where: str, path: Path) -> dict:
         elif "tokenizer" in spec:
             raise InputError(f"a tokenizer only applies to unit 'tokens', not {spec['unit']!r}",
                              path=str(path), field=f"{where}/{kind}/tokenizer")
+    if kind == "length_spread":
+        _check_spread_bounds(spec, path, f"{where}/{kind}")
     if kind in ("correct", "seeds_correct"):
         lo, hi = spec.get("at_least"), spec.get("at_most")
         named = spec.get("models") or spec.get("seeds")
@@ -103,3 +105,21 @@ def _fill(cond: dict, defaults: dict, where: str, path: Path) -> dict:
         if lo is not None and hi is not None and lo > hi:
             raise InputError(f"at_least {lo} is above at_most {hi}", path=str(path), field=f"{where}/{kind}")
     return {kind: spec}
+
+
+def _check_spread_bounds(spec: dict, path: Path, where: str) -> None:
+    """Bounds that no spread can meet (NaN, infinite, contradictory, outside [0, 1]) would
+    silently match nothing; they are refused instead."""
+    import math
+    for key in ("gt", "ge", "lt", "le"):
+        if key in spec and not math.isfinite(spec[key]):
+            raise InputError(f"{key} {spec[key]} is not a finite number", path=str(path), field=f"{where}/{key}")
+    lower = max(((spec[k], k) for k in ("gt", "ge") if k in spec), default=(-math.inf, "ge"))
+    upper = min(((spec[k], k) for k in ("lt", "le") if k in spec), default=(math.inf, "le"))
+    strict = lower[1] == "gt" or upper[1] == "lt"
+    if lower[0] > upper[0] or (lower[0] == upper[0] and strict):
+        raise InputError(f"{lower[1]} {lower[0]} and {upper[1]} {upper[0]} leave no value between them",
+                         path=str(path), field=where)
+    if lower[0] > 1 or (lower[0] == 1 and lower[1] == "gt") or upper[0] < 0 or (upper[0] == 0 and upper[1] == "lt"):
+        raise InputError("a relative spread lies between 0 and 1; these bounds leave none of it",
+                         path=str(path), field=where)

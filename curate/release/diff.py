@@ -17,7 +17,9 @@ def diff_manifests(a: dict, b: dict) -> dict:
     return {
         "from": f"{a['name']} {a['version']}",
         "to": f"{b['name']} {b['version']}",
-        "rules_changed": a["rules"]["sha256"] != b["rules"]["sha256"],
+        # The same file applied with another --annotator or --tokenizer is other rules.
+        "rules_changed": (a["rules"]["sha256"], a["rules"].get("defaults") or {})
+                         != (b["rules"]["sha256"], b["rules"].get("defaults") or {}),
         "source_changed": source_identity(a["source"]["provenance"]) != source_identity(b["source"]["provenance"]),
         "added": rows(kept_b - kept_a, a["removed"]),
         "removed": rows(kept_a - kept_b, b["removed"]),

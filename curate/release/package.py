@@ -104,7 +104,7 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
     kept = decisions["kept"].to_numpy()
     data_path = f"data/{split}-00000-of-00001.parquet"
     (folder / "data").mkdir(parents=True)
-    write_rows([raw for raw, k in zip(raw_rows, kept) if k], folder / data_path)
+    write_rows([raw for raw, k in zip(raw_rows, kept) if k], folder / data_path, columns_from=raw_rows)
 
     removed = decisions[~decisions["kept"]]
     manifest = {
@@ -185,13 +185,16 @@ def _score_runs(ws: Workspace) -> dict[str, dict]:
     return out
 
 
-def write_rows(rows: list[dict], path) -> None:
+def write_rows(rows: list[dict], path, *, columns_from: list[dict]) -> None:
     """The kept source rows as parquet. Parquet holds one type per column, so a source column
     mixing types across rows (ids "001" and 1 in a JSON file) is refused in one line naming it,
-    rather than converted to something the source did not hold."""
+    rather than converted to something the source did not hold. With no row kept, the file
+    still has the source's columns (typed from ``columns_from``, all its rows), and no rows."""
     import pyarrow as pa
+    frame = pd.DataFrame.from_records(rows) if rows else pd.DataFrame.from_records(columns_from).iloc[:0]
+    rows = rows or columns_from  # what the mixed-type check below reads
     try:
-        pd.DataFrame.from_records(rows).to_parquet(path, index=False)
+        frame.to_parquet(path, index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         for column in dict.fromkeys(key for row in rows for key in row):
             kinds = sorted({type(row[column]).__name__ for row in rows if row.get(column) is not None})
