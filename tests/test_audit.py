@@ -1,5 +1,5 @@
 """`curate audit` end to end: the demo config on a few items, run twice; the second run does no
-new work. Real local annotator and scorer (SmolLM2-135M), real filter and local release."""
+new work. Real local annotator and scorer (a tiny random Llama), real filter and local release."""
 from __future__ import annotations
 
 import json
@@ -7,23 +7,36 @@ import json
 import pandas as pd
 import yaml
 
-from conftest import HELLASWAG, run_cli
+from conftest import HELLASWAG, run_cli, save_tiny
 from curate import demo
 
 
-def small_demo_config(tmp_path, n_items=6) -> "Path":
+def small_demo_config(tmp_path, n_items=6, model=None) -> "Path":
+    """The demo config on ``n_items`` items; ``model`` (a local folder) replaces SmolLM2 as
+    annotator, scorer and in the rules."""
     config = yaml.safe_load(demo.config_path().read_text())
     config["benchmark"]["path"] = str(demo.benchmark_path())
     config["benchmark"]["limit"] = n_items
     config["scoring"]["modes"] = ["full", "choice-only"]
     config["filter"]["rules"] = str(demo.rules_path())
+    if model:
+        config["annotators"] = [{**a, "annotator": f"local:{model}"} for a in config["annotators"]]
+        config["scoring"]["models"] = [str(model)]
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(demo.rules_path().read_text().replace("[smollm2-135m]", f"['{model}']"))
+        config["filter"]["rules"] = str(rules)
     path = tmp_path / "audit.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 def test_audit_twice_second_run_does_no_new_work(tmp_path):
-    config = small_demo_config(tmp_path, n_items=3)
+    """A seeded tiny random Llama (SmolLM2's tokenizer) annotates and scores: what is tested is
+    the bookkeeping, and `make demo` runs the real SmolLM2 through every stage."""
+    from scoring.models import load_tokenizer, resolve
+
+    model = save_tiny(tmp_path / "tiny", "llama", load_tokenizer(resolve("smollm2-135m")))
+    config = small_demo_config(tmp_path, n_items=6, model=model)
     first = run_cli("audit", config, cwd=tmp_path).stdout
     assert "new work   ingest, annotate r1, annotate r2, score, analyze, filter, release" in first
     out = tmp_path / "demo-out"
@@ -31,7 +44,7 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
     assert f"review     curate review {where / 'workspace'} --decisions {where / 'decisions'} --queue removed" in first
     assert (out / "report" / "report.html").is_file() and (out / "report" / "metrics.json").is_file()
     decisions = pd.read_parquet(out / "decisions" / "decisions.parquet")
-    assert len(decisions) == 3
+    assert len(decisions) == 6
     manifest = json.loads((out / "release" / "demo-clean" / "0.1.0" / "manifest.json").read_text())
     assert manifest["kept"] == decisions.loc[decisions["kept"], "item_id"].tolist()
     db = (out / "workspace" / "workspace.db")
@@ -39,8 +52,8 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
 
     second = run_cli("audit", config, cwd=tmp_path).stdout
     assert "new work   none (everything was up to date)" in second
-    assert "0 new (0 valid, 0 invalid, 0 refused), 3 already done" in second
-    assert "0 item-modes computed, 6 cached" in second
+    assert "0 new (0 valid, 0 invalid, 0 refused), 6 already done" in second
+    assert "0 item-modes computed, 12 cached" in second
     assert {p.name: p.stat().st_mtime_ns for p in (out / "report").iterdir()} == before
     assert run_cli("release", "verify", out / "release" / "demo-clean" / "0.1.0").returncode == 0
     assert db.is_file()
