@@ -127,7 +127,8 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: 
         merged = {key: {column: (path, read_matrix(path, items)) for column, path in columns.items()}
                   for key, columns in grouped.items()}
         summary = []
-        with ws.transaction():
+        # Every row names one of the workspace's items and the run added just before it.
+        with ws.transaction(foreign_keys=False):
             for (model, mode), columns in sorted(merged.items()):
                 rid, digest = run_id(model, mode, {c: p for c, (p, _) in columns.items()})
                 check_label(ws, model, ("imported:study-csv",), replace=replace)

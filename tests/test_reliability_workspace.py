@@ -18,7 +18,7 @@ from contextlib import closing
 import pytest
 
 from annotate_helpers import small_workspace
-from conftest import HELLASWAG, ROOT, one_line_error, run_cli
+from conftest import HELLASWAG, ROOT, one_line_error, run_cli, save_tiny
 
 
 @pytest.fixture(scope="module")
@@ -137,15 +137,18 @@ def test_disk_full_during_init_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_disk_full_during_score_keeps_whole_items_and_resumes(ws):
-    from scoring.models import resolve
+def test_disk_full_during_score_keeps_whole_items_and_resumes(ws, tmp_path):
+    from scoring.models import load_tokenizer, resolve
     from scoring.store import open_scores
 
-    resolve("smollm2-135m")                     # the built-in model converted before the limit applies
+    # A seeded tiny random Llama with SmolLM2's tokenizer, saved before the limit applies: the
+    # workspace's writes, not the model, are tested.
+    model = save_tiny(tmp_path / "tiny", "llama", load_tokenizer(resolve("smollm2-135m")))
     open_scores(ws).close()                     # the score tables exist; the WAL is checkpointed away
     # 40 KiB: room for SQLite's 32 KiB shared-memory file and a few pages of write-ahead log, so
     # the first small batches commit and a later one finds the disk full.
-    score = ["score", ws, "--model", "smollm2-135m", "--modes", "full", "--limit", "12", "--batch-tokens", "300"]
+    score = ["score", ws, "--model", model, "--label", "tiny", "--modes", "full", "--limit", "12",
+             "--batch-tokens", "300"]
     result = run_cli(*score, check=False, preexec_fn=limited(40 * 1024))
     one_line_error(result, "nothing is half-written")
     with open_scores(ws) as w:                  # the workspace still opens; only whole items were kept

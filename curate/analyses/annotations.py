@@ -55,20 +55,26 @@ def label_rates(flags: pd.DataFrame) -> pd.DataFrame:
 def error_overlap(flags: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     """Per annotator x measure x model x mode x formulation: error rate on flagged vs unflagged
     items and the share of the model's errors that fall on flagged items (predictions of one
-    normalization)."""
+    normalization). Items the annotator has no flag value for count in neither group."""
     rows = []
     wrong = with_formulation(preds).assign(wrong=~preds["correct"])[CONDITION + ["item_id", "wrong"]]
+    conditions = sorted(wrong.groupby(CONDITION).groups)
     for (annotator, measure), g in flags.groupby(["annotator", "measure"], sort=False):
         flagged = g.set_index("item_id")["flagged"]
-        for (model, mode, formulation), p in wrong.groupby(CONDITION, sort=True):
-            p = p[p["item_id"].isin(flagged.index)]
-            f = p["item_id"].map(flagged).astype(bool)
-            errors = int(p["wrong"].sum())
+        p = wrong[wrong["item_id"].isin(flagged.index)]
+        f = p["item_id"].map(flagged).astype(bool)
+        # Counts per condition in one grouped pass (a pass per condition took minutes at 10k items).
+        counts = pd.DataFrame({"flagged": f, "wrong_flagged": p["wrong"] & f, "wrong_unflagged": p["wrong"] & ~f,
+                               "n": 1}).groupby([p[c] for c in CONDITION]).sum()
+        counts = counts.reindex(pd.MultiIndex.from_tuples(conditions, names=CONDITION), fill_value=0)
+        for (model, mode, formulation), c in counts.iterrows():
+            n_flagged, n_unflagged = int(c["flagged"]), int(c["n"] - c["flagged"])
+            wf, wu = int(c["wrong_flagged"]), int(c["wrong_unflagged"])
             rows.append({"annotator": annotator, "measure": measure, "model": model, "mode": mode,
-                         "formulation": formulation, "n_flagged": int(f.sum()), "n_unflagged": int((~f).sum()),
-                         "error_rate_flagged": float(p.loc[f, "wrong"].mean()) if f.any() else float("nan"),
-                         "error_rate_unflagged": float(p.loc[~f, "wrong"].mean()) if (~f).any() else float("nan"),
-                         "errors_on_flagged_share": float(p.loc[f, "wrong"].sum() / errors) if errors else float("nan")})
+                         "formulation": formulation, "n_flagged": n_flagged, "n_unflagged": n_unflagged,
+                         "error_rate_flagged": wf / n_flagged if n_flagged else float("nan"),
+                         "error_rate_unflagged": wu / n_unflagged if n_unflagged else float("nan"),
+                         "errors_on_flagged_share": wf / (wf + wu) if wf + wu else float("nan")})
     return pd.DataFrame(rows)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 from rapidfuzz import fuzz
 
@@ -19,7 +20,7 @@ from annotate.prompts import letters
 from curate.items import MODES
 from curate.review.data import ReviewData, scorer_labels
 from curate.review.verdicts import LABEL_TEXT, is_human, note_of
-from scoring.normalize import available, option_values
+from scoring.normalize import option_values
 
 #: Options at least this similar (rapidfuzz ratio, 0-100) are highlighted as near-duplicates;
 #: the demo's near-duplicate filter stage uses the same cut.
@@ -95,22 +96,28 @@ def scores_section(ctx: ItemContext) -> Section | None:
                                          for i, o in enumerate(opts)) + "</tr>")
     keys = ["model", "mode"] + (["formulation"] if has_form else [])
     order = {m: i for i, m in enumerate(MODES)}
+    # Values are computed once per item and sliced per (model, mode) group: pandas calls per group
+    # cost a report of 2000 item pages minutes.
+    scores = scores.sort_values("option_index", kind="stable")
+    wanted = [n for n in dict.fromkeys((primary, *SHOWN)) if n is not None]
+    values = {n: option_values(scores, n).to_numpy(dtype=float) for n in wanted}
+    options = scores["option_index"].to_numpy(dtype=int)
+    sums_all = scores["logprob_sum"].to_numpy(dtype=float)
+    groups = scores.groupby(keys, sort=False, dropna=False).indices
     rows = []
-    for key, group in sorted(scores.groupby(keys, sort=False, dropna=False),
-                             key=lambda kv: (str(kv[0][0]), order.get(kv[0][1], 99), str(kv[0][2:]))):
-        group = group.sort_values("option_index")
-        norms = available(group)
+    for key in sorted(groups, key=lambda k: (str(k[0]), order.get(k[1], 99), str(k[2:]))):
+        at = groups[key]
+        norms = [n for n in wanted if not np.isnan(values[n][at]).any()]  # every option has a value
         picks, pick_primary = [], None
-        for norm in [n for n in (primary, *SHOWN) if n in norms and n is not None]:
-            values = option_values(group, norm).to_numpy()
-            pick = int(values.argmax())
+        for norm in norms:
+            pick = int(values[norm][at].argmax())
             if norm == primary:
                 pick_primary = pick
             text = f"{norm}: {opts[pick]} {'&#10003;' if pick == item['gold'] else '&#10007;'}"
             if text not in picks:
                 picks.append(text)
-        sums = dict(zip(group["option_index"].astype(int), group["logprob_sum"]))
-        main = dict(zip(group["option_index"].astype(int), option_values(group, primary))) if primary in norms else {}
+        sums = dict(zip(options[at], sums_all[at]))
+        main = dict(zip(options[at], values[primary][at])) if primary in norms else {}
         cells = []
         for i in range(len(opts)):
             parts = [f"{sums[i]:.3f}"] if pd.notna(sums.get(i)) else []
