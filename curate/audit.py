@@ -35,20 +35,26 @@ class Outcome:
 
 
 def workspace_state(root: Path) -> str:
-    """A hash that changes whenever items, scores or annotations in the workspace change."""
+    """A hash that changes whenever items, scores, annotations or generations in the workspace
+    change. Annotations count record by record with their answers and write times, so a human
+    verdict edited in place (same request key, new answer) changes it too."""
+    queries = {
+        "items": "SELECT count(*), max(row_index) FROM items",
+        "scores": "SELECT run_id, model, mode, count(*), sum(coalesce(logprob_sum, 0) + coalesce(seq_mean, 0)) "
+                  "FROM scores GROUP BY run_id, model, mode ORDER BY run_id, model, mode",
+        "annotations": "SELECT annotator, round, item_id, status, request_key, result_json, created_at "
+                       "FROM annotations ORDER BY annotator, round, item_id",
+        "generations": "SELECT run_id, model, template, settings, mode, seed, count(*), max(created_at) "
+                       "FROM generations GROUP BY run_id, model, template, settings, mode, seed "
+                       "ORDER BY run_id, model, template, settings, mode, seed",
+    }
     h = hashlib.sha256()
     with Workspace.open(root) as ws:
         tables = ws.tables()
-        queries = ["SELECT count(*), max(row_index) FROM items"]
-        if "scores" in tables:
-            queries.append("SELECT run_id, model, mode, count(*), sum(coalesce(logprob_sum, 0) + coalesce(seq_mean, 0)) "
-                           "FROM scores GROUP BY run_id, model, mode ORDER BY run_id, model, mode")
-        if "annotations" in tables:
-            queries.append("SELECT annotator, round, status, count(*), group_concat(request_key) FROM "
-                           "(SELECT * FROM annotations ORDER BY request_key) GROUP BY annotator, round, status "
-                           "ORDER BY annotator, round, status")
-        for sql in queries:
-            h.update(json.dumps([tuple(r) for r in ws.conn.execute(sql)], default=str).encode())
+        for table, sql in queries.items():  # a table not made yet counts as an empty one
+            for row in ws.conn.execute(sql) if table in tables else ():
+                h.update(json.dumps(tuple(row), default=str).encode())
+            h.update(b"\n")
     return "sha256:" + h.hexdigest()
 
 
@@ -57,14 +63,26 @@ def fingerprint(state: str, settings: dict) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def up_to_date(out: Path, stamp: str) -> bool:
+#: The output file of each recomputing stage whose digest the fingerprint records: another
+#: command writing into the same folder (``curate filter --out``, ``curate analyze --out``)
+#: rewrites it, and the audit then reruns the stage instead of trusting what it finds.
+OUTPUT = {"analyze": "metrics.json", "filter": "summary.json"}
+
+
+def _stamp_with_output(out: Path, stage: str, stamp: str) -> str:
+    from curate.sources import file_sha256
+    made = out / OUTPUT[stage]
+    return f"{stamp} {file_sha256(made) if made.is_file() else 'missing'}"
+
+
+def up_to_date(out: Path, stage: str, stamp: str) -> bool:
     marker = out / FINGERPRINT
-    return marker.is_file() and marker.read_text().strip() == stamp
+    return marker.is_file() and marker.read_text().strip() == _stamp_with_output(out, stage, stamp)
 
 
-def mark(out: Path, stamp: str) -> None:
+def mark(out: Path, stage: str, stamp: str) -> None:
     from curate.atomic import write_text
-    write_text(out / FINGERPRINT, stamp + "\n")
+    write_text(out / FINGERPRINT, _stamp_with_output(out, stage, stamp) + "\n")
 
 
 # --- stages ---------------------------------------------------------------------------------
@@ -79,11 +97,40 @@ def ingest_stage(cfg: AuditConfig) -> Outcome:
         if not same_adapter(stored, b.make_adapter()) or split != b.source()["split"]:
             raise CurateError(f"{cfg.workspace}: was ingested with other benchmark settings than {cfg.file} "
                               f"names (adapter, columns or split); use a new workspace directory")
+        changed = source_changes(cfg.workspace, b.source())
+        if changed:
+            raise CurateError(f"{cfg.workspace}: was ingested from other data than {cfg.file} names ({changed}); "
+                              f"use a new workspace directory, or restore the benchmark settings")
         return Outcome("ingest", "skipped", f"workspace exists ({n} items)", {"items": n})
     ingest(cfg.workspace, adapter=b.make_adapter(), **b.source())
     with Workspace.open(cfg.workspace) as ws:
         n = ws.count_items()
     return Outcome("ingest", "ran", f"{n} items from {b.source()['data']}", {"items": n})
+
+
+def source_changes(root: Path, want: dict) -> str:
+    """What differs between the data a workspace was made from and the data a config names
+    (``BenchmarkConfig.source()``): the row limit, the local data's content (a file moved
+    elsewhere is the same data), the Hub dataset, its pinned revision or configuration. Empty
+    when nothing does."""
+    from curate.sources import local_sha256
+
+    with Workspace.open(root) as ws:
+        source, limit = ws.meta("source", {}), ws.meta("limit")
+    changes = []
+    if limit != want["limit"]:
+        changes.append(f"limit {limit} in the workspace, {want['limit']} in the config")
+    if source.get("kind") == "local":
+        path = Path(want["data"])
+        if not path.exists():
+            changes.append(f"{path} does not exist")
+        elif local_sha256(path, want["split"], want["config"]) != source.get("sha256"):
+            changes.append(f"the content of {path} differs from the data the workspace was made from")
+    else:
+        for key, given in (("repo_id", want["data"]), ("revision", want["revision"]), ("config", want["config"])):
+            if source.get(key) != given:
+                changes.append(f"{key} {source.get(key)} in the workspace, {given} in the config")
+    return "; ".join(changes)
 
 
 def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
@@ -133,10 +180,10 @@ def analyze_stage(cfg: AuditConfig, state: str) -> Outcome:
     from curate.analyses.report import analyze_workspace
 
     stamp = fingerprint(state, {"stage": "analyze"})
-    if up_to_date(cfg.analyze_out, stamp):
+    if up_to_date(cfg.analyze_out, "analyze", stamp):
         return Outcome("analyze", "skipped", f"report up to date in {cfg.analyze_out}")
     metrics = analyze_workspace(cfg.workspace, cfg.analyze_out)
-    mark(cfg.analyze_out, stamp)
+    mark(cfg.analyze_out, "analyze", stamp)
     return Outcome("analyze", "ran", f"report in {cfg.analyze_out / 'report.html'}", {"metrics": metrics})
 
 
@@ -145,11 +192,11 @@ def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
     from curate.sources import file_sha256
 
     stamp = fingerprint(state, {"stage": "filter", "rules": file_sha256(cfg.filter_rules), **cfg.filter_options})
-    if up_to_date(cfg.filter_out, stamp):
+    if up_to_date(cfg.filter_out, "filter", stamp):
         summary = json.loads((cfg.filter_out / "summary.json").read_text())
         return Outcome("filter", "skipped", f"decisions up to date in {cfg.filter_out}", summary)
     summary = run_filter(cfg.workspace, cfg.filter_rules, cfg.filter_out, **cfg.filter_options)
-    mark(cfg.filter_out, stamp)
+    mark(cfg.filter_out, "filter", stamp)
     return Outcome("filter", "ran", f"decisions in {cfg.filter_out}", summary)
 
 
@@ -157,12 +204,13 @@ def release_stage(cfg: AuditConfig) -> Outcome:
     import pandas as pd
 
     from curate.release import make_release, parse_target
+    from curate.release.targets import VersionExists
 
     r = cfg.release
     target = parse_target(r.spec)
     try:
         target.check_new(r.name, r.version)
-    except CurateError:  # the version exists: done if it holds exactly these decisions' items
+    except VersionExists:  # done if it holds exactly these decisions' items (other errors are raised)
         from curate.release import fetched
         with fetched(r.spec, r.name, r.version) as folder:
             kept = set(json.loads((folder / "manifest.json").read_text())["kept"])

@@ -13,6 +13,8 @@ resolved to absolute paths.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,6 +255,9 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
             problems.append((f"annotators[{i}].batch", "the Message Batches API is for anthropic: annotators only"))
         if a["annotator"].startswith("anthropic:") and (unpriced := _unpriced(a["annotator"].split(":", 1)[1])):
             problems.append((f"annotators[{i}].annotator", unpriced))
+        cost = a.get("max_cost")
+        if isinstance(cost, float) and not math.isfinite(cost):  # YAML's .nan and .inf pass the schema
+            problems.append((f"annotators[{i}].max_cost", f"{cost} is not an amount of US dollars; give a finite number"))
         if a["annotator"] in seen:
             problems.append((f"annotators[{i}].annotator",
                              f"{a['annotator']!r} is listed twice (also annotators[{seen[a['annotator']]}]); give it one entry with all its rounds"))
@@ -311,9 +316,10 @@ def _explain(error) -> list[tuple[str, str]]:
 def describe(config: AuditConfig) -> list[str]:
     """One line per step the config asks for, for a plan or a summary."""
     b = config.benchmark
-    source = str(b.path) if b.path else f"{b.hub}@{b.revision or 'unpinned'}"
+    src = b.source()  # a built-in without path or hub reads its own Hub id and usual split
+    source = str(b.path) if b.path else f"{src['data']}@{b.revision or 'unpinned'}"
     lines = [f"workspace  {config.workspace}",
-             f"ingest     {b.adapter}: {source} (split {b.split or 'default'}{f', first {b.limit}' if b.limit else ''})"]
+             f"ingest     {b.adapter}: {source} (split {src['split']}{f', first {b.limit}' if b.limit else ''})"]
     for a in config.annotators:
         extras = ["batch API"] * a.batch + [f"concurrency {a.concurrency}"] + \
                  ([f"max ${a.max_cost:g}/round"] if a.max_cost is not None else [])

@@ -105,28 +105,42 @@ def open_source(data: str, split: str = "validation", revision: str | None = Non
     return _open_hub(data, split, revision, config)
 
 
-def _open_local(path: Path, split: str, config: str | None = None, *, delimiter: str | None = None,
-                encoding: str | None = None) -> Source:
-    import datasets
-
+def _local_files(path: Path, split: str, config: str | None = None) -> tuple[Path, list[Path], bool]:
+    """Where local data of ``split`` is (after a config or split subfolder), the files that hold
+    it, and whether it is a Dataset saved with save_to_disk."""
     if config is not None:
         path = _subfolder(path, config)
     if path.is_dir() and (path / "dataset_dict.json").exists():  # a DatasetDict saved with save_to_disk
         path = _subfolder(path, split, what="split")
     if path.is_dir() and (path / "dataset_info.json").exists() and (path / "state.json").exists():
+        return path, [f for f in path.rglob("*") if f.is_file()], True
+    return path, files_of_split(path, split) if path.is_dir() else [path], False
+
+
+def local_sha256(path: str | Path, split: str, config: str | None = None) -> str:
+    """The digest ``open_source`` records for local data, computed without reading its rows (an
+    audit run again checks that its workspace was made from this very data)."""
+    path, files, _ = _local_files(Path(path), split, config)
+    return tree_sha256(files, path) if path.is_dir() else file_sha256(path)
+
+
+def _open_local(path: Path, split: str, config: str | None = None, *, delimiter: str | None = None,
+                encoding: str | None = None) -> Source:
+    import datasets
+
+    path, split_files, saved = _local_files(path, split, config)
+    if saved:
         rows = datasets.load_from_disk(str(path))  # a Dataset saved with save_to_disk
-        files = [f for f in path.rglob("*") if f.is_file()]
         return Source(rows, {"kind": "local", "path": str(path.resolve()), "format": "saved-dataset",
-                             "split": split, "sha256": tree_sha256(files, path)})
+                             "split": split, "sha256": tree_sha256(split_files, path)})
     if path.is_dir():
-        split_files = files_of_split(path, split)
         builders = {builder_for(f) for f in split_files}
         if len(builders) > 1:
             raise InputError(f"the files of split {split!r} mix file types {sorted(builders)}", path=str(path))
         builder = builders.pop()
         digest = tree_sha256(split_files, path)
     else:
-        split_files, builder, digest = [path], builder_for(path), file_sha256(path)
+        builder, digest = builder_for(path), file_sha256(path)
     shown = str(path.resolve())
     provenance = {"kind": "local", "path": shown, "format": builder, "split": split,
                   "files": [f.name for f in split_files], "sha256": digest}

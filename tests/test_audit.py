@@ -3,6 +3,7 @@ new work. Real local annotator and scorer (a tiny random Llama), real filter and
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import yaml
@@ -57,6 +58,68 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
     assert {p.name: p.stat().st_mtime_ns for p in (out / "report").iterdir()} == before
     assert run_cli("release", "verify", out / "release" / "demo-clean" / "0.1.0").returncode == 0
     assert db.is_file()
+    check_reruns_see_changes(config, out, tmp_path)
+
+
+def check_reruns_see_changes(config, out, tmp_path):
+    """What a rerun must not trust (each stage called as `curate audit` calls it): decisions or
+    a report rewritten by another command in the audit's folders, a human verdict edited in
+    place, benchmark data or a limit other than the workspace was made from."""
+    import pytest
+
+    from curate import audit
+    from curate.audit_config import load_config
+    from curate.errors import CurateError
+    from curate.filter import run_filter
+    from curate.review.verdicts import save_verdict
+    from curate.store import Workspace
+
+    cfg = load_config(config, cwd=tmp_path)
+    state = audit.workspace_state(cfg.workspace)
+    assert audit.filter_stage(cfg, state).status == audit.analyze_stage(cfg, state).status == "skipped"
+    other = tmp_path / "other.yaml"  # `curate filter` with other rules into the audit's folder
+    other.write_text("name: other\nstages:\n  - name: first-row\n    description: row 0\n"
+                     "    when: {ids: {row_index: [0]}}\n")
+    run_filter(cfg.workspace, other, cfg.filter_out)
+    redone = audit.filter_stage(cfg, state)
+    assert redone.status == "ran" and redone.data["rules"]["name"] == "demo"
+    (cfg.analyze_out / "metrics.json").write_text("{}")
+    assert audit.analyze_stage(cfg, state).status == "ran"
+
+    with Workspace.open(cfg.workspace) as ws:
+        item = ws.items()[0]
+        save_verdict(ws, item, 1, "alice", {"labels": ["nonsense_prompt"]})
+        first = audit.workspace_state(cfg.workspace)
+        save_verdict(ws, item, 1, "alice", {"labels": ["high_quality"]}, expected_version=1)
+    assert first != state and audit.workspace_state(cfg.workspace) != first
+
+    assert audit.ingest_stage(cfg).status == "skipped"
+    data = yaml.safe_load(config.read_text())
+    moved = tmp_path / "moved.jsonl"  # the same rows elsewhere: the same data
+    moved.write_bytes(Path(data["benchmark"]["path"]).read_bytes())
+    for change, message in (({"path": str(moved)}, None), ({"limit": 5}, "limit 6 in the workspace, 5 in the config"),
+                            ({"path": str(reordered(moved, tmp_path))}, "differs from the data")):
+        changed = tmp_path / "changed.yaml"
+        changed.write_text(yaml.safe_dump({**data, "benchmark": {**data["benchmark"], **change}}))
+        cfg = load_config(changed, cwd=tmp_path)
+        if message is None:
+            assert audit.ingest_stage(cfg).status == "skipped"
+        else:
+            with pytest.raises(CurateError, match=message):
+                audit.ingest_stage(cfg)
+
+    afile = tmp_path / "afile"  # a release target that cannot be one says why (not "no release here")
+    afile.write_text("x")
+    changed.write_text(yaml.safe_dump({**data, "release": {**data["release"], "target": {"local": str(afile)}}}))
+    with pytest.raises(CurateError, match="exists and is not a folder"):
+        audit.release_stage(load_config(changed, cwd=tmp_path))
+
+
+def reordered(path, tmp_path):
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    out = tmp_path / "reordered.jsonl"
+    out.write_text("".join([lines[1], lines[0], *lines[2:]]), encoding="utf-8")
+    return out
 
 
 def test_audit_refuses_a_workspace_made_from_other_settings(tmp_path):

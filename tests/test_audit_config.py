@@ -121,6 +121,8 @@ BAD = [
     ("round 3", _set("annotators", 0, "rounds", [1, 3]), "annotators[0].rounds[1]", "3 is not one of [1, 2]"),
     ("batch on a local model", _set("annotators", 0, "batch", True), "annotators[0].batch", "anthropic: annotators only"),
     ("negative budget", _set("annotators", 0, "max_cost", -5), "annotators[0].max_cost", "less than or equal to the minimum"),
+    ("NaN budget", _set("annotators", 0, "max_cost", float("nan")), "annotators[0].max_cost", "give a finite number"),
+    ("infinite budget", _set("annotators", 0, "max_cost", float("inf")), "annotators[0].max_cost", "give a finite number"),
     ("Claude model without a price", _set("annotators", 0, "annotator", "anthropic:claude-2"), "annotators[0].annotator",
      "no price known for model 'claude-2'"),
     ("annotator twice", lambda d: d["annotators"].append({"annotator": "local:smollm2-135m", "rounds": [2]}),
@@ -352,3 +354,10 @@ def test_audit_refuses_an_incomplete_plan_before_anything_runs(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml"]  # no workspace, nothing else
     check = run_cli("check-config", config, check=False)
     assert check.returncode == 2 and check.stderr == proc.stderr
+
+
+def test_a_builtin_without_path_or_hub_names_its_own_hub_id_in_the_plan(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text("workspace: ws\nbenchmark: {adapter: arc_easy}\n")
+    assert describe(load_config(path, check_files=False))[1] == \
+        "ingest     arc_easy: allenai/ai2_arc@unpinned (split validation)"

@@ -162,3 +162,13 @@ def test_paired_tests_reduce_to_exact_mcnemar_with_one_seed_and_are_holm_correct
     assert (modes["mode_a"], modes["mode_b"]) == ("full", "zero") and all(r["alternative"] == "greater"
                                                                           for r in modes["rows"])
     assert out["generation_vs_loglikelihood"]["rows"] == []
+
+
+def test_a_model_with_no_parsed_reply_has_no_position_test_and_the_report_says_n_a():
+    """Every reply unparsed (a tiny random model's): no chi-square is possible, and the report
+    shows the missing p-value as 'n/a' instead of failing on it."""
+    from curate.analyses.sections import _p_text
+    _, tests = G.position_bias(records(unparsed=1.0))
+    assert tests["p_uniform"].isna().all()
+    shown = _p_text(pd.DataFrame({"p_uniform": [None, float("nan"), 0.0, 0.25]}))["p_uniform"].tolist()
+    assert shown[:3] == ["n/a", "n/a", "< 1e-300"] and shown[3] not in ("n/a", "nan")

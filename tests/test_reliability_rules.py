@@ -89,6 +89,17 @@ def test_filter_out_refuses_folders_it_does_not_own(ws, tmp_path):
     (out / ".audit-fingerprint").write_text("x\n")                         # hidden files (the audit's) are fine
     filter_cli(ws, RULES.replace("[1, 2]", "[3]"), out, tmp_path, check=True)
     assert json.loads((out / "summary.json").read_text())["stages"][0]["matched"] == 1
+    # A run killed while writing (the summary is removed first, written last) leaves a folder
+    # that is still ours to replace.
+    (out / "summary.json").unlink()
+    filter_cli(ws, RULES, out, tmp_path, check=True)
+    assert json.loads((out / "summary.json").read_text())["stages"][0]["matched"] == 2
+    # A folder holding only a rules.yaml of someone's is not: the message names it, not hidden files.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "rules.yaml").write_text("name: mine\n")
+    (mine / ".hidden").write_text("x")
+    one_line_error(filter_cli(ws, RULES, mine, tmp_path)[0], "is not an earlier `curate filter` output (it holds rules.yaml)")
 
 
 def test_a_cp1252_rules_file_is_one_clear_line(ws, tmp_path):

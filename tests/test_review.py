@@ -99,6 +99,11 @@ def test_queues(built, tmp_path):
         queues.resolve(data, "removed:nope")
     with pytest.raises(CurateError, match="--decisions"):
         queues.resolve(ReviewData.load(root), "removed")
+    # Decisions made on other data (here the first 10 rows of the same file) are refused: item
+    # ids can coincide, and reviewers would see other items' stages.
+    from conftest import small_workspace
+    with pytest.raises(CurateError, match="made on another workspace's data"):
+        ReviewData.load(small_workspace(tmp_path / "other", 10), [decisions])
 
     # wrong: recomputed from the study's CSV files (argmax per row), the three models being all there are.
     rows = [it["row_index"] for it in data.items]

@@ -59,7 +59,13 @@ def _mdd_text(rows: list[dict]) -> pd.DataFrame:
 def _p_text(df: pd.DataFrame) -> pd.DataFrame:
     """p-value columns as text, with an exact 0 (below double precision) shown as '< 1e-300'."""
     cols = [c for c in df.columns if c.startswith("p_")]
-    return df.assign(**{c: [("< 1e-300" if v == 0 else render.fmt(float(v))) for v in df[c]] for c in cols})
+    return df.assign(**{c: [_p(v) for v in df[c]] for c in cols})
+
+
+def _p(value) -> str:
+    if value is None or pd.isna(value):  # no test was possible (e.g. no parsed answer at all)
+        return "n/a"
+    return "< 1e-300" if value == 0 else render.fmt(float(value))
 
 
 def report_blocks(m: dict, out: Path) -> list:

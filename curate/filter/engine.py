@@ -96,7 +96,11 @@ def check_out_dir(out_dir: Path) -> None:
     visible = {n for n in names if not n.startswith(".")}  # hidden: temp files, the audit's fingerprint
     if visible <= ours and SUMMARY in names and _is_summary(out_dir / SUMMARY):
         return
-    others = [n for n in names if n not in ours] or names
+    # A run killed while writing leaves its files without the summary (removed first, written
+    # last): that folder is ours to replace.
+    if visible <= ours and SUMMARY not in names and visible & {DECISIONS, STAGES}:
+        return
+    others = sorted(visible - ours) or sorted(visible) or names
     raise CurateError(f"{out_dir}: exists and is not an earlier `curate filter` output (it holds "
                       f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}); give --out a new or empty folder")
 

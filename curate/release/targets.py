@@ -29,6 +29,10 @@ from curate.errors import CurateError
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
 
+class VersionExists(CurateError):
+    """The release version is already published at the target (versions are immutable)."""
+
+
 def parse_target(spec: str):
     if spec.startswith("git:"):
         return GitTarget(Path(spec[4:]))
@@ -96,7 +100,7 @@ class LocalTarget:
             if parent.exists() and not parent.is_dir():
                 raise CurateError(f"{parent}: exists and is not a folder; --to names the folder releases go in")
         if self.folder(name, version).exists():
-            raise CurateError(f"{self.folder(name, version)}: release {name} {version} exists; versions are "
+            raise VersionExists(f"{self.folder(name, version)}: release {name} {version} exists; versions are "
                               f"immutable, choose a new version")
         check_writable(self.root / name)
 
@@ -173,7 +177,7 @@ class GitTarget:
             raise CurateError(f"{self.repo}: not a git work tree (create one with `git init`)")
         state = self.state(name, version)
         if state == "released":
-            raise CurateError(f"{self.repo}: tag {tag_name(name, version)} exists; versions are immutable, "
+            raise VersionExists(f"{self.repo}: tag {tag_name(name, version)} exists; versions are immutable, "
                               f"choose a new version")
         if state == "other":
             raise CurateError(f"{self.repo / name / version} exists and is not an unfinished release of {name} "
@@ -328,7 +332,7 @@ class HubTarget:
             except RepositoryNotFoundError:
                 return
         if tag_name(name, version) in {t.name for t in refs.tags}:
-            raise CurateError(f"hf:{self.repo_id}: tag {tag_name(name, version)} exists; versions are immutable, "
+            raise VersionExists(f"hf:{self.repo_id}: tag {tag_name(name, version)} exists; versions are immutable, "
                               f"choose a new version")
 
     def publish(self, staging: Path, name: str, version: str) -> dict:

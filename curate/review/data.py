@@ -25,6 +25,7 @@ class Decisions:
     rules: str
     frame: pd.DataFrame                  # indexed by item_id: kept, first_stage, matched
     stages: list[dict]                   # stage, description, matched, removed_here, left
+    source: dict | None = None           # the provenance of the workspace the filter ran on
 
     @classmethod
     def read(cls, folder: str | Path) -> "Decisions":
@@ -35,7 +36,15 @@ class Decisions:
                 raise InputError(f"no {f.name} here (a `curate filter --out` folder holds one)", path=str(folder))
         summary = json.loads(files[1].read_text(encoding="utf-8"))
         frame = pd.read_parquet(files[0]).set_index("item_id")
-        return cls(folder.name, folder, summary["rules"]["name"], frame, summary["stages"])
+        return cls(folder.name, folder, summary["rules"]["name"], frame, summary["stages"],
+                   (summary.get("workspace") or {}).get("source"))
+
+    def check_made_on(self, source: dict, item_ids: list[str]) -> None:
+        """Refuse decisions made on other data: a workspace ingested from another file can share
+        item ids (``name/split/row``) and would show reviewers the wrong items' stages."""
+        if self.source != source or set(self.frame.index) != set(item_ids):
+            raise InputError("these decisions were made on another workspace's data (source or items differ); "
+                             "give the `curate filter --out` folder made on this workspace", path=str(self.path))
 
 
 def scorer_labels(scores: pd.DataFrame) -> pd.DataFrame:
@@ -64,9 +73,13 @@ class ReviewData:
         with open_scores(root) as ws:
             items = ws.items()
             scores = read_scores(ws)
+            source = ws.meta("source")
         with open_generations(root) as ws:
             generations = read_generations(ws)
-        return cls(root, items, scores, [Decisions.read(d) for d in decisions], generations)
+        read = [Decisions.read(d) for d in decisions]
+        for d in read:
+            d.check_made_on(source, [it["item_id"] for it in items])
+        return cls(root, items, scores, read, generations)
 
     @cached_property
     def by_id(self) -> dict[str, dict]:
