@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curate.audit_config import AuditConfig
+from curate.formulations import ALL_ROTATIONS
 from curate.store import DB_NAME
 
 #: What `curate score` stores for every option (see scoring/normalize.py).
@@ -26,13 +27,23 @@ COLUMNS = {"logprob_sum": ("sum",), "n_tokens": ("token",), "n_chars": ("char",)
 
 @dataclass
 class Supply:
-    """What will be in the workspace after the planned stages, and where each part comes from."""
-    annotations: dict[tuple[str, int], str] = field(default_factory=dict)         # (annotator, round) -> source
-    scores: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)   # (model, mode) -> {norm: source}
+    """What will be in the workspace after the planned stages, and where each part comes from.
+    Scores are keyed by formulation too; ``ALL_ROTATIONS`` stands for a model's rotated letters."""
+    annotations: dict[tuple[str, int], str] = field(default_factory=dict)              # (annotator, round) -> source
+    scores: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)   # (model, mode, formulation) -> {norm: source}
+    generations: set[tuple[str, str]] = field(default_factory=set)                     # (model, mode), stored only
 
-    def add_scores(self, model: str, mode: str, normalizations, source: str) -> None:
-        for n in normalizations:
-            self.scores.setdefault((model, mode), {}).setdefault(n, source)
+    def add_scores(self, model: str, mode: str, formulation: str, normalizations, source: str) -> None:
+        # Scoring letters+rotations stores the letters formulation and each rotation of it.
+        for f in ("letters", ALL_ROTATIONS) if formulation == ALL_ROTATIONS else (formulation,):
+            for n in normalizations:
+                self.scores.setdefault((model, mode, f), {}).setdefault(n, source)
+
+
+def default_formulation_of(cfg: AuditConfig) -> str:
+    """The formulation scores are in when neither the rules nor the scoring section name one."""
+    from curate.adapters import default_formulation
+    return default_formulation(cfg.benchmark.make_adapter())
 
 
 def supply(cfg: AuditConfig) -> Supply:
@@ -44,11 +55,12 @@ def supply(cfg: AuditConfig) -> Supply:
             out.annotations.setdefault((a.annotator, rnd), f"annotators[{i}]")
     if cfg.scoring:
         for i, imp in enumerate(cfg.scoring.imports):
-            for (model, mode), columns in group_files(imp.dir).items():
-                out.add_scores(model, mode, columns, f"scoring.imports[{i}]")
+            for (model, mode), columns in group_files(imp.dir).items():  # the study's scores are cloze
+                out.add_scores(model, mode, "cloze", columns, f"scoring.imports[{i}]")
         for model in cfg.scoring.models:
             for mode in cfg.scoring.modes:
-                out.add_scores(model, mode, SCORED, "scoring.models")
+                for formulation in cfg.scoring.formulations or (default_formulation_of(cfg),):
+                    out.add_scores(model, mode, formulation, SCORED, "scoring.models")
     return out
 
 
@@ -65,10 +77,15 @@ def stored(db: Path) -> Supply:
                 out.annotations[(annotator, rnd)] = "the workspace"
         if "scores" in tables:
             counts = ", ".join(f"count({c})" for c in COLUMNS)
-            for model, mode, total, *have in conn.execute(
-                    f"SELECT model, mode, count(*), {counts} FROM scores GROUP BY model, mode"):
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(scores)")}
+            formulation = "formulation" if "formulation" in columns else "'cloze'"  # before formulations: cloze
+            for model, mode, form, total, *have in conn.execute(
+                    f"SELECT model, mode, {formulation}, count(*), {counts} FROM scores GROUP BY 1, 2, 3"):
                 norms = [n for column, n_have in zip(COLUMNS, have) if n_have == total for n in COLUMNS[column]]
-                out.add_scores(model, mode, norms, "the workspace")
+                out.add_scores(model, mode, ALL_ROTATIONS if form.startswith("letters+r") else form, norms,
+                               "the workspace")
+        if "generations" in tables:
+            out.generations.update(conn.execute("SELECT DISTINCT model, mode FROM generations"))
     except sqlite3.DatabaseError:
         pass  # an unreadable workspace is reported by the stage that opens it
     finally:
@@ -81,11 +98,12 @@ def stored(db: Path) -> Supply:
 @dataclass(frozen=True)
 class Need:
     stage: str
-    kind: str      # annotation | scores | tokenizer
-    what: tuple    # (annotator, rounds) | (model, mode, normalization) | (tokenizer,)
+    kind: str      # annotation | scores | generations | tokenizer
+    what: tuple    # (annotator, rounds) | (model, mode, normalization, formulation) | (model, mode) | (tokenizer,)
 
 
-def needs(rules: dict) -> list[Need]:
+def needs(rules: dict, default_formulation: str = "cloze") -> list[Need]:
+    """What the rules read; a score read in no named formulation is in ``default_formulation``."""
     out: list[Need] = []
 
     def walk(stage: str, cond: dict) -> None:
@@ -101,8 +119,12 @@ def needs(rules: dict) -> list[Need]:
             out.append(Need(stage, "annotation", (spec["annotator"], (2,))))
         elif kind == "status":  # reads the rounds named (both by default); records in one of them will do
             out.append(Need(stage, "annotation", (spec["annotator"], (spec["round"],) if "round" in spec else (1, 2))))
-        elif kind == "correct":
-            out.extend(Need(stage, "scores", (m, spec["mode"], spec["normalization"])) for m in spec["models"])
+        elif kind in ("correct", "rotated_correct"):
+            formulation = ALL_ROTATIONS if kind == "rotated_correct" else spec.get("formulation", default_formulation)
+            out.extend(Need(stage, "scores", (m, spec["mode"], spec["normalization"], formulation))
+                       for m in spec["models"])
+        elif kind == "seeds_correct":
+            out.append(Need(stage, "generations", (spec["model"], spec["mode"])))
         elif kind in ("length_spread", "gold_longest") and spec["unit"] == "tokens":
             out.append(Need(stage, "tokenizer", (spec["tokenizer"],)))
 
@@ -176,9 +198,9 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
     if not cfg.filter_rules:
         return problems
     rules = load_rules(cfg.filter_rules, **cfg.filter_options)
-    have = supply(cfg)
+    have, default = supply(cfg), default_formulation_of(cfg)
     stages: dict[tuple[str, tuple], list[str]] = {}  # one problem per missing input, naming every stage reading it
-    for need in needs(rules):
+    for need in needs(rules, default):
         stages.setdefault((need.kind, need.what), []).append(need.stage)
     for (kind, what), names in stages.items():
         where = (f"stage{'s' * (len(names) > 1)} {', '.join(map(repr, dict.fromkeys(names)))} of "
@@ -191,10 +213,16 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
                 problems.append((key, f"{where} read {annotator}'s {named} records, which no planned annotator "
                                       f"provides (planned: {_listing(have.annotations)})"))
         elif kind == "scores":
-            model, mode, norm = what
-            if norm not in have.scores.get((model, mode), {}):
-                problems.append(("scoring", f"{where} read {mode}-mode {norm} scores of model {model!r}, which no "
-                                            f"planned stage provides ({_scores_listing(have, model)})"))
+            model, mode, norm, formulation = what
+            if norm not in have.scores.get((model, mode, formulation), {}):
+                form = "" if formulation == default else f" in the {formulation} formulation"
+                problems.append(("scoring", f"{where} read {mode}-mode {norm} scores{form} of model {model!r}, which "
+                                            f"no planned stage provides ({_scores_listing(have, model, default)})"))
+        elif kind == "generations":
+            if what not in have.generations:
+                problems.append(("filter.rules", f"{where} read {what[0]!r}'s generated answers in {what[1]} mode, "
+                                                 f"which the workspace does not hold and an audit does not make "
+                                                 f"(run `curate generate` first)"))
         elif why := unresolvable(what[0], "tokenizer"):
             key = "filter.tokenizer" if "tokenizer" in cfg.filter_options else "filter.rules"
             problems.append((key, f"{where} count tokens with {what[0]!r}, which cannot be found: {why}"))
@@ -207,20 +235,23 @@ def plan_summary(cfg: AuditConfig) -> str:
 
     if not cfg.filter_rules:
         return "plan complete: no filter, so nothing the rules read is needed"
-    found = needs(load_rules(cfg.filter_rules, **cfg.filter_options))
+    found = needs(load_rules(cfg.filter_rules, **cfg.filter_options), default_formulation_of(cfg))
     rounds = {(n.what[0], r) for n in found if n.kind == "annotation" for r in n.what[1]}
     scores = {n.what for n in found if n.kind == "scores"}
     tokenizers = {n.what for n in found if n.kind == "tokenizer"}
+    generations = {n.what for n in found if n.kind == "generations"}
     return (f"plan complete: every input the rules read will exist after the planned stages (annotator rounds: "
-            f"{len(rounds)}; model x mode x normalization: {len(scores)}; tokenizers: {len(tokenizers)})")
+            f"{len(rounds)}; model x mode x normalization: {len(scores)}; tokenizers: {len(tokenizers)}"
+            + (f"; generated model x mode: {len(generations)}" if generations else "") + ")")
 
 
 def _listing(pairs) -> str:
     return ", ".join(f"{a} round {r}" for a, r in sorted(pairs)) or "none"
 
 
-def _scores_listing(have: Supply, model: str) -> str:
-    modes = {mode: sorted(norms) for (m, mode), norms in have.scores.items() if m == model}
+def _scores_listing(have: Supply, model: str, default: str) -> str:
+    modes = {mode + ("" if form == default else f" {form}"): sorted(norms)
+             for (m, mode, form), norms in have.scores.items() if m == model}
     if not modes:
         return f"nothing scores or imports {model!r}"
     return f"{model!r} will have " + "; ".join(f"{mode}: {', '.join(n)}" for mode, n in sorted(modes.items()))

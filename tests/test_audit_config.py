@@ -361,3 +361,28 @@ def test_a_builtin_without_path_or_hub_names_its_own_hub_id_in_the_plan(tmp_path
     path.write_text("workspace: ws\nbenchmark: {adapter: arc_easy}\n")
     assert describe(load_config(path, check_files=False))[1] == \
         "ingest     arc_easy: allenai/ai2_arc@unpinned (split validation)"
+
+
+def test_plan_names_scores_in_another_formulation_rotations_and_generations(tmp_path, base):
+    """Rules reading letters scores, rotated letters or generated answers, where the audit
+    scores cloze only and generates nothing: each is a gap named before anything is spent."""
+    from curate.audit_plan import plan_problems, plan_summary
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "name: r\nstages:\n"
+        "  - {name: letters, when: {correct: {models: [smollm2-135m], mode: full, normalization: sum, "
+        "formulation: letters, at_least: 1}}}\n"
+        "  - {name: rotated, when: {rotated_correct: {models: [smollm2-135m], mode: full, normalization: sum, "
+        "at_least: 0.5}}}\n"
+        "  - {name: seeds, when: {seeds_correct: {model: smollm2-135m, mode: zero, at_least: 2}}}\n"
+        "  - {name: cloze, when: {correct: {models: [smollm2-135m], mode: full, normalization: sum, at_least: 1}}}\n")
+    cfg = load_changed(tmp_path, base, _set("scoring", "formulations", ["cloze"]))
+    problems = dict((message.split(" of ")[0], (key, message)) for key, message in plan_problems(cfg))
+    assert "in the letters formulation" in problems["stage 'letters'"][1]
+    assert "in the letters+rotations formulation" in problems["stage 'rotated'"][1]
+    assert problems["stage 'seeds'"][0] == "filter.rules" and "run `curate generate` first" in problems["stage 'seeds'"][1]
+    assert "stage 'cloze'" not in problems and len(problems) == 3
+    planned = load_changed(tmp_path, base, _set("scoring", "formulations", ["cloze", "letters+rotations"]))
+    assert sorted(problems_of := [m.split(" of ")[0] for _, m in plan_problems(planned)]) == ["stage 'seeds'"], problems_of
+    assert plan_summary(load_changed(tmp_path, base, _set("scoring", "formulations", ["cloze"]))).startswith("plan")
