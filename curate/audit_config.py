@@ -264,7 +264,8 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
         seen.setdefault(a["annotator"], i)
     wanted = (data.get("filter") or {}).get("annotator")
     named = [a["annotator"] for a in data.get("annotators") or []]
-    if wanted and named and wanted not in named:
+    # A reviewer's verdicts (human:NAME) come from `curate review`, never from a planned stage.
+    if wanted and named and wanted not in named and not wanted.startswith("human:"):
         problems.append(("filter.annotator", f"{wanted!r} is not one of this audit's annotators ({', '.join(named)})"))
     scoring = data.get("scoring")
     if scoring is not None and not scoring.get("models") and not scoring.get("imports"):

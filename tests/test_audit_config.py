@@ -190,6 +190,11 @@ def test_scoring_on_several_devices_and_its_self_check(tmp_path, base):
     assert load_changed(tmp_path, base, lambda d: None).scoring.self_check == 2
 
 
+def test_filter_may_read_a_reviewers_verdicts(tmp_path, base):
+    cfg = load_changed(tmp_path, base, _set("filter", "annotator", "human:alice"))
+    assert cfg.filter_options["annotator"] == "human:alice"
+
+
 def test_filter_overrides_reach_the_filter(tmp_path, base):
     def change(data):
         data["filter"].update(annotator="local:smollm2-135m", tokenizer="smollm2-135m")
