@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,11 +42,25 @@ SPEND_WORDS = ("credit balance", "spend limit", "usage limit", "billing")
 
 
 class Stop(CurateError):
-    """An error that retrying cannot fix (bad key, no credit, bad request): end the run."""
+    """An error that retrying cannot fix (bad key, no credit, bad request): end the run.
+    ``billed``: replies already paid for in this item's conversation (see ``keep_billed``)."""
+    billed: list = []
 
 
 class GaveUp(Exception):
-    """Transient errors outlasted the retry budget for one request; the item stays pending."""
+    """Transient errors outlasted the retry budget for one request; the item stays pending.
+    ``billed`` as for Stop."""
+    billed: list = []
+
+
+def keep_billed(call, attempts: list[dict]):
+    """``call()``; when it raises Stop or GaveUp, the error carries ``attempts`` (the replies
+    already paid for before this request), so the caller can still enter them in the ledger."""
+    try:
+        return call()
+    except (Stop, GaveUp) as exc:
+        exc.billed = list(attempts)
+        raise
 
 
 @dataclass
@@ -67,12 +82,36 @@ def api_key() -> str:
     return key
 
 
+#: An HTTP header name (RFC 9110 token).
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
 def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anthropic.Anthropic:
     """A client for ``ANTHROPIC_BASE_URL`` (or the public API). ``key_header`` additionally sends
-    the key in that header, for compatible servers that read e.g. ``x-api-key``."""
+    the key in that header, for compatible servers that read e.g. ``x-api-key``.
+
+    Settings no request can succeed with fail here, in one line naming the setting: the HTTP
+    library would report a key with a line break as a "Connection error" and the run would
+    retry it with backoff."""
     key = api_key()
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise CurateError("ANTHROPIC_API_KEY holds a line break or another control character (a trailing "
+                          "newline from a file?); remove it")
+    if key_header is not None and not HEADER_NAME.fullmatch(key_header):
+        raise CurateError(f"--key-header {key_header!r} is not a valid HTTP header name")
     headers = {key_header: key} if key_header else None
-    return anthropic.Anthropic(api_key=key, max_retries=0, timeout=timeout, default_headers=headers)
+    try:
+        client = anthropic.Anthropic(api_key=key, max_retries=0, timeout=timeout, default_headers=headers)
+    except Exception as exc:  # the HTTP library's InvalidURL and kin
+        raise CurateError(bad_base_url(str(exc))) from None
+    if client.base_url.scheme not in ("http", "https") or not client.base_url.host:
+        raise CurateError(bad_base_url("give http(s)://HOST[:PORT][/PATH]"))
+    return client
+
+
+def bad_base_url(why: str) -> str:
+    url = redact(os.environ.get("ANTHROPIC_BASE_URL") or "")
+    return f"ANTHROPIC_BASE_URL {url!r} is not a usable URL: {redact(why)}"
 
 
 def request_params(model: str, item: dict, round: int, *, cache: bool = False) -> dict:
@@ -287,8 +326,9 @@ def ask(client: anthropic.Anthropic, params: dict, item: dict, round: int, *, re
     messages = list(params["messages"])
     attempts: list[dict] = []
     for _ in range(parse_retries + 1):
-        message = checked_message(client, with_retries(lambda: client.messages.create(**{**params, "messages": messages}),
-                                                       retries=retries, backoff=backoff, counters=counters))
+        message = keep_billed(lambda: checked_message(client, with_retries(
+            lambda: client.messages.create(**{**params, "messages": messages}),
+            retries=retries, backoff=backoff, counters=counters)), attempts)
         blocks = content_blocks(message)
         answer = read_answer(blocks, message.stop_reason, round, item)
         attempts.append({"content": blocks, "stop_reason": message.stop_reason, "problem": judge(answer),

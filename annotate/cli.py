@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from curate.click_types import finite
 from curate.errors import CurateError
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -17,7 +18,7 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 @click.option("--annotator", required=True, help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or local:MODEL (e.g. local:smollm2-135m).")
 @click.option("--batch", is_flag=True, help="anthropic: send through the Message Batches API (half price, slower).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Send a request only when its worst case (re-asks included) fits: this run never spends more than USD.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, callback=finite, help="Send a request only when its worst case (re-asks included) fits: this run never spends more than USD.")
 @click.option("--dry-run", is_flag=True, help="Count items, tokens (the endpoint's count_tokens, else an upper bound) and the most it could cost; send nothing.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
 @click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True, help="Retries per request on 408/429/5xx/529, timeouts and connection errors.")

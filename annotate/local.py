@@ -19,6 +19,7 @@ from functools import cached_property
 import yaml
 
 from annotate.prompts import PROMPT_DIR, VERSION, kind_of, letters, load_prompt, render_item
+from curate.errors import CurateError
 
 
 def questions_file(kind: str):
@@ -77,7 +78,7 @@ class LocalAnnotator:
         messages = [{"role": "system", "content": instructions.split("\n\nAnswer only")[0]},
                     {"role": "user", "content": render_item(item, round) + "\n\n" + marker}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        before, after = text.split(marker)
+        before, _, after = text.rpartition(marker)  # the last one is ours: the item text may hold it too
         split = before.index("<|im_start|>user") if "<|im_start|>user" in before else 0
         return before[:split], before[split:], after
 
@@ -136,19 +137,50 @@ class LocalAnnotator:
                 out.append((max(range(len(scores)), key=scores.__getitem__), scores))
         return out
 
-    def annotate(self, item: dict, round: int) -> tuple[dict, str]:
+    def asks(self, item: dict, round: int) -> tuple[list[str], list[tuple[str, list[str]]]]:
+        """The result keys and, for each, the question and its allowed answers."""
         q = self.questions(kind_of(item))
         yes_no = q["yes_no"]
         opts = letters(len(item["options"]))
         if round == 1:
             keys = list(q["round1"])
-            asks = [(q["round1"][k], yes_no) for k in keys]
-        else:
-            others = [i for i in range(len(opts)) if i != item["gold"]]
-            keys = ["best", "worst", "all_implausible"] + [f"equally_good:{i}" for i in others]
-            texts = [q["round2"]["best"], q["round2"]["worst"], q["round2"]["all_implausible"]] + [
-                q["round2"]["equally_good"].format(letter=opts[i], gold=opts[item["gold"]]) for i in others]
-            asks = [(t, opts if k in ("best", "worst") else yes_no) for k, t in zip(keys, texts)]
+            return keys, [(q["round1"][k], yes_no) for k in keys]
+        others = [i for i in range(len(opts)) if i != item["gold"]]
+        keys = ["best", "worst", "all_implausible"] + [f"equally_good:{i}" for i in others]
+        texts = [q["round2"]["best"], q["round2"]["worst"], q["round2"]["all_implausible"]] + [
+            q["round2"]["equally_good"].format(letter=opts[i], gold=opts[item["gold"]]) for i in others]
+        return keys, [(t, opts if k in ("best", "worst") else yes_no) for k, t in zip(keys, texts)]
+
+    @cached_property
+    def context_length(self) -> int:
+        from scoring.run import max_length
+        return max_length(self.model, self.tokenizer)
+
+    def prompt_length(self, item: dict, round: int) -> int:
+        """Tokens of the longest sequence the model reads for ``item``: instructions, item,
+        question and answer. Past the model's context its answers would be meaningless."""
+        instructions, item_text, after = self.chat_parts(item, round)
+        lengths = self.__dict__.setdefault("_lengths", {})
+
+        def length(text: str) -> int:
+            if text not in lengths:
+                lengths[text] = len(self._encode(text))
+            return lengths[text]
+        _, asks = self.asks(item, round)
+        longest = max(length(q + after) + max(length(a) for a in answers) for q, answers in asks)
+        return length(instructions) + len(self._encode(item_text)) + longest
+
+    def check_lengths(self, items: list[dict], round: int) -> None:
+        """Refuse the run before anything is stored when an item does not fit the context."""
+        for item in items:
+            n = self.prompt_length(item, round)
+            if n > self.context_length:
+                raise CurateError(f"item {item['item_id']}: annotating it takes {n} tokens, more than the "
+                                  f"{self.context_length} of {self.name}'s context; leave it out (--limit, filters) "
+                                  f"or use a model with a longer context")
+
+    def annotate(self, item: dict, round: int) -> tuple[dict, str]:
+        keys, asks = self.asks(item, round)
         picked = dict(zip(keys, self.choose_all(self.chat_parts(item, round), asks)))
         raw = json.dumps({k: {"answer": asks[i][1][picked[k][0]], "logprobs": [round6(x) for x in picked[k][1]]}
                           for i, k in enumerate(keys)}, ensure_ascii=False)

@@ -1,11 +1,13 @@
 """Annotating a workspace: pick the items still to do, ask the annotator, store one record each.
 
 Every item gets a request key, a hash of what decides the answer (item content, round, prompt
-version, annotator, parameters). An item counts as done when it has a valid or refused record
-under the current key; everything else (no record, an invalid one, one made under another prompt
-or item version) is asked again, so re-running resumes an interrupted run and re-asks only what
-failed. Each record is written with its cost-ledger rows in one transaction as soon as its reply
-is read, so a killed run loses at most the requests in flight.
+version, annotator, parameters); items of identical content share it, so records, "done" and
+batch requests go by (item, key), never by key alone. An item counts as done when it has a valid
+or refused record under the current key; everything else (no record, an invalid one, one made
+under another prompt or item version) is asked again, so re-running resumes an interrupted run
+and re-asks only what failed. Each record is written with its cost-ledger rows in one transaction as soon as its reply
+is read, so a killed run loses at most the requests in flight; a reply paid for is entered in the
+ledger (and counts against ``--max-cost``) even when a re-ask after it fails.
 
 One run at a time works on one (annotator, round) of a workspace (``curate.lock``): a second
 would ask for the same pending items and pay for them twice.
@@ -31,8 +33,8 @@ from tqdm import tqdm
 
 from annotate import claude, prices
 from annotate.prompts import kind_of, load_prompt, read_answer
-from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, open_annotations, \
-    open_batches, write_annotation, LEDGER_TOKENS
+from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
+    open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
 from curate.errors import CurateError
 from curate.items import canonical_json, sha256_text
 from curate.lock import work_lock
@@ -54,10 +56,12 @@ def request_key(item: dict, round: int, prompt_version: str, annotator: str, par
                                        "params": params}))
 
 
-def done_keys(ws: Workspace, annotator: str, round: int) -> set[str]:
-    return {r[0] for r in ws.conn.execute(
-        "SELECT request_key FROM annotations WHERE annotator = ? AND round = ? AND status IN ('valid', 'refused')",
-        (annotator, round))}
+def done_keys(ws: Workspace, annotator: str, round: int) -> set[tuple[str, str]]:
+    """(item_id, request_key) of the items done: a key alone is shared by items of the same
+    content, and one item's record must not count for its twin."""
+    return {(r[0], r[1]) for r in ws.conn.execute(
+        "SELECT item_id, request_key FROM annotations WHERE annotator = ? AND round = ? "
+        "AND status IN ('valid', 'refused')", (annotator, round))}
 
 
 @dataclass
@@ -79,8 +83,9 @@ class Job:
 
     def save(self, item: dict, status: str, result, raw: str | None, snapshot: str | None,
              attempts: list[dict] = (), *, batch: bool = False, model: str | None = None,
-             ledgered: int = 0) -> None:
-        """One record plus ledger rows for the replies not yet entered (``ledgered`` already are)."""
+             ledgered: int = 0, batch_request: tuple[str, str] | None = None) -> None:
+        """One record plus ledger rows for the replies not yet entered (``ledgered`` already are);
+        ``batch_request`` (batch_id, custom_id): the batch result this is, marked stored."""
         costs = [a.get("usd", 0.0) for a in attempts]
         cost = {k: sum(a["usage"][k] for a in attempts) for k in LEDGER_TOKENS} if attempts else {}
         cost.update(usd=round(sum(costs), 8), replies=len(attempts), batch=batch)
@@ -92,9 +97,22 @@ class Job:
             write_annotation(self.ws, record, cost=cost, run_id=self.run_id)
             for n, a in enumerate(attempts[ledgered:], start=ledgered + 1):
                 self.ledger(item, n, a, batch=batch)
+            if batch_request is not None:
+                mark_saved(self.ws, *batch_request)
         self.spent += sum(costs[ledgered:])
         self.counts[status] += 1
         self.tick()
+
+    def bill(self, item: dict, attempts: list[dict], *, batch: bool = False,
+             batch_request: tuple[str, str] | None = None, first: int = 1) -> None:
+        """Ledger rows (and spend) for billed replies that leave no record yet: a reply to be
+        asked again, or replies before a re-ask that failed. Paid is paid, whatever comes next."""
+        with self.ws.transaction():
+            for n, a in enumerate(attempts, start=first):
+                self.ledger(item, n, a, batch=batch)
+            if batch_request is not None:
+                mark_saved(self.ws, *batch_request)
+        self.spent += sum(a["usd"] for a in attempts)
 
     def ledger(self, item: dict, attempt: int, a: dict, *, batch: bool) -> None:
         add_ledger(self.ws, run_id=self.run_id, item_id=item["item_id"], request_key=self.keys[item["item_id"]],
@@ -192,7 +210,7 @@ class Work:
                       "parse_retries": parse_retries}
         keys = {it["item_id"]: request_key(it, round, version[kind_of(it)], annotator, params) for it in items}
         done = done_keys(ws, annotator, round)
-        todo = [it for it in items if keys[it["item_id"]] not in done]
+        todo = [it for it in items if (it["item_id"], keys[it["item_id"]]) not in done]
         return cls(annotator, round, backend, model, version, params, items, keys, todo, local)
 
 
@@ -204,6 +222,8 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
         client = claude.make_client(timeout=timeout, key_header=key_header)  # no key: fail before a run is recorded
         if work.todo:
             cache = cache_decision(client, model, work.todo[0], round, retries=retries, backoff=backoff)
+    if work.backend == "local":
+        work.local.check_lengths(work.todo, round)  # an item past the context: refuse before a run is recorded
     run_id = f"run-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
     versions = work.version
     info = {"backend": work.backend, "model": model, "params": work.params,
@@ -231,7 +251,7 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
                        f"{job.over_budget:.4f} USD in the worst case, which would not fit; this run spent "
                        f"{cost['usd']:.4f} USD")
     done = done_keys(ws, annotator, round)
-    left = sum(1 for it in work.items if work.keys[it["item_id"]] not in done)
+    left = sum(1 for it in work.items if (it["item_id"], work.keys[it["item_id"]]) not in done)
     return {"run_id": run_id, "annotator": annotator, "round": round, "items": len(work.items),
             "skipped": len(work.items) - len(work.todo), "valid": job.counts["valid"],
             "invalid": job.counts["invalid"], "refused": job.counts["refused"], "failed": job.counts["failed"],
@@ -341,23 +361,31 @@ def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool,
                 reserved.pop(future)
                 try:
                     reply = future.result()
-                except claude.Stop as exc:
-                    job.stopped = job.stopped or str(exc)
+                except (claude.Stop, claude.GaveUp) as exc:
+                    job.bill(item, priced(model, exc.billed))
+                    if isinstance(exc, claude.Stop):
+                        job.stopped = job.stopped or str(exc)
+                    else:
+                        job.fail(str(exc))
                     continue
-                except claude.GaveUp as exc:
-                    job.fail(str(exc))
-                    continue
-                for a in reply.attempts:
-                    a["usd"] = prices.usd(model, **a["usage"])
-                job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot, reply.attempts)
+                job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot,
+                         priced(model, reply.attempts))
             job.show(counters.retrying)
             refill(pool)
 
 
+def priced(model: str, attempts: list[dict]) -> list[dict]:
+    """``attempts`` with each reply's USD at the Messages API's prices."""
+    for a in attempts:
+        a["usd"] = prices.usd(model, **a["usage"])
+    return attempts
+
+
 # --- anthropic: Message Batches --------------------------------------------------------------
 
-def custom_id(key: str, attempt: int) -> str:
-    return f"k{key.split(':')[-1][:40]}-{attempt}"
+def custom_id(key: str, item_id: str, attempt: int) -> str:
+    """A batch request's id, unique per item: items of the same content share ``key``."""
+    return f"k{sha256_text(item_id + chr(0) + key).split(':')[-1][:40]}-{attempt}"
 
 
 def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, max_cost, retries: int,
@@ -405,7 +433,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
             rows = []
             for it in take:
                 submitted[it["item_id"]] += 1
-                rows.append((custom_id(job.keys[it["item_id"]], submitted[it["item_id"]]),
+                rows.append((custom_id(job.keys[it["item_id"]], it["item_id"], submitted[it["item_id"]]),
                              it["item_id"], job.keys[it["item_id"]]))
             requests = [{"custom_id": cid, "params": claude.request_params(model, by_id[iid], job.round, cache=cache)}
                         for cid, iid, _ in rows]
@@ -431,14 +459,18 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
         except (claude.Stop, claude.GaveUp) as exc:
             job.stopped = f"{exc}; batch {batch_id} is kept and polled again on the next run"
             break
-        seen = set()
+        seen, saved = set(), saved_results(job.ws, batch_id)
         for res in results:
             if res.custom_id not in mapping:
                 continue
             seen.add(res.custom_id)
             item_id, key = mapping[res.custom_id]
             job.keys.setdefault(item_id, key)
-            handle_result(job, item(item_id), res, model, replies, resubmits, queue, retries, parse_retries, client)
+            if res.custom_id in saved:  # stored by a run killed before it closed this batch
+                requeue_unfinished(job, item_id, key, by_id, queue)
+                continue
+            handle_result(job, item(item_id), res, model, replies, resubmits, queue, retries, parse_retries, client,
+                          (batch_id, res.custom_id))
         for cid, (item_id, _) in mapping.items():  # a request with no result line: ask again
             if cid not in seen and item_id in by_id:
                 queue.append(by_id[item_id])
@@ -456,8 +488,17 @@ def batch_status(client, batch) -> str:
     return status
 
 
+def requeue_unfinished(job: Job, item_id: str, key: str, by_id: dict, queue: list) -> None:
+    """A result stored by an earlier run that left its item without a record (an unusable reply
+    whose re-ask was never sent): ask again, without storing or billing that result twice."""
+    stored = job.ws.conn.execute("SELECT 1 FROM annotations WHERE annotator = ? AND round = ? AND item_id = ? "
+                                 "AND request_key = ?", (job.annotator, job.round, item_id, key)).fetchone()
+    if not stored and item_id in by_id:
+        queue.append(by_id[item_id])
+
+
 def handle_result(job: Job, item: dict, res, model: str, replies: dict, resubmits: Counter, queue: list,
-                  retries: int, parse_retries: int, client) -> None:
+                  retries: int, parse_retries: int, client, request: tuple[str, str]) -> None:
     kind = res.result.type
     if kind != "succeeded":
         resubmits[item["item_id"]] += 1
@@ -475,11 +516,10 @@ def handle_result(job: Job, item: dict, res, model: str, replies: dict, resubmit
     mine = replies.setdefault(item["item_id"], [])
     mine.append(attempt)
     if answer.status == "unusable" and len(mine) <= parse_retries:
-        with job.ws.transaction():
-            job.ledger(item, len(mine), attempt, batch=True)
-        job.spent += attempt["usd"]
+        job.bill(item, [attempt], batch=True, batch_request=request, first=len(mine))
         queue.append(item)
         return
     status = "invalid" if answer.status == "unusable" else answer.status
     reply = claude.Reply(status, answer.result, mine, message.model)
-    job.save(item, status, answer.result, reply.raw, message.model, mine, batch=True, ledgered=len(mine) - 1)
+    job.save(item, status, answer.result, reply.raw, message.model, mine, batch=True, ledgered=len(mine) - 1,
+             batch_request=request)

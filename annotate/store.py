@@ -94,6 +94,40 @@ MIGRATIONS = [
             PRIMARY KEY (annotator, round, item_id, version)
         );
     """),
+    # Items with the same content share a request key (it hashes the content, not the item id),
+    # so the key is unique per (annotator, round, item), not across items: with the old UNIQUE,
+    # writing one item's record deleted its twin's. SQLite cannot drop a constraint, so the table
+    # is rebuilt with every row; the keys stay as they were, so nothing is asked again.
+    ("annotations-005-key-per-item", """
+        CREATE TABLE annotations_new (
+            annotator      TEXT NOT NULL,
+            round          INTEGER NOT NULL,
+            item_id        TEXT NOT NULL REFERENCES items(item_id),
+            status         TEXT NOT NULL CHECK (status IN ('valid', 'invalid', 'refused')),
+            result_json    TEXT,
+            raw            TEXT,
+            prompt_version TEXT,
+            model_snapshot TEXT,
+            request_key    TEXT NOT NULL,
+            content_hash   TEXT NOT NULL,
+            cost_json      TEXT,
+            run_id         TEXT REFERENCES annotation_runs(run_id),
+            created_at     TEXT NOT NULL,
+            PRIMARY KEY (annotator, round, item_id)
+        );
+        INSERT INTO annotations_new (annotator, round, item_id, status, result_json, raw, prompt_version,
+                                     model_snapshot, request_key, content_hash, cost_json, run_id, created_at)
+            SELECT annotator, round, item_id, status, result_json, raw, prompt_version, model_snapshot,
+                   request_key, content_hash, cost_json, run_id, created_at FROM annotations;
+        DROP TABLE annotations;
+        ALTER TABLE annotations_new RENAME TO annotations;
+        CREATE INDEX annotations_key ON annotations(request_key);
+    """),
+    # A batch result is marked when its record and ledger rows are written (same transaction),
+    # so a run killed before the batch was closed skips it on resume instead of paying twice.
+    ("annotations-006-batch-saved", """
+        ALTER TABLE annotation_batch_requests ADD COLUMN saved_at TEXT;
+    """),
 ]
 
 #: Round-1 labels in the order reports list them (see the schema's $defs/label).
@@ -232,8 +266,21 @@ def add_batch(ws: Workspace, *, batch_id: str, run_id: str, annotator: str, roun
     with ws.transaction() as c:
         c.execute("INSERT INTO annotation_batches VALUES (?, ?, ?, ?, 'submitted', ?)",
                   (batch_id, run_id, annotator, round, now()))
-        c.executemany("INSERT INTO annotation_batch_requests VALUES (?, ?, ?, ?)",
-                      ((batch_id, *r) for r in requests))
+        c.executemany("INSERT INTO annotation_batch_requests (batch_id, custom_id, item_id, request_key) "
+                      "VALUES (?, ?, ?, ?)", ((batch_id, *r) for r in requests))
+
+
+def mark_saved(ws: Workspace, batch_id: str, custom_id: str) -> None:
+    """Note that one batch result is stored (call in the transaction that stores it)."""
+    ws.conn.execute("UPDATE annotation_batch_requests SET saved_at = ? WHERE batch_id = ? AND custom_id = ?",
+                    (now(), batch_id, custom_id))
+
+
+def saved_results(ws: Workspace, batch_id: str) -> set[str]:
+    """custom_ids of the batch whose results are already stored (by a run killed before it
+    closed the batch): they must not be stored, or billed, again."""
+    return {r[0] for r in ws.conn.execute(
+        "SELECT custom_id FROM annotation_batch_requests WHERE batch_id = ? AND saved_at IS NOT NULL", (batch_id,))}
 
 
 def open_batches(ws: Workspace, *, annotator: str, round: int) -> dict[str, dict[str, tuple[str, str]]]:

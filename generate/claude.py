@@ -44,12 +44,14 @@ def reply_text(message) -> str:
 def ask(client, params: dict, options: list[str], *, parse_retries: int, retries: int, backoff: float,
         counters: claude.Counters) -> tuple[Parsed, list[dict]]:
     """The parsed answer and every reply ({text, stop_reason, usage, model, usd}). An unreadable
-    reply is followed by a reminder turn, at most ``parse_retries`` times; a refusal is final."""
+    reply is followed by a reminder turn, at most ``parse_retries`` times; a refusal is final and
+    unparsed, whatever text came before it. A 200 that is not a message ends the run (Stop)."""
     messages = list(params["messages"])
     attempts: list[dict] = []
     for _ in range(parse_retries + 1):
-        message = claude.with_retries(lambda: client.messages.create(**{**params, "messages": messages}),
-                                      retries=retries, backoff=backoff, counters=counters)
+        message = claude.keep_billed(lambda: claude.checked_message(client, claude.with_retries(
+            lambda: client.messages.create(**{**params, "messages": messages}),
+            retries=retries, backoff=backoff, counters=counters)), attempts)
         text, usage = reply_text(message), claude.usage_of(message)
         parsed = parse_reply(text, options)
         attempts.append({"text": text, "stop_reason": message.stop_reason, "usage": usage, "model": message.model,
@@ -58,6 +60,6 @@ def ask(client, params: dict, options: list[str], *, parse_retries: int, retries
             break
         messages += [{"role": "assistant", "content": text or "(no reply)"},
                      {"role": "user", "content": REASK.format(numbers=numbers_text(len(options)))}]
-    if attempts[-1]["stop_reason"] == "refusal" and parsed.status == "unparsed":
+    if attempts[-1]["stop_reason"] == "refusal":  # partial text before a refusal is no answer
         parsed = Parsed("unparsed", None, None, "the model refused")
     return parsed, attempts

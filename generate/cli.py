@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from curate.click_types import finite
 from curate.errors import CurateError
 from scoring.cli import _modes  # one reading of --modes for every command that takes it
 
@@ -37,7 +38,7 @@ def _template(ctx, param, value: str) -> str:
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="local: cpu, cuda or cuda:N.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="anthropic: requests in flight.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None,
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, callback=finite,
               help="anthropic: stop before this run's spend could exceed USD (re-asks included).")
 @click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True,
               help="anthropic: retries per request on 408/429/5xx/529, timeouts and connection errors.")

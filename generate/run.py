@@ -3,7 +3,8 @@
 One unit is one (item, mode, seed). Its request key hashes everything that decides the reply:
 the item's content, mode, seed, model label and identity (weights, tokenizer, chat template and
 dtype for a local model; the model name for Claude), template name and hash, and the decoding
-settings. A unit whose key is stored is never asked again, so a second identical run does
+settings. Items of identical content share a key, so "stored" means a record of this unit's
+item under its key; a unit stored is never asked again, so a second identical run does
 nothing and an interrupted one (even ``kill -9``) resumes: local batches commit one by one, and
 each Claude reply is written with its ledger rows in one transaction as soon as it is read.
 
@@ -41,6 +42,11 @@ class Unit:
     key: str
     instructions: str
     user: str
+
+    @property
+    def done_key(self) -> tuple[str, str]:
+        """What marks this unit stored (``done_keys``): its item and request key."""
+        return self.item["item_id"], self.key
 
     @property
     def options(self) -> list[str]:
@@ -139,14 +145,14 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
         else:
             from annotate import claude, prices
             prices.price(name)  # unknown model: fail before anything is asked
-            claude.api_key()
+            claude.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
             identity = {"model": name, "parse_retries": parse_retries}
         scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
                  "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
                  "max_new_tokens": max_new_tokens}
         units = plan(items, modes, seeds, tpl, scope)
         done = done_keys(ws, label, tpl.name, settings)
-        todo = [u for u in units if u.key not in done]
+        todo = [u for u in units if u.done_key not in done]
         run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
         info = {"model": model, "backend": backend, "identity": identity, "template": tpl.name,
                 "template_hash": tpl.hash, "settings": {"temperature": temperature, "top_p": top_p,
@@ -181,7 +187,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                 "items": len(items), "modes": list(modes), "seeds": seeds, "units": len(units),
                 "cached": len(units) - len(todo), "computed": computed,
                 **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
-                "remaining": sum(1 for u in units if u.key not in stored), "stopped": job.stopped,
+                "remaining": sum(1 for u in units if u.done_key not in stored), "stopped": job.stopped,
                 "last_error": job.last_error, "cost": ledger_totals(ws, run_id),
                 "seconds": round(time.perf_counter() - start, 3), "generate_seconds": round(loop_seconds, 3),
                 "answers_per_second": round(computed / loop_seconds, 3) if computed and loop_seconds else None}
@@ -308,23 +314,31 @@ def run_claude(job: Job, todo: list[Unit], model: str, *, max_new_tokens: int,
                 unit, _ = inflight.pop(future)
                 try:
                     parsed, attempts = future.result()
-                except api.Stop as exc:
-                    job.stopped = job.stopped or str(exc)
-                    continue
-                except api.GaveUp as exc:
-                    job.fail(str(exc))
+                except (api.Stop, api.GaveUp) as exc:
+                    bill(job, unit, exc.billed)  # replies paid for before the failed re-ask
+                    if isinstance(exc, api.Stop):
+                        job.stopped = job.stopped or str(exc)
+                    else:
+                        job.fail(str(exc))
                     continue
                 last = attempts[-1]
                 rec = job.record(unit, parsed, raw=last["text"], new_tokens=last["usage"]["output_tokens"],
                                  finish=last["stop_reason"], replies=[a["text"] for a in attempts])
-                with job.ws.transaction():
-                    write_generations(job.ws, [rec])
-                    for n, a in enumerate(attempts, start=1):
-                        add_ledger(job.ws, run_id=job.run_id, item_id=unit.item["item_id"], request_key=unit.key,
-                                   attempt=n, model_snapshot=a["model"], usage=a["usage"], usd=a["usd"])
-                job.spent += sum(a["usd"] for a in attempts)
+                bill(job, unit, attempts, rec)
                 job.saved([rec])
             refill(pool)
+
+
+def bill(job: Job, unit: Unit, attempts: list[dict], rec: dict | None = None) -> None:
+    """Store ``rec`` (if any) with a ledger row per billed reply, in one transaction, and count
+    the replies against --max-cost: every paid reply is entered, even when no record follows."""
+    with job.ws.transaction():
+        if rec is not None:
+            write_generations(job.ws, [rec])
+        for n, a in enumerate(attempts, start=1):
+            add_ledger(job.ws, run_id=job.run_id, item_id=unit.item["item_id"], request_key=unit.key,
+                       attempt=n, model_snapshot=a["model"], usage=a["usage"], usd=a["usd"])
+    job.spent += sum(a["usd"] for a in attempts)
 
 
 def summary_line(s: dict) -> str:

@@ -76,6 +76,43 @@ MIGRATIONS = [
         );
         CREATE INDEX generation_ledger_run ON generation_ledger(run_id);
     """),
+    # Items with the same content share a request key (it hashes the content, not the item id):
+    # the key is unique per record's (model, template, settings, mode, seed, item), not across
+    # items; with the old UNIQUE, writing one item's record deleted its twin's. SQLite cannot drop
+    # a constraint, so the table is rebuilt with every row; stored keys stay valid.
+    ("generations-002-key-per-item", """
+        CREATE TABLE generations_new (
+            model          TEXT NOT NULL,
+            template       TEXT NOT NULL,
+            settings       TEXT NOT NULL,
+            mode           TEXT NOT NULL,
+            seed           INTEGER NOT NULL,
+            item_id        TEXT NOT NULL REFERENCES items(item_id),
+            order_json     TEXT NOT NULL,
+            raw            TEXT NOT NULL,
+            status         TEXT NOT NULL CHECK (status IN ('strict', 'lenient', 'unparsed')),
+            method         TEXT,
+            detail         TEXT,
+            shown          INTEGER,
+            pred           INTEGER,
+            new_tokens     INTEGER,
+            finish         TEXT,
+            attempts       INTEGER NOT NULL,
+            replies_json   TEXT,
+            request_key    TEXT NOT NULL,
+            content_hash   TEXT NOT NULL,
+            run_id         TEXT NOT NULL REFERENCES generation_runs(run_id),
+            created_at     TEXT NOT NULL,
+            PRIMARY KEY (model, template, settings, mode, seed, item_id)
+        );
+        INSERT INTO generations_new SELECT model, template, settings, mode, seed, item_id, order_json, raw, status,
+            method, detail, shown, pred, new_tokens, finish, attempts, replies_json, request_key, content_hash,
+            run_id, created_at FROM generations;
+        DROP TABLE generations;
+        ALTER TABLE generations_new RENAME TO generations;
+        CREATE INDEX generations_run ON generations(run_id);
+        CREATE INDEX generations_key ON generations(request_key);
+    """),
 ]
 
 RECORD_COLUMNS = ("model", "template", "settings", "mode", "seed", "item_id", "order_json", "raw", "status",
@@ -129,9 +166,11 @@ def ledger_totals(ws: Workspace, run_id: str) -> dict:
     return annotation_store.ledger_totals(ws, run_id, table="generation_ledger")
 
 
-def done_keys(ws: Workspace, model: str, template: str, settings: str) -> set[str]:
-    return {r[0] for r in ws.conn.execute(
-        "SELECT request_key FROM generations WHERE model = ? AND template = ? AND settings = ?",
+def done_keys(ws: Workspace, model: str, template: str, settings: str) -> set[tuple[str, str]]:
+    """(item_id, request_key) of the stored records: items of the same content share a key, and
+    one item's record must not count for its twin."""
+    return {(r[0], r[1]) for r in ws.conn.execute(
+        "SELECT item_id, request_key FROM generations WHERE model = ? AND template = ? AND settings = ?",
         (model, template, settings))}
 
 

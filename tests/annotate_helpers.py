@@ -95,3 +95,24 @@ def kill_when_stored(args: list[str], db: Path, table: str, rows: int, *, env: d
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+TWINS = [{"question": "What is 2+2?", "choices": ["3", "4", "5", "6"], "answer": 1},
+         {"question": "What is the capital of France?", "choices": ["Paris", "Rome", "Berlin", "Madrid"], "answer": 0},
+         {"question": "What is 2+2?", "choices": ["3", "4", "5", "6"], "answer": 1}]
+
+
+def twin_workspace(root):
+    """Three question items; the first and the last have the same content (and request key)."""
+    import json
+
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+
+    data = root.parent / f"{root.name}-twins.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in TWINS))
+    ingest(root, data=str(data), adapter=get_adapter("generic", question="question", choices=("choices",),
+                                                     answer="answer"))
+    items = items_of(root)
+    assert items[0]["content_hash"] == items[2]["content_hash"] != items[1]["content_hash"]
+    return root

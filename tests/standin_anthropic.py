@@ -253,3 +253,14 @@ class StandIn:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+class OverloadedAfterFirst(StandIn):
+    """Answers the first messages request, then 529 to every other: a re-ask outlasts its retries."""
+
+    def messages(self, body, key=""):
+        if self.answered >= 1:
+            with self.lock:
+                self.requests.append(body)
+            return 529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        return super().messages(body, key)

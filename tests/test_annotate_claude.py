@@ -21,9 +21,10 @@ import pytest
 from annotate import claude
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
-from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, kill_when_stored, records, small_workspace
+from annotate_helpers import (KEY, MODEL, api_env, copy_ws, items_of, katan, kill_when_stored, records,
+                              small_workspace, twin_workspace)
 from conftest import ROOT, run_cli
-from standin_anthropic import StandIn
+from standin_anthropic import OverloadedAfterFirst, StandIn
 
 ANNOTATOR = f"anthropic:{MODEL}"
 FAST = dict(backoff=0.01, show_progress=False)
@@ -215,3 +216,106 @@ def test_killed_run_resumes_without_duplicates(base_ws, tmp_path):
     second_run = ledger[ledger.run_id != first.run_id.iloc[0]]
     assert set(second_run.item_id).isdisjoint(first.item_id)
     assert set(second_run.item_id) | set(first.item_id) == set(frame.item_id)
+
+
+# --- items of identical content (MMLU test has 27 such pairs) --------------------------------
+
+@pytest.mark.parametrize("batch", [False, True], ids=["messages", "batches"])
+def test_items_of_identical_content_get_a_record_each(tmp_path, monkeypatch, batch):
+    ws = twin_workspace(tmp_path / "ws")
+    ids = [it["item_id"] for it in items_of(ws)]
+    with StandIn() as s:
+        api_env(monkeypatch, s.url)
+        first = annotate_workspace(ws, 2, ANNOTATOR, batch=batch, poll_interval=0.01, **FAST)
+        again = annotate_workspace(ws, 2, ANNOTATOR, batch=batch, poll_interval=0.01, **FAST)
+        sent = [r["custom_id"] for b in s.batches.values() for r in b["requests"]] if batch else s.requests
+    assert (first["valid"], first["remaining"], first["stopped"]) == (3, 0, None) and len(sent) == 3
+    assert (again["skipped"], again["remaining"], again["cost"]["replies"]) == (3, 0, 0)
+    frame = records(ws, round=2, annotator=ANNOTATOR)
+    assert sorted(frame.item_id) == sorted(ids) and set(frame.status) == {"valid"}
+    assert frame.request_key.nunique() == 2  # the stored keys are the content's, as before
+    ledger = read_ledger(open_annotations(ws))
+    assert sorted(ledger.item_id) == sorted(ids)
+
+
+def test_migration_keeps_the_records_of_an_older_workspace(tmp_path, monkeypatch):
+    """A workspace made before annotations-005 (request_key UNIQUE) keeps its records and keys:
+    only the twin it could not hold is asked."""
+    import sqlite3
+
+    from annotate.store import MIGRATIONS
+    from curate.store import Workspace
+
+    done = twin_workspace(tmp_path / "done")
+    with StandIn() as s:
+        api_env(monkeypatch, s.url)
+        annotate_workspace(done, 2, ANNOTATOR, **FAST)
+    old = twin_workspace(tmp_path / "old")
+    with Workspace.open(old) as w:
+        w.migrate(MIGRATIONS[:4])
+    ids = [it["item_id"] for it in items_of(old)]
+    with sqlite3.connect(old / "workspace.db") as conn:  # what the older release had stored
+        conn.execute("ATTACH ? AS done", (str(done / "workspace.db"),))
+        conn.execute("INSERT INTO annotation_runs SELECT * FROM done.annotation_runs")
+        conn.execute("INSERT INTO annotations SELECT * FROM done.annotations WHERE item_id IN (?, ?)", ids[:2])
+        kept = conn.execute("SELECT * FROM annotations ORDER BY item_id").fetchall()
+    with StandIn() as s:
+        api_env(monkeypatch, s.url)
+        summary = annotate_workspace(old, 2, ANNOTATOR, **FAST)
+        assert len(s.requests) == 1 and summary["skipped"] == 2 and summary["valid"] == 1
+    with sqlite3.connect(old / "workspace.db") as conn:
+        assert conn.execute("SELECT * FROM annotations WHERE item_id IN (?, ?) ORDER BY item_id",
+                            ids[:2]).fetchall() == kept
+        assert conn.execute("SELECT count(*) FROM migrations WHERE name = 'annotations-005-key-per-item'").fetchone()
+    assert sorted(records(old, round=2).item_id) == sorted(ids)
+
+
+# --- billed replies --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("server", [lambda: StandIn(malformed="Roof shingle", spend_limit_after=1),
+                                    lambda: OverloadedAfterFirst(malformed="Roof shingle")],
+                         ids=["stop", "gave-up"])
+def test_a_billed_reply_is_ledgered_when_its_re_ask_fails(base_ws, tmp_path, monkeypatch, server):
+    """Item 1's first reply is unreadable and paid; its re-ask fails (spend limit, or 529s). The
+    paid reply is in the ledger and counts against --max-cost: item 2, whose worst case would
+    fit only if that reply were free, is not sent."""
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    first, second = items_of(ws)[:2]
+    worst = max(claude.worst_case_usd(p, claude.input_bound(p), attempts=2, batch=False)
+                for p in (claude.request_params(MODEL, it, 1) for it in (first, second)))
+    with server() as s:
+        api_env(monkeypatch, s.url)
+        summary = annotate_workspace(ws, 1, ANNOTATOR, limit=2, concurrency=1, parse_retries=1, retries=1,
+                                     max_cost=worst + 1e-6, **FAST)
+        asked = [b["messages"][0]["content"] for b in s.requests]
+        assert len(asked) >= 2 and all("Roof shingle" in a for a in asked)  # item 1 and its re-ask only
+    ledger = read_ledger(open_annotations(ws))
+    assert list(ledger.item_id) == [first["item_id"]] and ledger.usd.iloc[0] > 1e-6
+    assert summary["cost"]["replies"] == 1 and summary["cost"]["usd"] == pytest.approx(ledger.usd.sum())
+    assert summary["stopped"] and summary["remaining"] == 2 and records(ws, round=1).empty
+
+
+def test_resumed_batch_skips_the_results_already_stored(base_ws, tmp_path, monkeypatch):
+    """A run killed after storing some results of a batch and before closing it: the resumed run
+    polls that batch, stores only the results not yet stored, and bills nothing twice."""
+    import sqlite3
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with StandIn() as s:
+        api_env(monkeypatch, s.url)
+        annotate_workspace(ws, 2, ANNOTATOR, batch=True, limit=6, poll_interval=0.01, **FAST)
+        before = read_ledger(open_annotations(ws))
+        lost = list(before.item_id[:2])  # the kill came before these two results were stored
+        with sqlite3.connect(ws / "workspace.db") as conn:
+            conn.execute("UPDATE annotation_batches SET status = 'submitted'")
+            for table in ("annotations", "annotation_ledger"):
+                conn.execute(f"DELETE FROM {table} WHERE item_id IN (?, ?)", lost)
+            conn.execute("UPDATE annotation_batch_requests SET saved_at = NULL WHERE item_id IN (?, ?)", lost)
+        summary = annotate_workspace(ws, 2, ANNOTATOR, batch=True, limit=6, poll_interval=0.01, **FAST)
+        assert len(s.batches) == 1
+    assert (summary["valid"], summary["skipped"], summary["remaining"]) == (2, 4, 0)
+    after = read_ledger(open_annotations(ws))
+    assert sorted(after.item_id) == sorted(before.item_id) and summary["cost"]["replies"] == 2
+    one_record_each(ws, 2, 6)
+    with open_annotations(ws) as w:
+        assert [r[0] for r in w.conn.execute("SELECT DISTINCT status FROM annotation_batches")] == ["processed"]

@@ -61,3 +61,38 @@ def test_local_annotator_50_items_both_rounds(tmp_path):
     out = annotate_both(root, 50)
     check_all_valid(root, 50)
     print(f"local smollm2-135m: round 1 {out[1]['seconds']:.0f} s, round 2 {out[2]['seconds']:.0f} s for 50 items")
+
+
+def generic_workspace(root, rows):
+    import json
+
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+
+    data = root.parent / f"{root.name}.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return ingest(root, data=str(data), adapter=get_adapter("generic", question="question", choices=("choices",),
+                                                            answer="answer"))
+
+
+def test_item_text_holding_the_question_marker_is_annotated(tmp_path):
+    """The local prompt is split at a marker; an item that holds the same text is still one item."""
+    root = generic_workspace(tmp_path / "ws", [
+        {"question": "Nul \u0000QUESTION\u0000 here?", "choices": ["a", "b", "c", "d"], "answer": 1}])
+    s = annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+    assert (s["valid"], s["remaining"]) == (1, 0)
+
+
+def test_an_item_longer_than_the_context_is_refused(tmp_path):
+    """smollm2-135m reads 8192 tokens: an item past that is refused, naming it, before anything
+    is stored (its answers would be meaningless)."""
+    from curate.errors import CurateError
+
+    long = " ".join(["word"] * 9000)
+    root = generic_workspace(tmp_path / "ws", [
+        {"question": "Normal question about cats?", "choices": ["yes", "no", "maybe", "never"], "answer": 0},
+        {"question": long, "choices": ["a", "b", "c", "d"], "answer": 1}])
+    with pytest.raises(CurateError, match=r"item .*/1: annotating it takes \d+ tokens, more than the 8192"):
+        annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+    assert records(root).empty
+    assert annotate_workspace(root, 1, ANNOTATOR, limit=1, show_progress=False)["valid"] == 1

@@ -16,14 +16,14 @@ import re
 import pandas as pd
 import pytest
 
-from annotate_helpers import KEY, MODEL, api_env, copy_ws, katan, small_workspace
+from annotate_helpers import KEY, MODEL, api_env, copy_ws, katan, small_workspace, twin_workspace
 from conftest import run_cli
 from curate.analyses import generation as G
 from generate.claude import request_params, worst_case_usd
 from generate.prompts import load_template, render, shuffle_order
 from generate.run import generate_workspace
 from generate.store import open_generations, read_generations
-from standin_anthropic import StandIn
+from standin_anthropic import OverloadedAfterFirst, StandIn
 
 SPEC = f"anthropic:{MODEL}"
 FAST = dict(backoff=0.01, show_progress=False)
@@ -201,3 +201,110 @@ def test_an_echoed_key_and_url_credentials_reach_no_file(base_ws, tmp_path):
         assert secret not in written
     raw = stored(ws)["raw"]
     assert len(raw) == 6 and all("request made with key" in r and "[redacted]" in r for r in raw)  # 3 x full, zero
+
+
+# --- items of identical content -----------------------------------------------------------
+
+def test_items_of_identical_content_get_a_record_each(tmp_path, monkeypatch):
+
+    ws = twin_workspace(tmp_path / "ws")
+    with StandIn(text_reply=lambda body: "2") as s:
+        api_env(monkeypatch, s.url)
+        first = generate_workspace(ws, SPEC, ["full"], 2, **FAST)
+        again = generate_workspace(ws, SPEC, ["full"], 2, **FAST)
+        assert len(s.requests) == 6
+    assert (first["computed"], first["remaining"], again["computed"], again["cached"]) == (6, 0, 0, 6)
+    frame = stored(ws)
+    assert len(frame) == 6 and not frame.duplicated(["item_id", "mode", "seed"]).any()
+    assert frame["request_key"].nunique() == 4 and len(ledger(ws)) == 6
+
+
+def test_migration_keeps_the_generations_of_an_older_workspace(tmp_path, monkeypatch):
+    """A workspace made before generations-002 (request_key UNIQUE) keeps its records: only the
+    twin it could not hold is asked."""
+    import sqlite3
+
+    from curate.store import Workspace
+    from generate.store import MIGRATIONS
+
+    done = twin_workspace(tmp_path / "done")
+    with StandIn(text_reply=lambda body: "2") as s:
+        api_env(monkeypatch, s.url)
+        generate_workspace(done, SPEC, ["full"], 1, **FAST)
+    old = twin_workspace(tmp_path / "old")
+    with Workspace.open(old) as w:
+        w.migrate(MIGRATIONS[:1])
+        ids = [it["item_id"] for it in w.items()]
+    with sqlite3.connect(old / "workspace.db") as conn:  # what the older release had stored
+        conn.execute("ATTACH ? AS done", (str(done / "workspace.db"),))
+        conn.execute("INSERT INTO generation_runs SELECT * FROM done.generation_runs")
+        conn.execute("INSERT INTO generations SELECT * FROM done.generations WHERE item_id IN (?, ?)", ids[:2])
+        kept = conn.execute("SELECT * FROM generations ORDER BY item_id").fetchall()
+    with StandIn(text_reply=lambda body: "2") as s:
+        api_env(monkeypatch, s.url)
+        summary = generate_workspace(old, SPEC, ["full"], 1, **FAST)
+        assert len(s.requests) == 1 and (summary["cached"], summary["computed"]) == (2, 1)
+    with sqlite3.connect(old / "workspace.db") as conn:
+        assert conn.execute("SELECT * FROM generations WHERE item_id IN (?, ?) ORDER BY item_id",
+                            ids[:2]).fetchall() == kept
+    assert sorted(stored(old)["item_id"]) == sorted(ids)
+
+
+# --- billed replies, refusals, endpoints that are not the API ---------------------------------
+
+def unit_worst_case(ws, seeds, parse_retries) -> float:
+    item = open_generations(ws).items()[0]
+    worst = []
+    for seed in seeds:
+        order = shuffle_order(item["content_hash"], seed, len(item["options"]))
+        instructions, user = render(load_template("numbered"), item["prompts"]["full"], item["options"], order)
+        worst.append(worst_case_usd(request_params(MODEL, instructions, user, max_new_tokens=8), 4, parse_retries))
+    return max(worst)
+
+
+@pytest.mark.parametrize("server", [lambda: StandIn(text_reply=lambda body: "hmm", spend_limit_after=1),
+                                    lambda: OverloadedAfterFirst(text_reply=lambda body: "hmm")],
+                         ids=["stop", "gave-up"])
+def test_a_billed_reply_is_ledgered_when_its_re_ask_fails(base_ws, tmp_path, monkeypatch, server):
+    """The first reply names no option and is paid; its re-ask fails. The paid reply is in the
+    ledger and counts against --max-cost: the next unit would fit only if it were free."""
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    cap = unit_worst_case(ws, [0, 1], 1) + 1e-9
+    with server() as s:
+        api_env(monkeypatch, s.url)
+        summary = generate_workspace(ws, SPEC, ["full"], 2, limit=1, parse_retries=1, retries=1, concurrency=1,
+                                     max_cost=cap, **FAST)
+        assert len({json.dumps(b["messages"][0]) for b in s.requests}) == 1  # the second unit was not sent
+    spent = ledger(ws)
+    assert len(spent) == 1 and spent["usd"].iloc[0] > 0 and summary["cost"]["replies"] == 1
+    assert summary["stopped"] and summary["remaining"] == 2 and stored(ws).empty
+
+
+class RefusesAfterText(StandIn):
+    """Every reply starts with the text '2' and then stops with stop_reason 'refusal'."""
+
+    def message(self, body, key=""):
+        return {**super().message(body, key), "content": [{"type": "text", "text": "2"}], "stop_reason": "refusal"}
+
+
+def test_a_refusal_with_partial_text_is_unparsed(base_ws, tmp_path, monkeypatch):
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with RefusesAfterText() as s:
+        api_env(monkeypatch, s.url)
+        summary = generate_workspace(ws, SPEC, ["full"], 1, limit=3, parse_retries=1, **FAST)
+        assert len(s.requests) == 3  # a refusal is final: no re-ask
+    frame = stored(ws)
+    assert summary["unparsed"] == 3 and frame["status"].eq("unparsed").all() and frame["pred"].isna().all()
+    assert frame["detail"].eq("the model refused").all() and frame["raw"].eq("2").all()
+
+
+@pytest.mark.parametrize("body", ["html", "broken-json", "other-json"])
+def test_endpoint_answering_200_with_something_else(base_ws, tmp_path, body):
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with StandIn(body=body) as s:
+        proc = run_cli("generate", ws, "--model", SPEC, "--seeds", "1", "--limit", "3", "--quiet", check=False,
+                       env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": s.url})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
+    assert "check ANTHROPIC_BASE_URL" in lines[0] and (body == "broken-json" or s.url in lines[0])
+    assert stored(ws).empty and ledger(ws).empty

@@ -370,3 +370,41 @@ def test_endpoint_answering_200_with_something_else(base_ws, tmp_path, body, say
     if not batch:
         assert says in lines[0]
     assert records(ws).empty and ledger(ws).empty
+
+
+# --- settings no request can succeed with ------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["annotate", "generate"])
+@pytest.mark.parametrize("key, url, header, says", [
+    (KEY + "\n", None, None, "ANTHROPIC_API_KEY holds a line break"),
+    (KEY, None, "x api key", "--key-header 'x api key' is not a valid HTTP header name"),
+    (KEY, "http://127.0.0.1::1", None, "ANTHROPIC_BASE_URL 'http://127.0.0.1::1' is not a usable URL"),
+    (KEY, "localhost:8080", None, "ANTHROPIC_BASE_URL 'localhost:8080' is not a usable URL"),
+], ids=["key-newline", "bad-header", "bad-port", "no-scheme"])
+def test_a_bad_setting_is_one_line_without_retries(base_ws, tmp_path, command, key, url, header, says):
+    """Reported at once, naming the setting (never the key); not a "Connection error" retried
+    with backoff, not a traceback. Nothing is sent."""
+    from conftest import one_line_error
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    args = (["--round", "2", "--annotator", ANNOTATOR, "--no-progress"] if command == "annotate"
+            else ["--model", ANNOTATOR, "--seeds", "1", "--quiet"])
+    with StandIn() as s:
+        started = time.monotonic()
+        proc = run_cli(command, ws, *args, "--limit", "2", *(["--key-header", header] if header else []),
+                       check=False, env={"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": url or s.url})
+        assert s.headers == [] and time.monotonic() - started < 30
+    line = one_line_error(proc, says)
+    assert KEY not in proc.stderr + proc.stdout and "Connection error" not in line
+    assert records(ws).empty
+
+
+@pytest.mark.parametrize("command", ["annotate", "generate"])
+def test_a_max_cost_of_nan_or_inf_is_refused(base_ws, command):
+    """float() reads 'nan' and 'inf', and no comparison with nan is ever true: a cap of nan
+    would never stop a run."""
+    for value in ("nan", "inf"):
+        args = (["--round", "1", "--annotator", ANNOTATOR] if command == "annotate"
+                else ["--model", "anthropic:claude-haiku-4-5", "--modes", "zero"])
+        proc = run_cli(command, base_ws, *args, "--max-cost", value, check=False)
+        assert proc.returncode == 2 and f"{value} is not a finite number" in proc.stderr, proc.stderr

@@ -21,9 +21,10 @@ from rapidfuzz import fuzz
 
 from annotate.store import (LABELS, VersionConflict, open_annotations, read_annotations, read_history,
                             write_annotation)
-from conftest import PAPER_SCORES, ROOT, run_cli
+from conftest import PAPER_SCORES, ROOT, one_line_error, run_cli, small_workspace
 from curate.errors import CurateError, InputError
 from curate.review import queues
+from curate.review.exchange import import_review
 from curate.review.data import ReviewData
 from curate.review.sections import ItemContext, item_sections, sections_html
 from curate.review.server import ReviewApp, make_server
@@ -101,7 +102,6 @@ def test_queues(built, tmp_path):
         queues.resolve(ReviewData.load(root), "removed")
     # Decisions made on other data (here the first 10 rows of the same file) are refused: item
     # ids can coincide, and reviewers would see other items' stages.
-    from conftest import small_workspace
     with pytest.raises(CurateError, match="made on another workspace's data"):
         ReviewData.load(small_workspace(tmp_path / "other", 10), [decisions])
 
@@ -611,6 +611,92 @@ def test_jsonl_round_trip_on_real_items(ws_copy, tmp_path):
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     proc = run_cli("import-review", root, "--format", "jsonl", "--file", out, "--reviewer", "dave", check=False)
     assert proc.returncode == 2 and "row 2, field 'content_hash': " in proc.stderr and "changed since" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """(workspace, its jsonl review export): 5 real items, nothing else (fast; nothing is written to it)."""
+    root = small_workspace(tmp_path_factory.mktemp("plain") / "ws", 5)
+    out = root.parent / "queue.jsonl"
+    run_cli("export", root, "review", "--format", "jsonl", "--out", out)
+    return root, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def no_verdicts(root) -> bool:
+    with open_annotations(root) as ws:
+        return read_annotations(ws).empty
+
+
+def test_import_review_refuses_malformed_jsonl_in_one_line(plain, tmp_path):
+    """Wrong JSON types name the file, row and field, and nothing is written, not even the good
+    line before."""
+    root, rows = plain
+    good = rows[0] | {"reviewer": "dave", "labels": ["high_quality"]}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(good) + "\n" + json.dumps(rows[1] | {"reviewer": 5, "labels": ["high_quality"]}) + "\n")
+    one_line_error(run_cli("import-review", root, "--format", "jsonl", "--file", bad, check=False),
+                   "bad.jsonl, row 1, field 'reviewer': is a number, expected a reviewer name")
+    assert no_verdicts(root)
+    for line, expected in (
+            ([1, 2], "row 1: is an array, expected an object"),
+            (rows[1] | {"item_id": ["x"]}, "row 1, field 'item_id': is an array, expected an item id"),
+            (rows[1] | {"labels": "high_quality"}, "row 1, field 'labels': is a string, expected a list of label names"),
+            (rows[1] | {"best": "A", "worst": "B", "equally_good": 3}, "row 1, field 'equally_good': is a number"),
+            (rows[1] | {"labels": ["high_quality"], "note": 5}, "row 1, field 'note': is a number, expected text"),
+            (rows[1] | {"labels": ["high_quality"], "reviewer": "a b"}, "row 1, field 'reviewer': reviewer name")):
+        bad.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
+        with pytest.raises(InputError, match=re.escape(f"bad.jsonl, {expected}")):
+            import_review(root, bad, "jsonl")
+    assert no_verdicts(root)
+
+
+def test_import_review_refuses_malformed_argilla_records_in_one_line(plain, tmp_path):
+    root, rows = plain
+    item_id = rows[0]["item_id"]
+    good = {"id": item_id, "metadata": {"item_id": item_id}, "responses": {"labels": [
+        {"value": ["high_quality"], "user_id": "u1"}]}}
+    bad = tmp_path / "records.json"
+    bad.write_text(json.dumps([good, {"id": item_id, "responses": {"labels": "x"}}]))
+    one_line_error(run_cli("import-review", root, "--format", "argilla", "--file", bad, check=False),
+                   "records.json, row 1, field 'responses.labels': is a string, expected a list of responses")
+    assert no_verdicts(root)
+    for record, expected in (
+            (1, "row 1: is a number, expected a record (an object)"),
+            ({"id": item_id, "metadata": [1]}, "row 1, field 'metadata': is an array, expected an object"),
+            ({"id": 7}, "row 1, field 'id': is a number, expected a record id"),
+            ({"id": item_id, "responses": {"labels": [5]}}, "row 1, field 'responses.labels': holds a number"),
+            ({"id": item_id, "responses": {"labels": [{"value": "high_quality", "user_id": "u1"}]}},
+             "row 1, field 'responses.labels': is a string, expected a list of label names")):
+        bad.write_text(json.dumps([good, record]))
+        with pytest.raises(InputError, match=re.escape(f"records.json, {expected}")):
+            import_review(root, bad, "argilla")
+    bad.write_text("[1]")
+    with pytest.raises(InputError, match=re.escape("records.json, row 0: is a number, expected a record")):
+        import_review(root, bad, "argilla")
+    assert no_verdicts(root)
+
+
+def test_server_answers_malformed_verdicts_with_a_json_error(plain, tmp_path, capfd):
+    """A bad Content-Length or a field of the wrong type is a 400 naming it, not a traceback and a
+    dropped connection; the server goes on serving."""
+    root, rows = plain
+    root = shutil.copytree(root, tmp_path / "ws")
+    item_id = rows[0]["item_id"]
+    verdict = {"reviewer": "alice", "item_id": item_id, "round": 1, "result": {"labels": ["high_quality"]}}
+    with serving(root) as (app, port):
+        ok = {"X-Review-Token": app.token, "Content-Type": "application/json"}
+        status, body = request(port, "POST", "/api/verdict", headers={**ok, "Content-Length": "abc"})
+        assert status == 400 and "Content-Length must be a number" in json.loads(body)["error"]
+        for change, expected in (({"item_id": [item_id]}, "item_id must be text"),
+                                 ({"reviewer": 5}, "reviewer must be text"),
+                                 ({"round": 1.0}, "round must be 1 or 2"),
+                                 ({"result": [1]}, "result must be an object"),
+                                 ({"note": None}, "note must be text")):
+            status, body = request(port, "POST", "/api/verdict", body=verdict | change, headers=ok)
+            assert status == 400 and expected in json.loads(body)["error"], (change, body)
+        status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
+        assert status == 200 and json.loads(body)["version"] == 1
+    assert "Traceback" not in capfd.readouterr().err
 
 
 # --- the report's item browser -------------------------------------------------------------------

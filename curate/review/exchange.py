@@ -168,6 +168,67 @@ def import_review(root, path: Path, fmt: str, *, reviewer: str | None = None, us
     return {"records": len(records), "by_reviewer": {f"{a} round {n}": c for (a, n), c in sorted(counts.items())}}
 
 
+# --- the shape of what is read: every value's JSON type, checked before any value is used --------
+
+def _kind(value) -> str:
+    """A JSON value's type in words."""
+    for types, name in ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "an array"),
+                        (dict, "an object")):
+        if isinstance(value, types):
+            return name
+    return "null"
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_texts(value) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+
+
+#: field -> (check, what it must be); a missing field or null always passes.
+ANSWER_SHAPE = {
+    "labels": (_is_texts, "a list of label names"), "best": (_is_text, "an option letter"),
+    "worst": (_is_text, "an option letter"), "equally_good": (_is_texts, "a list of option letters"),
+    "all_implausible": (lambda v: isinstance(v, (bool, str)), "true/false or yes/no"), "note": (_is_text, "text"),
+}
+JSONL_SHAPE = {"item_id": (_is_text, "an item id"), "content_hash": (_is_text, "a content hash"),
+               "reviewer": (_is_text, "a reviewer name"), **ANSWER_SHAPE}
+ARGILLA_SHAPE = {"id": (_is_text, "a record id"), "metadata": (lambda v: isinstance(v, dict), "an object"),
+                 "responses": (lambda v: isinstance(v, dict), "an object (question -> responses)")}
+METADATA_SHAPE = {"item_id": (_is_text, "an item id"), "content_hash": (_is_text, "a content hash")}
+
+
+def _check_shape(value, shape: dict, path: Path, row: int, *, what: str = "an object", prefix: str = "") -> None:
+    """Refuse ``value`` unless it is a JSON object whose fields in ``shape`` are null or of their
+    type, naming the file, row and field."""
+    if not isinstance(value, dict):
+        raise InputError(f"is {_kind(value)}, expected {what}", path=str(path), row=row,
+                         field=prefix.rstrip(".") or None)
+    for field, (ok, expected) in shape.items():
+        got = value.get(field)
+        if got is not None and not ok(got):
+            raise InputError(f"is {_kind(got)}, expected {expected}", path=str(path), row=row,
+                             field=prefix + field)
+
+
+def _check_argilla_record(rec, path: Path, row: int) -> None:
+    """An Argilla record as ``dataset.records.to_json`` writes it, down to each response's value."""
+    _check_shape(rec, ARGILLA_SHAPE, path, row, what="a record (an object)")
+    _check_shape(rec.get("metadata") or {}, METADATA_SHAPE, path, row, prefix="metadata.")
+    for question, answers in (rec.get("responses") or {}).items():
+        field = f"responses.{question}"
+        if not isinstance(answers, list):
+            raise InputError(f"is {_kind(answers)}, expected a list of responses", path=str(path), row=row,
+                             field=field)
+        for a in answers:
+            if not isinstance(a, dict):
+                raise InputError(f'holds {_kind(a)}, expected responses {{"value", "user_id"}}',
+                                 path=str(path), row=row, field=field)
+            _check_shape({question: a.get("value")}, ANSWER_SHAPE, path, row, prefix="responses.")
+
+
 def _item(data: ReviewData, item_id, content_hash, path: Path, row: int) -> dict:
     item = data.by_id.get(item_id)
     if item is None:
@@ -218,6 +279,7 @@ def jsonl_verdicts(data: ReviewData, path: Path, reviewer: str | None):
             obj = json.loads(line)
         except ValueError as exc:
             raise InputError(f"not JSON: {exc}", path=str(path), row=row) from None
+        _check_shape(obj, JSONL_SHAPE, path, row)
         item = _item(data, obj.get("item_id"), obj.get("content_hash"), path, row)
         answers = _answers(item, obj, path, row)
         if not answers:
@@ -225,7 +287,10 @@ def jsonl_verdicts(data: ReviewData, path: Path, reviewer: str | None):
         name = obj.get("reviewer") or reviewer
         if not name:
             raise InputError("no reviewer (give one per line or --reviewer)", path=str(path), row=row, field="reviewer")
-        annotator_name(name)
+        try:
+            annotator_name(name)
+        except CurateError as exc:
+            raise InputError(str(exc), path=str(path), row=row, field="reviewer") from None
         for rnd, result, field in answers:
             yield (row, field), item, rnd, name, result, obj.get("note") or ""
 
@@ -238,6 +303,7 @@ def argilla_verdicts(data: ReviewData, path: Path, users: dict):
     if not isinstance(records, list):
         raise InputError("expected a JSON list of records (dataset.records.to_json)", path=str(path))
     for row, rec in enumerate(records):
+        _check_argilla_record(rec, path, row)
         meta = rec.get("metadata") or {}
         item = _item(data, rec.get("id") or meta.get("item_id"), meta.get("content_hash"), path, row)
         by_user: dict[str, dict] = {}

@@ -117,22 +117,44 @@ class ReviewApp:
                 "verdicts": {str(r): v for r, v in mine.items()}}
 
     def save(self, body: dict) -> dict:
-        try:
-            reviewer, item_id, round_ = body["reviewer"], body["item_id"], body["round"]
-            result, note, version = body["result"], body.get("note", ""), body.get("version")
-        except (KeyError, TypeError):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "a verdict needs reviewer, item_id, round and result") from None
+        check_verdict(body)
+        reviewer, item_id, round_ = body["reviewer"], body["item_id"], body["round"]
+        result, note, version = body["result"], body.get("note", ""), body.get("version")
         item = self.data.by_id.get(item_id)
         if item is None:
             raise ApiError(HTTPStatus.NOT_FOUND, f"no item {item_id!r} in this workspace")
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "version must be a whole number")
         with open_annotations(self.data.root) as ws:
             try:
                 new = save_verdict(ws, item, round_, reviewer, result, note=note, expected_version=version)
             except VersionConflict as exc:
                 raise ApiError(HTTPStatus.CONFLICT, str(exc), current=exc.current) from None
         return {"item_id": item_id, "round": round_, "version": new}
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: A verdict's fields: (required, check, what it must be).
+VERDICT_SHAPE = {
+    "reviewer": (True, lambda v: isinstance(v, str), "text (a reviewer name)"),
+    "item_id": (True, lambda v: isinstance(v, str), "text (an item id)"),
+    "round": (True, lambda v: _whole(v) and v in (1, 2), "1 or 2"),
+    "result": (True, lambda v: isinstance(v, dict), "an object"),
+    "note": (False, lambda v: isinstance(v, str), "text"),
+    "version": (False, lambda v: v is None or _whole(v), "a whole number"),
+}
+
+
+def check_verdict(body: dict) -> None:
+    """Refuse (400) a verdict body that lacks a field or holds one of the wrong type, naming it."""
+    missing = [k for k, (required, _, _) in VERDICT_SHAPE.items() if required and k not in body]
+    if missing:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"a verdict needs reviewer, item_id, round and result "
+                                               f"(missing: {', '.join(missing)})")
+    for field, (_, ok, what) in VERDICT_SHAPE.items():
+        if field in body and not ok(body[field]):
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"{field} must be {what}, not {json.dumps(body[field])[:60]}")
 
 
 def page(app: ReviewApp) -> bytes:
@@ -246,7 +268,10 @@ class Handler(BaseHTTPRequestHandler):
     def _post(self, path: str):
         if path != "/api/verdict":
             raise ApiError(HTTPStatus.NOT_FOUND, "not found")
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self.headers.get("Content-Length") or "0"
+        if not (length.isascii() and length.isdigit()):
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"Content-Length must be a number of bytes, not {length[:20]!r}")
+        length = int(length)
         if length <= 0 or length > MAX_BODY:
             raise ApiError(HTTPStatus.BAD_REQUEST, f"body must be 1..{MAX_BODY} bytes")
         try:
