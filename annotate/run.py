@@ -5,9 +5,10 @@ version, annotator, parameters); items of identical content share it, so records
 batch requests go by (item, key), never by key alone. An item counts as done when it has a valid
 or refused record under the current key; everything else (no record, an invalid one, one made
 under another prompt or item version) is asked again, so re-running resumes an interrupted run
-and re-asks only what failed. Each record is written with its cost-ledger rows in one transaction as soon as its reply
-is read, so a killed run loses at most the requests in flight; a reply paid for is entered in the
-ledger (and counts against ``--max-cost``) even when a re-ask after it fails.
+and re-asks only what failed. Each record is written with its cost-ledger rows in one
+transaction as soon as its reply is read, so a killed run loses at most the requests in flight;
+a reply paid for is entered in the ledger (and counts against ``--max-cost``) even when a re-ask
+after it fails.
 
 One run at a time works on one (annotator, round) of a workspace (``curate.lock``): a second
 would ask for the same pending items and pay for them twice.
