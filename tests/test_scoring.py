@@ -35,12 +35,13 @@ def small_ws(tmp_path_factory):
                   adapter=get_adapter("hellaswag"), limit=12)
 
 
-def score_items(lm, items, mode):
+def score_items(lm, items, mode, seq_mean=True):
     from scoring.encode import build_unit
     from scoring.engine import score_requests
     from scoring.run import assemble, batches
     model, tok = lm
-    units = [build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192) for i, it in enumerate(items)]
+    units = [build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192, seq_mean=seq_mean)
+             for i, it in enumerate(items)]
     rows = []
     for batch in batches(units, 4096):  # as curate score runs them
         results = score_requests(model, [r for u in batch for r in u.requests], pad_id=tok.pad_token_id,
@@ -117,7 +118,7 @@ def check_parity(lm, n):
         ws = ingest(Path(tmp) / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
         from curate.store import Workspace
         items = Workspace.open(ws).items()
-    rows = score_items(lm, items, "full")
+    rows = score_items(lm, items, "full", seq_mean=False)  # lm-eval has no seq_mean (checked elsewhere)
     ours = np.array([r["logprob_sum"] for r in rows]).reshape(n, 4)
     theirs = np.array([r["lls"] for r in ref])
     assert np.abs(ours - theirs).max() < 1e-3
