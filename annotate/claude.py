@@ -44,13 +44,13 @@ SPEND_WORDS = ("credit balance", "spend limit", "usage limit", "billing")
 class Stop(CurateError):
     """An error that retrying cannot fix (bad key, no credit, bad request): end the run.
     ``billed``: replies already paid for in this item's conversation (see ``keep_billed``)."""
-    billed: list = []
+    billed: tuple = ()
 
 
 class GaveUp(Exception):
     """Transient errors outlasted the retry budget for one request; the item stays pending.
     ``billed`` as for Stop."""
-    billed: list = []
+    billed: tuple = ()
 
 
 def keep_billed(call, attempts: list[dict]):
@@ -59,7 +59,7 @@ def keep_billed(call, attempts: list[dict]):
     try:
         return call()
     except (Stop, GaveUp) as exc:
-        exc.billed = list(attempts)
+        exc.billed = tuple(attempts)
         raise
 
 

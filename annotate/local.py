@@ -36,6 +36,7 @@ class LocalAnnotator:
         self.ref = resolve(name)
         self.device = device
         self._questions = {}
+        self._lengths: dict[str, int] = {}   # token counts of texts every item repeats (instructions, questions)
 
     def questions(self, kind: str) -> dict:
         if kind not in self._questions:
@@ -160,15 +161,14 @@ class LocalAnnotator:
         """Tokens of the longest sequence the model reads for ``item``: instructions, item,
         question and answer. Past the model's context its answers would be meaningless."""
         instructions, item_text, after = self.chat_parts(item, round)
-        lengths = self.__dict__.setdefault("_lengths", {})
-
-        def length(text: str) -> int:
-            if text not in lengths:
-                lengths[text] = len(self._encode(text))
-            return lengths[text]
         _, asks = self.asks(item, round)
-        longest = max(length(q + after) + max(length(a) for a in answers) for q, answers in asks)
-        return length(instructions) + len(self._encode(item_text)) + longest
+        longest = max(self._length(q + after) + max(self._length(a) for a in answers) for q, answers in asks)
+        return self._length(instructions) + len(self._encode(item_text)) + longest
+
+    def _length(self, text: str) -> int:
+        if text not in self._lengths:
+            self._lengths[text] = len(self._encode(text))
+        return self._lengths[text]
 
     def check_lengths(self, items: list[dict], round: int) -> None:
         """Refuse the run before anything is stored when an item does not fit the context."""

@@ -310,7 +310,7 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
     for i, (row, lineno) in enumerate(zip(rows, lines)):
         at = f" (line {lineno})" if lineno else ""
         if not isinstance(row, dict):
-            raise InputError(f"is a JSON {_json_kind(row)}, expected an object{at}", path=where, row=i)
+            raise InputError(f"is a JSON {json_kind(row)}, expected an object{at}", path=where, row=i)
         problem = _damaged(row, "")
         if problem:
             raise InputError(problem[1] + at, path=where, row=i, field=problem[0])
@@ -358,7 +358,8 @@ def _damaged(value, field: str) -> tuple[str, str] | None:
     return None
 
 
-def _json_kind(value) -> str:
+def json_kind(value) -> str:
+    """A JSON value's type name (null, boolean, number, string, array, object)."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -145,7 +145,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
         else:
             from annotate import claude, prices
             prices.price(name)  # unknown model: fail before anything is asked
-            claude.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
+            client = claude.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
             identity = {"model": name, "parse_retries": parse_retries}
         scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
                  "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
@@ -175,9 +175,9 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                 run_local(job, todo, engine, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                           batch_size=batch_size)
             else:
-                run_claude(job, todo, name, max_new_tokens=max_new_tokens,
+                run_claude(job, todo, name, client, max_new_tokens=max_new_tokens,
                            concurrency=concurrency, max_cost=max_cost, retries=retries, backoff=backoff,
-                           parse_retries=parse_retries, timeout=timeout, key_header=key_header)
+                           parse_retries=parse_retries)
         finally:
             job.bar.close()
         loop_seconds = time.perf_counter() - loop_start
@@ -281,13 +281,11 @@ def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: 
 
 # --- anthropic: one request per unit, bounded concurrency, spend reserved before sending ----------
 
-def run_claude(job: Job, todo: list[Unit], model: str, *, max_new_tokens: int,
-               concurrency: int, max_cost, retries: int, backoff: float, parse_retries: int, timeout: float,
-               key_header) -> None:
+def run_claude(job: Job, todo: list[Unit], model: str, client, *, max_new_tokens: int,
+               concurrency: int, max_cost, retries: int, backoff: float, parse_retries: int) -> None:
     from annotate import claude as api
     from generate import claude
 
-    client = api.make_client(timeout=timeout, key_header=key_header)
     counters = api.Counters()
     queue = iter(todo)
     inflight: dict = {}     # future -> (unit, reserved USD)

@@ -171,12 +171,10 @@ def import_review(root, path: Path, fmt: str, *, reviewer: str | None = None, us
 # --- the shape of what is read: every value's JSON type, checked before any value is used --------
 
 def _kind(value) -> str:
-    """A JSON value's type in words."""
-    for types, name in ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "an array"),
-                        (dict, "an object")):
-        if isinstance(value, types):
-            return name
-    return "null"
+    """A JSON value's type in words ("a number", "an array", "null")."""
+    from curate.sources import json_kind
+    kind = json_kind(value)
+    return kind if kind == "null" else ("an " if kind[0] in "ao" else "a ") + kind
 
 
 def _is_text(value) -> bool:
