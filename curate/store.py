@@ -24,6 +24,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from contextlib import closing, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -86,14 +87,38 @@ def check_database_file(db: Path) -> None:
                           f"workspace, or overwritten")
     if len(header) < 100:
         raise CurateError(f"{db}: truncated ({size} bytes, shorter than a SQLite header); restore it from a copy")
+    # Another process may be checkpointing this very moment (its header already counts pages it has
+    # not appended yet, and its WAL may be gone): only a shortfall that lasts is a truncated file.
+    deadline = time.monotonic() + TRUNCATION_GRACE_S
+    while (shortfall := _shortfall(db)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if shortfall:
+        size, expected = shortfall
+        raise CurateError(f"{db}: truncated ({size} bytes, its header says {expected}); restore it from a copy")
+
+
+#: How long a database must stay shorter than its header says before it is called truncated.
+TRUNCATION_GRACE_S = 1.0
+
+
+def _shortfall(db: Path) -> tuple[int, int] | None:
+    """(file size, size the header says) when the file is shorter than its header says, else None."""
+    with open(db, "rb") as fh:
+        header = fh.read(100)
+        size = os.fstat(fh.fileno()).st_size
+    if len(header) < 100:
+        return size, 100
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
     valid = header[24:28] == header[92:96]  # the page count is valid when the change counter matches it
-    wal = db.with_name(db.name + "-wal")
-    pending = wal.is_file() and wal.stat().st_size > 0  # a checkpoint may be half done: SQLite finishes it
+    try:  # a checkpoint may be half done: SQLite finishes it
+        pending = db.with_name(db.name + "-wal").stat().st_size > 0
+    except FileNotFoundError:  # no WAL, or the last connection has just removed it
+        pending = False
     if valid and pages and not pending and size < pages * page_size:
-        raise CurateError(f"{db}: truncated ({size} bytes, its header says {pages * page_size}); restore it from a copy")
+        return size, pages * page_size
+    return None
 
 
 class Workspace:

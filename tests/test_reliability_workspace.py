@@ -71,6 +71,50 @@ def test_a_damaged_workspace_is_one_clear_line_and_is_not_recreated(ws, case, ex
     assert not (ws.parent / "items.jsonl").exists() and not (ws.parent / "dec").exists()
 
 
+def _write_and_close(db, stop):
+    """Open, write a row, close: each close of the last connection checkpoints and removes the WAL."""
+    from curate.store import connect
+
+    n = 0
+    while not stop.is_set():
+        with closing(connect(db)) as conn:
+            conn.execute("INSERT INTO t VALUES (?)", ("x" * 3000 + str(n),))
+        n += 1
+
+
+def test_a_workspace_being_written_by_others_is_never_called_damaged(tmp_path):
+    """Found by CI: a review server opening the workspace while another one closed its connection
+    saw the header of a half-done checkpoint (pages not appended yet) and its WAL vanishing, and
+    called the file truncated. Two processes write and close in a loop while this one checks."""
+    import multiprocessing
+    import time
+
+    from curate.store import check_database_file, connect
+
+    db = tmp_path / "workspace.db"
+    with closing(connect(db)) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    stop = multiprocessing.Event()
+    writers = [multiprocessing.Process(target=_write_and_close, args=(db, stop)) for _ in range(2)]
+    for w in writers:
+        w.start()
+    errors, checks, end = [], 0, time.monotonic() + 4
+    try:
+        while time.monotonic() < end:
+            try:
+                check_database_file(db)
+            except Exception as exc:  # noqa: BLE001 - any error here is the bug
+                errors.append(str(exc))
+            checks += 1
+    finally:
+        stop.set()
+        for w in writers:
+            w.join()
+    with closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT count(*) FROM t").fetchone()[0]
+    assert rows > 50 and checks > 100 and errors == []
+
+
 def test_the_workspace_format_is_recorded_and_older_workspaces_open(ws):
     from curate.store import WORKSPACE_FORMAT, Workspace
 
