@@ -126,10 +126,10 @@ def local_sha256(path: str | Path, split: str, config: str | None = None) -> str
 
 def _open_local(path: Path, split: str, config: str | None = None, *, delimiter: str | None = None,
                 encoding: str | None = None) -> Source:
-    import datasets
-
     path, split_files, saved = _local_files(path, split, config)
     if saved:
+        import datasets  # imported where used: a second's start-up that JSON files, the usual case, never need
+
         rows = datasets.load_from_disk(str(path))  # a Dataset saved with save_to_disk
         return Source(rows, {"kind": "local", "path": str(path.resolve()), "format": "saved-dataset",
                              "split": split, "sha256": tree_sha256(split_files, path)})
@@ -156,6 +156,8 @@ def _open_local(path: Path, split: str, config: str | None = None, *, delimiter:
         raise InputError(f"--encoding applies to CSV and JSON files, not {builder}", path=shown, field="encoding")
     if builder == "parquet" and not any(_parquet_rows(f) for f in split_files):
         raise InputError("the parquet data holds no rows", path=shown)  # datasets fails on it obscurely
+    import datasets
+
     try:
         rows = datasets.load_dataset(builder, data_files=[str(f) for f in split_files], split="train")
     except Exception as exc:  # datasets wraps Arrow errors; name the file and reason plainly

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import cli_fork
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 HELLASWAG = SHARED / "hellaswag" / "validation.jsonl.gz"
@@ -28,10 +30,10 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 and not os.environ.
 
 
 def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
-    """Run `curate ARGS` as a real subprocess of this checkout (python -m curate)."""
+    """Run `curate ARGS` as a process of its own from this checkout: forked from a server that
+    has the CLI's libraries imported already, or ``python -m curate`` (see tests/cli_fork.py)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "curate", *map(str, args)], capture_output=True,
-                          text=True, env=full_env, **kw)
+    proc = cli_fork.run([*map(str, args)], full_env, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"curate {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
