@@ -8,6 +8,10 @@ line naming the holder.
 The lock is an advisory ``flock`` on a file under ``WORKSPACE/.locks/``. The kernel drops it when
 the holding process ends, however it ends (``kill -9`` included), so a crash never leaves a stale
 lock behind; the file itself stays and only says who held it last.
+
+``folder_lock`` does the same for an output folder (`curate filter --out`, `curate analyze --out`):
+two runs writing one folder at once would leave one run's decisions under the other's summary.
+It locks the folder itself, so nothing is added to it.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from curate.atomic import check_writable, unwritable
 from curate.errors import CurateError
 from curate.store import now
 
@@ -38,18 +43,29 @@ def work_lock(root, work: str, *, command: str) -> Iterator[None]:
     path = lock_path(root, work)
     path.parent.mkdir(exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    with _flocked(fd) as locked:
+        if not locked:
+            raise CurateError(f"{root}: another `curate {command}` is already running {work} in this workspace "
+                              f"({holder(fd)}); wait for it to finish or stop it, then run this again")
+        info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now(), "work": work}).encode()
+        os.pwrite(fd, info, 0)  # then cut: a reader never sees the file emptied
+        os.ftruncate(fd, len(info))
+        yield
+
+
+@contextmanager
+def _flocked(fd: int) -> Iterator[bool]:
+    """Whether this process got an exclusive flock on ``fd`` (False: another process holds one).
+    ``fd`` is closed after the block, which releases the lock."""
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise CurateError(f"{root}: another `curate {command}` is already running {work} in this workspace "
-                              f"({holder(fd)}); wait for it to finish or stop it, then run this again") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now(),
-                                 "work": work}).encode())
-        yield
+            yield False
+        else:
+            yield True
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)
 
 
 def holder(fd: int) -> str:
@@ -61,3 +77,27 @@ def holder(fd: int) -> str:
     if not info.get("pid"):
         return "process unknown"
     return f"pid {info['pid']} on {info.get('host', '?')} since {info.get('since', '?')}"
+
+
+@contextmanager
+def folder_lock(folder, *, command: str, busy: str = "give --out another folder") -> Iterator[None]:
+    """Hold an exclusive lock on output ``folder`` (made if missing) for the block; CurateError at
+    once when another process is writing into it (``busy`` ends the message). A folder this call
+    made is removed again when the block fails and leaves it empty."""
+    folder = Path(folder)
+    check_writable(folder)
+    made = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(exc, folder) from None
+    with _flocked(os.open(folder, os.O_RDONLY | os.O_DIRECTORY)) as locked:
+        if not locked:
+            raise CurateError(f"{folder}: another `curate {command}` is writing into this folder; wait for it to "
+                              f"finish, or {busy}")
+        try:
+            yield
+        except BaseException:
+            if made and not any(folder.iterdir()):
+                folder.rmdir()
+            raise

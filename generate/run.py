@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
+from curate.lock import work_lock
 from curate.store import now
 from generate.parse import Parsed, parse_reply
 from generate.prompts import DEFAULT_TEMPLATE, load_template, render, shown_options, shuffle_order
@@ -137,60 +138,63 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
     start = time.perf_counter()
     ws = open_generations(root)  # a bad workspace fails before the model loads
     try:
-        items = ws.items()[:limit] if limit else ws.items()
-        if backend == "local":
-            from generate.local import LocalGenerator
-            engine = LocalGenerator(name, dtype=dtype, device=device)
-            identity = engine.identity
-        else:
-            from annotate import claude, prices
-            prices.price(name)  # unknown model: fail before anything is asked
-            client = claude.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
-            identity = {"model": name, "parse_retries": parse_retries}
-        scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
-                 "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
-                 "max_new_tokens": max_new_tokens}
-        units = plan(items, modes, seeds, tpl, scope)
-        done = done_keys(ws, label, tpl.name, settings)
-        todo = [u for u in units if u.done_key not in done]
-        run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
-        info = {"model": model, "backend": backend, "identity": identity, "template": tpl.name,
-                "template_hash": tpl.hash, "settings": {"temperature": temperature, "top_p": top_p,
-                                                        "max_new_tokens": max_new_tokens},
-                "seeds": seeds, "modes": list(modes), "limit": limit, "versions": versions(backend)}
-        if backend == "local":
-            info.update(prompt_format="chat-template" if engine.chat else "plain", device=device,
-                        batch_size=batch_size, sampling="greedy" if temperature == 0 else "per-row generators")
-        else:
-            info.update(prompt_format="messages-api", concurrency=concurrency, max_cost=max_cost,
-                        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)  # add_run redacts it
-        with ws.transaction():
-            add_run(ws, run_id=run_id, model=label, backend=backend, template=tpl.name, settings=settings, info=info)
-        job = Job(ws, run_id, label, tpl.name, settings)
-        job.bar = tqdm(total=len(todo), unit="answer", desc=f"generate {label}", disable=not show_progress,
-                       dynamic_ncols=True)
-        loop_start = time.perf_counter()
-        try:
+        # Two runs of one label, template and settings would both ask for every pending answer
+        # (and pay twice): the second stops at once, before its model loads.
+        with work_lock(root, f"generate {label} {tpl.name} {settings}", command="generate"):
+            items = ws.items()[:limit] if limit else ws.items()
             if backend == "local":
-                run_local(job, todo, engine, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                          batch_size=batch_size)
+                from generate.local import LocalGenerator
+                engine = LocalGenerator(name, dtype=dtype, device=device)
+                identity = engine.identity
             else:
-                run_claude(job, todo, name, client, max_new_tokens=max_new_tokens,
-                           concurrency=concurrency, max_cost=max_cost, retries=retries, backoff=backoff,
-                           parse_retries=parse_retries)
-        finally:
-            job.bar.close()
-        loop_seconds = time.perf_counter() - loop_start
-        stored = done_keys(ws, label, tpl.name, settings)
-        computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
-        return {"run_id": run_id, "model": label, "backend": backend, "template": tpl.name, "settings": settings,
-                "items": len(items), "modes": list(modes), "seeds": seeds, "units": len(units),
-                "cached": len(units) - len(todo), "computed": computed,
-                **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
-                "remaining": sum(1 for u in units if u.done_key not in stored), "stopped": job.stopped,
-                "last_error": job.last_error, "cost": ledger_totals(ws, run_id),
-                "seconds": round(time.perf_counter() - start, 3), "generate_seconds": round(loop_seconds, 3),
-                "answers_per_second": round(computed / loop_seconds, 3) if computed and loop_seconds else None}
+                from annotate import claude, prices
+                prices.price(name)  # unknown model: fail before anything is asked
+                client = claude.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
+                identity = {"model": name, "parse_retries": parse_retries}
+            scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
+                     "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
+                     "max_new_tokens": max_new_tokens}
+            units = plan(items, modes, seeds, tpl, scope)
+            done = done_keys(ws, label, tpl.name, settings)
+            todo = [u for u in units if u.done_key not in done]
+            run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
+            info = {"model": model, "backend": backend, "identity": identity, "template": tpl.name,
+                    "template_hash": tpl.hash, "settings": {"temperature": temperature, "top_p": top_p,
+                                                            "max_new_tokens": max_new_tokens},
+                    "seeds": seeds, "modes": list(modes), "limit": limit, "versions": versions(backend)}
+            if backend == "local":
+                info.update(prompt_format="chat-template" if engine.chat else "plain", device=device,
+                            batch_size=batch_size, sampling="greedy" if temperature == 0 else "per-row generators")
+            else:
+                info.update(prompt_format="messages-api", concurrency=concurrency, max_cost=max_cost,
+                            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)  # add_run redacts it
+            with ws.transaction():
+                add_run(ws, run_id=run_id, model=label, backend=backend, template=tpl.name, settings=settings, info=info)
+            job = Job(ws, run_id, label, tpl.name, settings)
+            job.bar = tqdm(total=len(todo), unit="answer", desc=f"generate {label}", disable=not show_progress,
+                           dynamic_ncols=True)
+            loop_start = time.perf_counter()
+            try:
+                if backend == "local":
+                    run_local(job, todo, engine, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                              batch_size=batch_size)
+                else:
+                    run_claude(job, todo, name, client, max_new_tokens=max_new_tokens,
+                               concurrency=concurrency, max_cost=max_cost, retries=retries, backoff=backoff,
+                               parse_retries=parse_retries)
+            finally:
+                job.bar.close()
+            loop_seconds = time.perf_counter() - loop_start
+            stored = done_keys(ws, label, tpl.name, settings)
+            computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
+            return {"run_id": run_id, "model": label, "backend": backend, "template": tpl.name, "settings": settings,
+                    "items": len(items), "modes": list(modes), "seeds": seeds, "units": len(units),
+                    "cached": len(units) - len(todo), "computed": computed,
+                    **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
+                    "remaining": sum(1 for u in units if u.done_key not in stored), "stopped": job.stopped,
+                    "last_error": job.last_error, "cost": ledger_totals(ws, run_id),
+                    "seconds": round(time.perf_counter() - start, 3), "generate_seconds": round(loop_seconds, 3),
+                    "answers_per_second": round(computed / loop_seconds, 3) if computed and loop_seconds else None}
     finally:
         ws.close()
 

@@ -324,6 +324,23 @@ def test_second_score_on_the_same_label_is_refused(base_ws, tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_second_generate_of_the_same_label_and_settings_is_refused(base_ws, tmp_path):
+    """Found by an audit: two `curate generate` runs of one label both asked for every pending
+    answer (with Claude, paid twice). The second now stops before its model loads, naming the
+    holder (this test process); other settings are other work and are not held up."""
+    from generate.prompts import DEFAULT_TEMPLATE, load_template
+    from generate.store import settings_label
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    work = f"generate smollm2-135m {load_template(DEFAULT_TEMPLATE).name} {settings_label(0.0, 1.0, 8)}"
+    args = ["generate", ws, "--model", "smollm2-135m", "--modes", "full", "--seeds", "1", "--limit", "2", "--quiet"]
+    with work_lock(ws, work, command="generate"):
+        proc = run_cli(*args, check=False)
+        other = run_cli(*args, "--max-new-tokens", "2")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert f"another `curate generate` is already running {work} in this workspace (pid {os.getpid()}" in proc.stderr
+    assert other.returncode == 0
+
+
 def _open_tables(root, barrier, results):
     from scoring.store import open_scores
 

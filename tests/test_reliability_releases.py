@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import HELLASWAG, run_cli, unwritable_place
+from conftest import HELLASWAG, one_line_error, run_cli, unwritable_place
 from test_release import git, hub, release_to_hub, small  # noqa: F401  (fixtures and helpers)
 
 from curate.release.manifest import content_digest
@@ -235,6 +235,21 @@ def test_git_release_whose_commit_does_not_hold_the_release_is_undone(small, tmp
     assert "the commit does not hold the release as built" in result.stderr and "Traceback" not in result.stderr
     assert git(repo, "rev-parse", "HEAD") == before and git(repo, "tag") == ""
     assert not (repo / "hs-small" / "0.1.0").exists() and git(repo, "status", "--porcelain") == ""
+
+
+def test_two_git_releases_into_one_repository_at_once_are_refused(small, tmp_path):  # noqa: F811
+    """Found by an audit: two releases into one repository at once could fail on git's index lock,
+    leave staged deletions, or undo the other run's commit. A release holds the repository (its
+    .git folder) from its check to its tag; a second one is one line and changes nothing."""
+    from curate.lock import folder_lock
+    repo = new_repo(tmp_path)
+    with folder_lock(repo / ".git", command="release"):
+        result = git_release(small, repo, check=False)
+    one_line_error(result, f"{repo / '.git'}: another `curate release` is writing into this folder; wait for it "
+                           "to finish, or release into another repository")
+    assert git(repo, "status", "--porcelain") == "" and git(repo, "tag") == ""
+    git_release(small, repo)
+    assert git(repo, "tag") == "hs-small-v0.1.0" and git(repo, "status", "--porcelain") == ""
 
 
 def test_hub_release_that_fails_its_check_leaves_main_as_it_was(small, hub):  # noqa: F811

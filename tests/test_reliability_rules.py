@@ -102,6 +102,35 @@ def test_filter_out_refuses_folders_it_does_not_own(ws, tmp_path):
     one_line_error(filter_cli(ws, RULES, mine, tmp_path)[0], "is not an earlier `curate filter` output (it holds rules.yaml)")
 
 
+def test_one_run_at_a_time_writes_an_out_folder(ws, tmp_path):
+    """Found by an audit: two `curate filter` runs into one --out could leave one run's decisions
+    under the other's summary and rules (a release accepted the mix), and two `curate analyze`
+    runs one run's plots beside the other's report. A run now holds the folder while it writes;
+    the second is one line and changes nothing. Also: a filter killed during its very first write
+    (only a temp file in the folder) no longer makes the folder unusable."""
+    from curate.lock import folder_lock
+    out = tmp_path / "dec"
+    filter_cli(ws, RULES, out, tmp_path, check=True)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with folder_lock(out, command="filter"):
+        one_line_error(filter_cli(ws, RULES.replace("[1, 2]", "[3]"), out, tmp_path)[0],
+                       f"{out}: another `curate filter` is writing into this folder")
+        report = tmp_path / "report"
+        with folder_lock(report, command="analyze"):
+            one_line_error(run_cli("analyze", ws, "--out", report, check=False),
+                           f"{report}: another `curate analyze` is writing into this folder")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # A report that fails (no scores here) leaves no folder it made behind.
+    one_line_error(run_cli("analyze", ws, "--out", tmp_path / "none", check=False), "no scores or generations")
+    assert not (tmp_path / "none").exists()
+
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / ".decisions.parquet.k1ll3d.tmp").write_bytes(b"PAR1")
+    filter_cli(ws, RULES, killed, tmp_path, check=True)
+    assert sorted(p.name for p in killed.iterdir()) == ["decisions.parquet", "rules.yaml", "stages.csv", "summary.json"]
+
+
 def test_a_cp1252_rules_file_is_one_clear_line(ws, tmp_path):
     text = RULES.replace("name: r\n", "name: r\ndescription: caf\u00e9 rules\n")
     result, rules = filter_cli(ws, None, tmp_path / "out", tmp_path, raw=text.encode("cp1252"))

@@ -38,6 +38,7 @@ from curate.atomic import write_text
 from curate.errors import CurateError
 from curate.exports import write_records
 from curate.items import MODES
+from curate.lock import folder_lock
 from generate.store import open_generations, read_generations
 from generate.store import read_runs as read_generation_runs
 from scoring.store import open_scores, read_runs, read_scores, require_one_source, score_sources
@@ -107,7 +108,8 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = None, models
         kind, name = length.parse_unit(unit)
         if kind == "tokens":
             length.load_tokenizer(name)
-    with tqdm(total=7 + len(length_units), desc="analyze", unit="step") as bar:
+    # One run at a time writes a report folder: two would mix their plots and reports.
+    with folder_lock(out, command="analyze"), tqdm(total=7 + len(length_units), desc="analyze", unit="step") as bar:
         return _analyze(bar, root, out, normalization=normalization, models=models, modes=modes,
                         length_units=length_units, core_mode=core_mode, core_threshold=core_threshold,
                         alpha=alpha, n_resamples=n_resamples, seed=seed)

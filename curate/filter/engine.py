@@ -18,6 +18,7 @@ from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
 from curate.filter.rules import load_rules
+from curate.lock import folder_lock
 from curate.sources import file_sha256
 from curate.store import Workspace, now
 
@@ -53,17 +54,21 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, token
         }
     check_out_dir(out_dir)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        # The summary goes first and comes back last: a folder with a summary holds a complete,
-        # consistent set of outputs, whose files it records by sha256.
-        (out_dir / SUMMARY).unlink(missing_ok=True)
-        with atomic_path(out_dir / DECISIONS) as tmp:
-            decisions.to_parquet(tmp, index=False)
-        with atomic_path(out_dir / STAGES) as tmp:
-            table.to_csv(tmp, index=False)
-        write_text(out_dir / RULES, rules["text"])
-        summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
-        write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        with folder_lock(out_dir, command="filter"):  # a second run into this folder waits for none: refused
+            check_out_dir(out_dir)  # again: another run may have written here since
+            # The summary goes first and comes back last: a folder with a summary holds a complete,
+            # consistent set of outputs, whose files it records by sha256.
+            (out_dir / SUMMARY).unlink(missing_ok=True)
+            for name in out_dir.iterdir():  # temp files of a run killed while writing
+                if _temp_file(name.name):
+                    name.unlink(missing_ok=True)
+            with atomic_path(out_dir / DECISIONS) as tmp:
+                decisions.to_parquet(tmp, index=False)
+            with atomic_path(out_dir / STAGES) as tmp:
+                table.to_csv(tmp, index=False)
+            write_text(out_dir / RULES, rules["text"])
+            summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
+            write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     except OSError as exc:
         raise unwritable(exc, out_dir) from None
     return summary
@@ -97,12 +102,17 @@ def check_out_dir(out_dir: Path) -> None:
     if visible <= ours and SUMMARY in names and _is_summary(out_dir / SUMMARY):
         return
     # A run killed while writing leaves its files without the summary (removed first, written
-    # last): that folder is ours to replace.
-    if visible <= ours and SUMMARY not in names and visible & {DECISIONS, STAGES}:
+    # last), or only the temp file of its first write: that folder is ours to replace.
+    if visible <= ours and SUMMARY not in names and (visible & {DECISIONS, STAGES} or any(map(_temp_file, names))):
         return
     others = sorted(visible - ours) or sorted(visible) or names
     raise CurateError(f"{out_dir}: exists and is not an earlier `curate filter` output (it holds "
                       f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}); give --out a new or empty folder")
+
+
+def _temp_file(name: str) -> bool:
+    """Whether ``name`` is the temp file of one of this command's outputs (``atomic_path``'s)."""
+    return name.endswith(".tmp") and any(name.startswith(f".{ours}.") for ours in (DECISIONS, STAGES, RULES, SUMMARY))
 
 
 def _is_summary(path: Path) -> bool:

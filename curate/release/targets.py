@@ -26,6 +26,7 @@ from pathlib import Path
 
 from curate.atomic import check_writable, unwritable
 from curate.errors import CurateError
+from curate.lock import folder_lock
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
 
@@ -192,6 +193,14 @@ class GitTarget:
         interruption, it tags a release whose commit went in (when it holds the same release)
         and replaces an uncommitted leftover folder."""
         self.check_new(name, version)
+        # Two releases into one repository at once would commit, tag and undo over each other
+        # (one run's undo can drop the other's commit): one at a time, the second refused.
+        git_dir = self._out("rev-parse", "--absolute-git-dir")
+        with folder_lock(git_dir, command="release", busy="release into another repository"):
+            return self._publish(staging, name, version)
+
+    def _publish(self, staging: Path, name: str, version: str) -> dict:
+        self.check_new(name, version)  # again, now that no other release can change the answer
         rel, tag = f"{name}/{version}", tag_name(name, version)
         state = self.state(name, version)
         if state == "committed":
@@ -209,6 +218,7 @@ class GitTarget:
                 raise
         except OSError as exc:
             raise unwritable(exc, self.repo / rel) from None
+        commit = None
         try:
             # --force: a .gitignore matching *.parquet (common) must not drop the data file.
             self.git("add", "--force", "--", rel)
@@ -217,7 +227,7 @@ class GitTarget:
             self._check_commit(commit, rel)
             self.git("tag", "-a", tag, "-m", f"{name} {version}", commit)
         except BaseException:
-            self._undo(rel, head)
+            self._undo(rel, head, commit)
             raise
         return {"kind": self.kind, "location": str(self.repo.resolve()), "commit": commit, "tag": tag}
 
@@ -248,9 +258,9 @@ class GitTarget:
         return {"kind": self.kind, "location": str(self.repo.resolve()), "commit": commit, "tag": tag,
                 "finished": f"an interrupted release: commit {commit[:12]} was already in, the tag was added"}
 
-    def _undo(self, rel: str, head: str | None) -> None:
+    def _undo(self, rel: str, head: str | None, commit: str | None) -> None:
         current = self._out("rev-parse", "-q", "--verify", "HEAD") or None
-        if current != head:  # our commit went in: move the branch back, keep everyone else's work
+        if commit and current == commit != head:  # ours went in: move the branch back, keep all else
             if head:
                 self.git("reset", "-q", "--soft", head, check=False)
             else:  # ours was the repository's first commit: the branch did not exist before it
