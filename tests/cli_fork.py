@@ -53,7 +53,7 @@ def _serve() -> None:
     # What the imports set in the environment, a child sets again (as its own imports would have).
     added = {k: v for k, v in os.environ.items() if k not in before}
     # Forking a process that runs threads can copy a lock some thread held: refuse to serve.
-    ready = {"threads": threading.active_count(), "env": before}
+    ready = {"threads": threading.active_count(), "env": before, "added": added}
     os.write(replies, (json.dumps(ready) + "\n").encode())
     for line in requests:
         req = json.loads(line)
@@ -135,15 +135,19 @@ class ForkServer:
         if ready["threads"] != 1:
             raise RuntimeError(f"the CLI fork server runs {ready['threads']} threads after its imports: forking it "
                                "is unsafe; drop the module that starts them from PRELOAD")
-        self.env = ready["env"]
+        self.env, self.added = ready["env"], ready["added"]
         self.lock = threading.Lock()
 
     def runs(self, env: dict, kw: dict) -> bool:
         """Whether a command with this environment and these subprocess options can be forked."""
-        if self.proc.poll() is not None or set(kw) - {"cwd", "timeout"}:
-            return False
-        changed = {k for k in set(env) | set(self.env) if env.get(k) != self.env.get(k)}
-        return all(k.startswith(IMPORT_SAFE) for k in changed)
+        return self.proc.poll() is None and not set(kw) - {"cwd", "timeout"} and not self.unsafe(env)
+
+    def unsafe(self, env: dict) -> set[str]:
+        """The variables of ``env`` that differ from what the server started with and may be read at
+        import time. Those its imports set (a child gets them too) may be set alike or not at all."""
+        server = {**self.env, **self.added}
+        changed = {k for k in set(env) | set(server) if env.get(k) != server.get(k)}
+        return {k for k in changed if not k.startswith(IMPORT_SAFE) and not (k in self.added and k not in env)}
 
     def run(self, cmd: list[str], env: dict, cwd=None, timeout=None) -> subprocess.CompletedProcess:
         import tempfile
@@ -179,8 +183,16 @@ def server() -> ForkServer:
     return _server
 
 
-def run(cmd: list[str], env: dict, **kw) -> subprocess.CompletedProcess:
-    """``curate CMD`` in a forked child when it can be, else ``python -m curate CMD``."""
-    if os.environ.get("BENCHCURATE_TEST_SUBPROCESS") != "1" and server().runs(env, kw):
-        return server().run(cmd, env, **kw)
+def run(cmd: list[str], env: dict, overrides=(), **kw) -> subprocess.CompletedProcess:
+    """``curate CMD`` in a forked child when it can be, else ``python -m curate CMD``. A plain
+    subprocess that no ``overrides`` (variables the test sets on purpose) explain is a warning:
+    something changed this process's environment, and the suite runs slower."""
+    if os.environ.get("BENCHCURATE_TEST_SUBPROCESS") != "1":
+        if server().runs(env, kw):
+            return server().run(cmd, env, **kw)
+        unexplained = server().unsafe(env) - set(overrides)
+        if unexplained:
+            import warnings
+            warnings.warn(f"curate {cmd[0]} ran as a plain subprocess: {sorted(unexplained)} changed in the "
+                          "environment after the CLI fork server started (see tests/cli_fork.py IMPORT_SAFE)")
     return subprocess.run([sys.executable, "-m", "curate", *cmd], capture_output=True, text=True, env=env, **kw)

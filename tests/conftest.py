@@ -21,6 +21,10 @@ sys.path.insert(0, str(ROOT))  # tests import benchmarks/lmeval_reference.py as 
 # Nothing in the tests may reach the Hugging Face Hub (no network here, nor in CI).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# lm_eval sets this when imported (the parity tests import it); set up front, it is the same in
+# this process and in the CLI fork server from the start (tests/cli_fork.py), so `curate` commands
+# stay forked after the import. It only tunes Hub downloads, which the tests never make.
+os.environ.setdefault("HF_XET_HIGH_PERFORMANCE", "1")
 
 # Under pytest-xdist (`make test` runs two workers on two cores) each worker and each CLI it
 # starts uses one thread: two torch thread pools of two threads each on two cores spin against
@@ -33,7 +37,7 @@ def run_cli(*args, check=True, env=None, **kw) -> subprocess.CompletedProcess:
     """Run `curate ARGS` as a process of its own from this checkout: forked from a server that
     has the CLI's libraries imported already, or ``python -m curate`` (see tests/cli_fork.py)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    proc = cli_fork.run([*map(str, args)], full_env, **kw)
+    proc = cli_fork.run([*map(str, args)], full_env, overrides=env or {}, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"curate {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
@@ -125,10 +129,10 @@ def paper_ws(tmp_path_factory, hellaswag_ws) -> Path:
 # The longest test files, longest first (measured totals under `make test`). pytest-xdist hands each
 # worker the next file from the front of the collection, so these go first and short files fill
 # the end: otherwise one worker can run the last long file alone while the other waits.
-LONGEST_FIRST = ("test_scoring.py", "test_analyze_report.py", "test_generate_local.py", "test_scoring_models.py",
-                 "test_annotate_claude.py", "test_audit.py", "test_review.py", "test_position.py",
-                 "test_reliability_annotate.py", "test_scoring_formulations.py", "test_audit_goldenswag.py",
-                 "test_scoring_fast.py", "test_scoring_architectures.py")
+LONGEST_FIRST = ("test_scoring.py", "test_analyze_report.py", "test_reliability_annotate.py", "test_generate_local.py",
+                 "test_scoring_models.py", "test_review.py", "test_annotate_claude.py", "test_reliability_releases.py",
+                 "test_generate_claude.py", "test_ingest_builtin.py", "test_audit.py", "test_scoring_fast.py",
+                 "test_audit_goldenswag.py", "test_scoring_identity.py", "test_scoring_formulations.py")
 
 
 def pytest_collection_modifyitems(config, items):
