@@ -104,10 +104,8 @@ TRUNCATION_GRACE_S = 1.0
 def _shortfall(db: Path) -> tuple[int, int] | None:
     """(file size, size the header says) when the file is shorter than its header says, else None."""
     with open(db, "rb") as fh:
-        header = fh.read(100)
+        header = fh.read(100)  # whole: the caller refused a shorter file
         size = os.fstat(fh.fileno()).st_size
-    if len(header) < 100:
-        return size, 100
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -123,7 +124,6 @@ class ForkServer:
 
     def __init__(self, env: dict):
         code = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import cli_fork; cli_fork._serve()"
-        import tempfile
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env, cwd=ROOT)
@@ -140,7 +140,11 @@ class ForkServer:
 
     def runs(self, env: dict, kw: dict) -> bool:
         """Whether a command with this environment and these subprocess options can be forked."""
-        return self.proc.poll() is None and not set(kw) - {"cwd", "timeout"} and not self.unsafe(env)
+        return self.serves(kw) and not self.unsafe(env)
+
+    def serves(self, kw: dict) -> bool:
+        """Whether the server is up and takes these subprocess options."""
+        return self.proc.poll() is None and not set(kw) - {"cwd", "timeout"}
 
     def unsafe(self, env: dict) -> set[str]:
         """The variables of ``env`` that differ from what the server started with and may be read at
@@ -150,7 +154,6 @@ class ForkServer:
         return {k for k in changed if not k.startswith(IMPORT_SAFE) and not (k in self.added and k not in env)}
 
     def run(self, cmd: list[str], env: dict, cwd=None, timeout=None) -> subprocess.CompletedProcess:
-        import tempfile
         with self.lock, tempfile.TemporaryDirectory(prefix="curate-cli-") as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
             req = {"args": cmd, "env": env, "cwd": None if cwd is None else str(cwd), "timeout": timeout,
@@ -187,10 +190,11 @@ def run(cmd: list[str], env: dict, overrides=(), **kw) -> subprocess.CompletedPr
     """``curate CMD`` in a forked child when it can be, else ``python -m curate CMD``. A plain
     subprocess that no ``overrides`` (variables the test sets on purpose) explain is a warning:
     something changed this process's environment, and the suite runs slower."""
-    if os.environ.get("BENCHCURATE_TEST_SUBPROCESS") != "1":
-        if server().runs(env, kw):
+    if os.environ.get("BENCHCURATE_TEST_SUBPROCESS") != "1" and server().serves(kw):
+        unsafe = server().unsafe(env)
+        if not unsafe:
             return server().run(cmd, env, **kw)
-        unexplained = server().unsafe(env) - set(overrides)
+        unexplained = unsafe - set(overrides)
         if unexplained:
             import warnings
             warnings.warn(f"curate {cmd[0]} ran as a plain subprocess: {sorted(unexplained)} changed in the "
