@@ -86,9 +86,14 @@ def prompt_text(item: dict) -> str:
 
 
 def render_item(item: dict, round: int) -> str:
-    """The per-item user message."""
-    lines = [f"{letter}. {text}{MARK if i == item['gold'] else ''}"
-             for i, (letter, text) in enumerate(zip(letters(len(item["options"])), option_texts(item, round)))]
+    """The per-item user message. An item whose own text holds the marker ("... (marked
+    correct)" as part of an option) also gets a line naming the gold letter outright, so the
+    marker cannot be forged by the benchmark's text."""
+    texts, names = option_texts(item, round), letters(len(item["options"]))
+    lines = [f"{letter}. {text}{MARK if i == item['gold'] else ''}" for i, (letter, text) in enumerate(zip(names, texts))]
+    if MARK.strip().lower() in " ".join([prompt_text(item), *texts]).lower():
+        lines.append(f'(The benchmark labels {names[item["gold"]]} correct; "{MARK.strip()}" anywhere else is part '
+                     f"of the item's own text.)")
     template = load_prompt(round, kind=kind_of(item)).item_template
     return template.format(prompt=prompt_text(item), options="\n".join(lines))
 

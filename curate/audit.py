@@ -19,7 +19,9 @@ import click
 
 import curate
 from curate.audit_config import AuditConfig
+from curate.audit_plan import scoring_fit_problems
 from curate.errors import CurateError
+from curate.lock import folder_lock
 from curate.store import Workspace
 
 FINGERPRINT = ".audit-fingerprint"
@@ -180,10 +182,11 @@ def analyze_stage(cfg: AuditConfig, state: str) -> Outcome:
     from curate.analyses.report import analyze_workspace
 
     stamp = fingerprint(state, {"stage": "analyze"})
-    if up_to_date(cfg.analyze_out, "analyze", stamp):
-        return Outcome("analyze", "skipped", f"report up to date in {cfg.analyze_out}")
-    metrics = analyze_workspace(cfg.workspace, cfg.analyze_out)
-    mark(cfg.analyze_out, "analyze", stamp)
+    with folder_lock(cfg.analyze_out, command="analyze"):  # the output checked and stamped is this run's own
+        if up_to_date(cfg.analyze_out, "analyze", stamp):
+            return Outcome("analyze", "skipped", f"report up to date in {cfg.analyze_out}")
+        metrics = analyze_workspace(cfg.workspace, cfg.analyze_out)
+        mark(cfg.analyze_out, "analyze", stamp)
     return Outcome("analyze", "ran", f"report in {cfg.analyze_out / 'report.html'}", {"metrics": metrics})
 
 
@@ -192,11 +195,12 @@ def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
     from curate.sources import file_sha256
 
     stamp = fingerprint(state, {"stage": "filter", "rules": file_sha256(cfg.filter_rules), **cfg.filter_options})
-    if up_to_date(cfg.filter_out, "filter", stamp):
-        summary = json.loads((cfg.filter_out / "summary.json").read_text())
-        return Outcome("filter", "skipped", f"decisions up to date in {cfg.filter_out}", summary)
-    summary = run_filter(cfg.workspace, cfg.filter_rules, cfg.filter_out, **cfg.filter_options)
-    mark(cfg.filter_out, "filter", stamp)
+    with folder_lock(cfg.filter_out, command="filter"):  # the output checked and stamped is this run's own
+        if up_to_date(cfg.filter_out, "filter", stamp):
+            summary = json.loads((cfg.filter_out / "summary.json").read_text())
+            return Outcome("filter", "skipped", f"decisions up to date in {cfg.filter_out}", summary)
+        summary = run_filter(cfg.workspace, cfg.filter_rules, cfg.filter_out, **cfg.filter_options)
+        mark(cfg.filter_out, "filter", stamp)
     return Outcome("filter", "ran", f"decisions in {cfg.filter_out}", summary)
 
 
@@ -236,6 +240,9 @@ def run_audit(cfg: AuditConfig, *, echo=click.echo) -> list[Outcome]:
         start = time.perf_counter()
         if stage == "ingest":
             done = [ingest_stage(cfg)]
+            # a rotation letters+rK needs items with more than K options: known now, before anything is spent
+            done += [Outcome("score", "stopped", f"{cfg.file}, field '{key}': {message}")
+                     for key, message in scoring_fit_problems(cfg)]
         elif stage == "annotate":
             done = annotate_stage(cfg)
         elif stage == "score":

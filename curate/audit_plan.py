@@ -32,6 +32,7 @@ class Supply:
     annotations: dict[tuple[str, int], str] = field(default_factory=dict)              # (annotator, round) -> source
     scores: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)   # (model, mode, formulation) -> {norm: source}
     generations: set[tuple[str, str]] = field(default_factory=set)                     # (model, mode), stored only
+    most_options: int | None = None  # the most options of a stored item (None: no items yet)
 
     def add_scores(self, model: str, mode: str, formulation: str, normalizations, source: str) -> None:
         # Scoring letters+rotations stores the letters formulation and each rotation of it.
@@ -72,6 +73,8 @@ def stored(db: Path) -> Supply:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "items" in tables:
+            out.most_options = conn.execute("SELECT max(json_array_length(item_json, '$.options')) FROM items").fetchone()[0]
         if "annotations" in tables:
             for annotator, rnd in conn.execute("SELECT DISTINCT annotator, round FROM annotations"):
                 out.annotations[(annotator, rnd)] = "the workspace"
@@ -195,6 +198,7 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
     for i, model in enumerate(cfg.scoring.models if cfg.scoring else ()):
         if why := unresolvable(model, "model"):
             problems.append((f"scoring.models[{i}]", f"{model!r} cannot be found: {why}"))
+    problems += scoring_fit_problems(cfg)
     if not cfg.filter_rules:
         return problems
     rules = load_rules(cfg.filter_rules, **cfg.filter_options)
@@ -226,6 +230,29 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
         elif why := unresolvable(what[0], "tokenizer"):
             key = "filter.tokenizer" if "tokenizer" in cfg.filter_options else "filter.rules"
             problems.append((key, f"{where} count tokens with {what[0]!r}, which cannot be found: {why}"))
+    return problems
+
+
+def scoring_fit_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
+    """Scoring settings that cannot be served: a device this machine lacks, and a rotation
+    (``letters+rK``) that no item has more than K options for. The options are known once the
+    workspace holds its items, so the audit checks again right after its ingest stage."""
+    from curate.errors import CurateError
+    from curate.formulations import parse
+    from scoring.models import check_device
+
+    if not cfg.scoring or not cfg.scoring.models:
+        return []
+    problems = []
+    try:
+        check_device(cfg.scoring.device)
+    except CurateError as exc:
+        problems.append(("scoring.device", str(exc).replace("--device", "device")))
+    most = stored(cfg.workspace / DB_NAME).most_options
+    for name in cfg.scoring.formulations or ():
+        if most is not None and name != ALL_ROTATIONS and parse(name)[1] >= most:
+            problems.append(("scoring.formulations", f"{name} applies to no item: a rotation letters+rK needs more "
+                                                     f"than K options, and the workspace's items have at most {most}"))
     return problems
 
 

@@ -17,7 +17,7 @@ def check_config(config, no_files):
     Lists every problem, each with the config file and the key at fault, and exits 2 if any.
     """
     from curate import audit_config as ac
-    from curate.audit_plan import plan_problems, plan_summary
+    from curate.audit_plan import plan_problems, plan_summary, scoring_fit_problems
 
     path = config or ac.DEFAULT_CONFIG
     data = ac.read_yaml(path)
@@ -30,6 +30,8 @@ def check_config(config, no_files):
         if not missing:
             problems = plan_problems(resolved)
             complete = not problems
+        elif no_files:
+            problems = scoring_fit_problems(resolved)  # needs no input files
     if problems:
         report(path, problems)
     click.echo(f"config     {path.resolve()}")

@@ -11,7 +11,8 @@ lock behind; the file itself stays and only says who held it last.
 
 ``folder_lock`` does the same for an output folder (`curate filter --out`, `curate analyze --out`):
 two runs writing one folder at once would leave one run's decisions under the other's summary.
-It locks the folder itself, so nothing is added to it.
+It locks the folder itself, so nothing is added to it. Within one process it is re-entrant: the
+audit holds a folder across a stage and its fingerprint, and the stage takes the same lock inside.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from curate.errors import CurateError
 from curate.store import now
 
 LOCK_DIR = ".locks"
+#: Folders this process holds with ``folder_lock`` (real path -> depth), for re-entry.
+_HELD_FOLDERS: dict[str, int] = {}
 
 
 def lock_path(root: Path, work: str) -> Path:
@@ -83,8 +86,17 @@ def holder(fd: int) -> str:
 def folder_lock(folder, *, command: str, busy: str = "give --out another folder") -> Iterator[None]:
     """Hold an exclusive lock on output ``folder`` (made if missing) for the block; CurateError at
     once when another process is writing into it (``busy`` ends the message). A folder this call
-    made is removed again when the block fails and leaves it empty."""
+    made is removed again when the block fails and leaves it empty. Taken again inside the block
+    by this process, it is already held: the inner block just runs."""
     folder = Path(folder)
+    key = os.path.realpath(folder)
+    if _HELD_FOLDERS.get(key):
+        _HELD_FOLDERS[key] += 1
+        try:
+            yield
+        finally:
+            _HELD_FOLDERS[key] -= 1
+        return
     check_writable(folder)
     made = not folder.exists()
     try:
@@ -95,9 +107,12 @@ def folder_lock(folder, *, command: str, busy: str = "give --out another folder"
         if not locked:
             raise CurateError(f"{folder}: another `curate {command}` is writing into this folder; wait for it to "
                               f"finish, or {busy}")
+        _HELD_FOLDERS[key] = 1
         try:
             yield
         except BaseException:
             if made and not any(folder.iterdir()):
                 folder.rmdir()
             raise
+        finally:
+            del _HELD_FOLDERS[key]

@@ -1,8 +1,11 @@
 """Keeping secrets out of everything stored or printed: one redaction function for the toolkit.
 
 A secret is an API key or token read from the environment (``ANTHROPIC_API_KEY``, ``HF_TOKEN``,
-...), the Hub token file huggingface_hub keeps, or the user:password part of any URL (and its
-base64 in a Basic authorization header, which an HTTP client makes of it). Secrets
+...), the Hub token file huggingface_hub keeps, the user:password part of any URL (and its
+base64 in a Basic authorization header, which an HTTP client makes of it), and, in the URLs the
+environment names, every path segment and query value shaped like a key and every value of a
+query parameter named like one (gateways that take their token as
+``https://gateway.example/v1/<token>/anthropic`` or ``?key=<token>``). Secrets
 come back in unexpected shapes: an endpoint may echo the key in an error or in a model reply; a
 key with a non-ASCII character comes back as its UTF-8 bytes read as Latin-1 ("Ã©" for "é"), or
 escaped by JSON or ``repr``. ``redact`` replaces each known secret in every one of those shapes,
@@ -21,7 +24,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 REDACTED = "[redacted]"
 
@@ -52,12 +55,28 @@ def _hub_token(path: str) -> str | None:
         return None
 
 
+# Key-shaped: 16+ characters with a run of 12+ letters and digits holding both ("sk-ant-api03-x7Gq...",
+# a hex or base64url token, a UUID); not "v1", "anthropic", "my-gateway" or a model name like
+# "claude-sonnet-4-5-20250929" (its longest such run is 8).
+_KEY_RUN = re.compile(r"[A-Za-z0-9]{12,}")
+# Query parameters whose value is a credential whatever its shape.
+_SECRET_PARAM = re.compile(r"key|token|secret|auth|pass|sig|code|credential", re.IGNORECASE)
+
+
+def _key_shaped(value: str) -> bool:
+    """Whether a URL path segment or query value looks like a key rather than a name."""
+    return len(value) >= 16 and any(re.search(r"[A-Za-z]", run) and re.search(r"[0-9]", run)
+                                     for run in _KEY_RUN.findall(value))
+
+
 def _url_secrets(url: str) -> list[str]:
     try:
         parts = urlsplit(url)
     except ValueError:
         return []
     found = [p for p in (parts.username, parts.password) if p]
+    found += [value for name, value in parse_qsl(parts.query) if _SECRET_PARAM.search(name) or _key_shaped(value)]
+    found += [unquote(seg) for seg in parts.path.split("/") if _key_shaped(unquote(seg))]
     if parts.password:
         # also as an HTTP client sends them: the Basic authorization header's base64
         pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}"

@@ -38,6 +38,11 @@ def file_sha256(path: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def bytes_sha256(data: bytes) -> str:
+    """The same digest as ``file_sha256``, of bytes already read (hashed as checked, not re-read)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
 def tree_sha256(files: list[Path], root: Path) -> str:
     """One hash for a folder: its files' relative names and contents, in name order."""
     h = hashlib.sha256()

@@ -221,10 +221,10 @@ def emulated_half(dtype: str, device: str) -> bool:
 
 def check_device(device: str) -> None:
     """A one-line CurateError for a device this machine does not have (before anything loads)."""
-    import torch
-    match = re.fullmatch(r"cuda(?::(\d+))?", device)
     if device in ("cpu", "auto"):
         return
+    import torch
+    match = re.fullmatch(r"cuda(?::(\d+))?", device)
     if match:
         if not torch.cuda.is_available():
             raise CurateError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); "

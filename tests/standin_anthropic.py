@@ -64,6 +64,12 @@ def prompt_tokens(body: dict) -> tuple[int, int, bool]:
     return total, upto, marked
 
 
+def unprefixed(path: str) -> str:
+    """The request path from "/v1/" on: a gateway's own prefix ("/gw/TOKEN/anthropic") removed."""
+    start = path.find("/v1/")
+    return path[start:] if start > 0 else path
+
+
 class StandIn:
     """Run with ``with StandIn(...) as s:``; ``s.url`` is the base URL.
 
@@ -75,7 +81,8 @@ class StandIn:
     position; ``polls_before_end`` -- retrieve calls answered 'in_progress' before 'ended';
     ``body`` -- answer every messages and batch request with HTTP 200 and 'html' (a login page),
     'broken-json' (a cut-off JSON body) or 'other-json' (JSON of another shape); ``echo_key`` --
-    put the request's API key into each reply's text and model name, as a careless proxy might;
+    put the request's API key and path into each reply's text and model name, as a careless proxy
+    might (a gateway prefix before "/v1/" in the path is accepted and echoed);
     ``count_tokens`` -- False: the endpoint does not offer counting (404); ``text_reply`` -- for
     requests without tools (generation), a function of the request body giving the reply text
     (None: a refusal).
@@ -217,6 +224,7 @@ class StandIn:
                 standin.headers.append(dict(self.headers))
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 key = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
+                key, self.path = f"{key} at {self.path}", unprefixed(self.path)
                 if self.path.startswith("/v1/messages/count_tokens"):
                     if not standin.count_tokens:
                         return self.reply(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not Found"}})
@@ -236,6 +244,7 @@ class StandIn:
 
             def do_GET(self):
                 standin.headers.append(dict(self.headers))
+                self.path = unprefixed(self.path)
                 parts = self.path.split("?")[0].strip("/").split("/")
                 if parts[:3] == ["v1", "messages", "batches"] and len(parts) >= 4 and parts[3] in standin.batches:
                     if len(parts) == 5 and parts[4] == "results":

@@ -32,6 +32,24 @@ def test_prompts_are_versioned_and_mark_the_gold(items):
     for i, opt in enumerate(item["options"]):
         assert f"{'ABCD'[i]}. {item['prompts']['full']} {opt}" in r2
     assert r1.count("(marked correct)") == r2.count("(marked correct)") == 1
+    assert "The benchmark labels" not in r1 + r2  # an ordinary item is rendered as it always was
+
+
+@pytest.mark.parametrize("where", ["option", "prompt"])
+def test_an_item_imitating_the_marker_gets_the_gold_named_outright(items, where):
+    """An option (or the prompt) holding "(Marked Correct)" would show two marked options; such
+    an item also gets a line naming the benchmark's gold letter, for both rounds and kinds."""
+    item = dict(items[0], options=list(items[0]["options"]), prompts=dict(items[0]["prompts"]))
+    gold, fake = item["gold"], (item["gold"] + 1) % 4
+    if where == "option":
+        item["options"][fake] += " (Marked Correct)"
+    else:
+        item["prompts"]["full"] += " (marked correct)"
+    for kind in ("continuation", "question"):
+        for round in (1, 2):
+            text = render_item(dict(item, kind=kind), round)
+            assert f'(The benchmark labels {"ABCD"[gold]} correct; "(marked correct)" anywhere else is part of ' \
+                   f"the item's own text.)" in text
     assert [t["name"] for t in tools(2, 4)] == ["submit_judgement", "decline_item"]
 
 

@@ -81,8 +81,24 @@ def check_reruns_see_changes(config, out, tmp_path):
     other.write_text("name: other\nstages:\n  - name: first-row\n    description: row 0\n"
                      "    when: {ids: {row_index: [0]}}\n")
     run_filter(cfg.workspace, other, cfg.filter_out)
-    redone = audit.filter_stage(cfg, state)
+    redone = audit.filter_stage(cfg, state)  # the stage holds the folder, and run_filter takes it again inside
     assert redone.status == "ran" and redone.data["rules"]["name"] == "demo"
+    # Another `curate filter` into the folder just after the stage's filter returned, before its
+    # fingerprint: refused (the stage holds the folder from its check to its stamp), so the stamp
+    # is of the stage's own decisions; unlocked, the other run's decisions were stamped up to date.
+    others = []
+
+    def filter_then_another_run(*args, **kw):
+        summary = run_filter(*args, **kw)
+        others.append(run_cli("filter", cfg.workspace, "--rules", other, "--out", cfg.filter_out, check=False))
+        return summary
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("curate.filter.run_filter", filter_then_another_run)
+        assert audit.filter_stage(cfg, "a changed workspace").status == "ran"
+    assert others[0].returncode != 0 and "another `curate filter` is writing into this folder" in others[0].stderr
+    again = audit.filter_stage(cfg, "a changed workspace")
+    assert again.status == "skipped" and again.data["rules"]["name"] == "demo"
     (cfg.analyze_out / "metrics.json").write_text("{}")
     assert audit.analyze_stage(cfg, state).status == "ran"
 

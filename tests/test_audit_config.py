@@ -391,3 +391,41 @@ def test_plan_names_scores_in_another_formulation_rotations_and_generations(tmp_
     planned = load_changed(tmp_path, base, _set("scoring", "formulations", ["cloze", "letters+rotations"]))
     assert sorted(problems_of := [m.split(" of ")[0] for _, m in plan_problems(planned)]) == ["stage 'seeds'"], problems_of
     assert plan_summary(load_changed(tmp_path, base, _set("scoring", "formulations", ["cloze"]))).startswith("plan")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA: device cuda is fine here")
+def test_a_device_this_machine_lacks_is_a_plan_problem(tmp_path, base):
+    """`device: cuda` on a machine without CUDA fails in check-config and before the audit's
+    first stage, not when the score stage loads the model after ingest and annotation."""
+    data = copy.deepcopy(base)
+    data["scoring"]["device"] = "cuda"
+    data["filter"]["rules"] = str(demo.rules_path())
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(data))
+    message = f"error: {path}, field 'scoring.device': device cuda: CUDA is not available here"
+    for proc in (run_cli("check-config", path, check=False), run_cli("check-config", path, "--no-files", check=False),
+                 run_cli("audit", path, cwd=tmp_path, check=False)):
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml", "rules.yaml"]  # the audit made nothing
+
+
+def test_a_rotation_no_item_has_is_stopped_right_after_ingest(tmp_path):
+    """`letters+r7` for 4-option items: check-config says so once the workspace holds its items;
+    a fresh audit stops right after its ingest stage, before annotating or scoring anything."""
+    config = yaml.safe_load(demo.config_path().read_text())
+    config["benchmark"].update(path=str(demo.benchmark_path()), limit=3)
+    config["scoring"]["formulations"] = ["cloze", "letters+r7"]
+    config["filter"]["rules"] = str(demo.rules_path())
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = run_cli("audit", path, cwd=tmp_path, check=False)
+    message = (f"{path}, field 'scoring.formulations': letters+r7 applies to no item: a rotation letters+rK needs "
+               f"more than K options, and the workspace's items have at most 4")
+    assert proc.returncode == 1 and message in proc.stdout and "audit stopped" in proc.stdout
+    assert "[2/" not in proc.stdout  # no stage after ingest ran
+    db = tmp_path / "demo-out" / "workspace" / "workspace.db"
+    import sqlite3
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "annotations" not in tables and "scores" not in tables
+    check = run_cli("check-config", path, cwd=tmp_path, check=False)
+    assert check.returncode == 2 and f"error: {message}" in check.stderr

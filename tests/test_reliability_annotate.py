@@ -195,18 +195,24 @@ def test_a_long_enough_prefix_is_marked_and_the_reads_are_the_apis(base_ws, tmp_
 
 # --- secrets ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("key, url_credentials", [(KEY, False), ("sk-ant-tést-ünïcode-key-0123456789", False),
-                                                  (KEY, True)], ids=["ascii-key", "non-ascii-key", "url-credentials"])
-def test_an_echoed_secret_reaches_no_file_export_or_output(base_ws, tmp_path, key, url_credentials):
+GATEWAY_TOKEN = "gw9f3KcQ27xLmP0aZt4Rb8"
+
+
+@pytest.mark.parametrize("key, url_form", [(KEY, ""), ("sk-ant-tést-ünïcode-key-0123456789", ""), (KEY, "credentials"),
+                                           (KEY, "gateway")],
+                         ids=["ascii-key", "non-ascii-key", "url-credentials", "gateway-token-in-path"])
+def test_an_echoed_secret_reaches_no_file_export_or_output(base_ws, tmp_path, key, url_form):
     """The endpoint puts the credentials it received into every reply's text and model name (a
     non-ASCII key comes back as its UTF-8 bytes read as Latin-1; user:password in
-    ANTHROPIC_BASE_URL is sent, and echoed, as a Basic authorization header). None of it is
-    stored (records, raw replies, run record, ledger), exported or printed."""
+    ANTHROPIC_BASE_URL is sent, and echoed, as a Basic authorization header; a gateway's token in
+    the URL's path is echoed with the request path). None of it is stored (records, raw replies,
+    run record and its base_url, ledger), exported or printed."""
     import base64
 
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn(echo_key=True) as s:
-        url = s.url.replace("http://", "http://alice:pa55-w0rd-secret@") if url_credentials else s.url
+        url = {"": s.url, "credentials": s.url.replace("http://", "http://alice:pa55-w0rd-secret@"),
+               "gateway": f"{s.url}/gw/{GATEWAY_TOKEN}/anthropic"}[url_form]
         env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": url}
         proc = run_cli("annotate", ws, "--round", "2", "--annotator", ANNOTATOR, "--limit", "4", env=env)
     outs = [run_cli("export", ws, "annotations", "--out", tmp_path / f"a.{ext}", env=env) for ext in ("jsonl", "csv")]
@@ -214,11 +220,13 @@ def test_an_echoed_secret_reaches_no_file_export_or_output(base_ws, tmp_path, ke
     exports = [(tmp_path / f"a.{ext}").read_bytes().decode("latin-1") for ext in ("jsonl", "csv")]
     text = everything_written(ws, proc.stdout, proc.stderr, *(o.stdout + o.stderr for o in outs), *exports)
     secrets = {key, key.encode("utf-8").decode("latin-1"), json.dumps(key)[1:-1], "pa55-w0rd-secret",
-               base64.b64encode(b"alice:pa55-w0rd-secret").decode()}
+               base64.b64encode(b"alice:pa55-w0rd-secret").decode(), GATEWAY_TOKEN}
     for secret in secrets:
         assert secret not in text
     raw = records(ws).raw.iloc[0]
     assert "request made with key" in raw and REDACTED in raw
+    if url_form == "gateway":  # the request did go through the gateway's path, and is stored without its token
+        assert f"/gw/{REDACTED}/anthropic/v1/messages" in raw
 
 
 def test_non_ascii_key_echoed_in_an_auth_error_is_redacted(base_ws, tmp_path):
@@ -250,6 +258,22 @@ def test_redact_every_shape_of_every_secret(monkeypatch, tmp_path):
     assert "https://[redacted]@proxy.example/v1" in clean and "git+ssh://[redacted]@host/repo.git" in clean
     monkeypatch.setenv("HF_TOKEN", "1")
     assert redact("version 1.0.1") == "version 1.0.1"  # too short to be a secret
+
+
+def test_redact_a_gateway_token_in_the_base_urls_path_or_query(monkeypatch):
+    """Gateways that take their token in the URL: a key-shaped path segment, and a query value
+    (every value of a key/token/auth-named parameter, a key-shaped value of any other) are secrets;
+    the path's names, a model name and short settings are left alone."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://gw.example/v1/acct-7f3e9a1c2b4d6e8f/my-gateway/anthropic"
+                                             "?api-version=2023-06-01&sig=s1gn4ture&region=eu&t=Zq8Xw2Lp9Rk4Mn7V")
+    text = ("POST https://gw.example/v1/acct-7f3e9a1c2b4d6e8f/my-gateway/anthropic/v1/messages?sig=s1gn4ture&"
+            "t=Zq8Xw2Lp9Rk4Mn7V failed; model claude-sonnet-4-5-20250929, region eu, api-version 2023-06-01")
+    clean = redact(text)
+    for secret in ("7f3e9a1c2b4d6e8f", "s1gn4ture", "Zq8Xw2Lp9Rk4Mn7V"):
+        assert secret not in clean, secret
+    for kept in ("https://gw.example/v1/", "/my-gateway/anthropic/v1/messages", "claude-sonnet-4-5-20250929",
+                 "region eu", "api-version 2023-06-01"):
+        assert kept in clean, kept
 
 
 def test_cli_redacts_hub_token_and_url_credentials_in_errors(tmp_path):

@@ -197,6 +197,42 @@ def test_a_release_killed_in_the_middle_of_its_copy_is_redone_and_its_leftovers_
         assert run_cli("release", "verify", home / "hs-small" / "0.1.0").stdout.startswith("OK")
 
 
+def test_leftovers_are_judged_by_who_holds_them_not_only_by_the_pid_in_their_name(tmp_path):
+    """A leftover copy named after a pid that now belongs to another process (reused) is removed
+    once it has sat unclaimed for STALE_AFTER_S; a copy held by a live release is kept even where
+    its pid means nothing here (another pid namespace sharing the disk), and removed once that
+    process has ended."""
+    import subprocess
+    import sys
+    import time
+
+    from curate.release.targets import STALE_AFTER_S, _pid_alive, remove_stale
+
+    pattern = r"\.0\.1\.0\.(\d+)\.[a-z0-9_]+\.partial"
+    reused = tmp_path / f".0.1.0.{os.getppid()}.abc.partial"  # a live process that is no release
+    recent = tmp_path / f".0.1.0.{os.getppid()}.def.partial"
+    for folder in (reused, recent):
+        folder.mkdir()
+    old = time.time() - STALE_AFTER_S - 5
+    os.utime(reused, (old, old))
+    dead_pid = next(p for p in range(4_000_000, 4_100_000) if not _pid_alive(p))
+    elsewhere = tmp_path / f".0.1.0.{dead_pid}.ghi.partial"
+    elsewhere.mkdir()
+    code = ("import sys\nfrom pathlib import Path\nfrom curate.release.targets import claimed\n"
+            "with claimed(Path(sys.argv[1])):\n    print('held', flush=True)\n    sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(elsewhere)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        remove_stale(tmp_path, pattern)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([recent.name, elsewhere.name])
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    remove_stale(tmp_path, pattern)
+    assert [p.name for p in tmp_path.iterdir()] == [recent.name]  # its pid alive, and too young to judge
+
+
 @pytest.mark.parametrize("what", ["a folder of someone else", "a committed folder"])
 def test_git_release_refuses_a_folder_it_did_not_leave(small, tmp_path, what):  # noqa: F811
     repo = new_repo(tmp_path)
@@ -475,3 +511,44 @@ def test_diff_sees_the_same_rules_file_applied_with_other_defaults(small, tmp_pa
     make_release(small / "ws", small / "dec-a", "hs-small", "0.1.2", str(out))
     assert diff_releases(str(out / "hs-small" / "0.1.0"), str(out / "hs-small" / "0.1.1"))["rules_changed"]
     assert not diff_releases(str(out / "hs-small" / "0.1.0"), str(out / "hs-small" / "0.1.2"))["rules_changed"]
+
+
+def test_a_release_reading_decisions_while_a_filter_rewrites_them_blames_no_hand_edit(small, tmp_path):  # noqa: F811
+    """A `curate filter` rewrites the decisions folder in a loop (rules A, then B, ...) while the
+    release reads it: every read is either a consistent set (the rules text, the stage table and
+    the decisions all of one run) or "is being rewritten" / "no summary.json"; never the hand-edit
+    message, which an old summary beside new decisions used to give."""
+    import subprocess
+    import sys
+    import time
+
+    from curate.errors import InputError
+    from curate.release.package import read_decisions
+
+    folder = tmp_path / "dec"
+    shutil.copytree(small / "dec-a", folder)
+    script = ("import sys, time\nfrom curate.filter import run_filter\nend = time.time() + float(sys.argv[1])\n"
+              "while time.time() < end:\n"
+              "    for tag in 'ab':\n"
+              f"        run_filter({str(small / 'ws')!r}, {str(small)!r} + f'/rules-{{tag}}.yaml', {str(folder)!r})\n")
+    writer = subprocess.Popen([sys.executable, "-c", script, "6"], cwd=Path(__file__).parent.parent,
+                              stderr=subprocess.PIPE, text=True)
+    outcomes = {"consistent": 0, "refused": 0}
+    try:
+        time.sleep(1.0)  # the writer's imports
+        while writer.poll() is None:
+            try:
+                decisions, summary, rules_text = read_decisions(folder)
+            except InputError as exc:
+                assert "is being rewritten" in str(exc) or "no summary.json" in str(exc), str(exc)
+                outcomes["refused"] += 1
+            else:
+                assert f"name: {summary['rules']['name']}\n" in rules_text
+                removed = {"small-a": {1, 2, 3}, "small-b": {2, 3, 4, 5}}[summary["rules"]["name"]]
+                listed = decisions[decisions["matched"].map(lambda m: "listed-rows" in m)]
+                assert set(listed["row_index"]) == removed
+                outcomes["consistent"] += 1
+    finally:
+        writer.wait(timeout=60)
+    assert writer.returncode == 0, writer.stderr.read()
+    assert outcomes["consistent"] > 10 and outcomes["refused"] > 0, outcomes

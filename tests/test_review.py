@@ -699,6 +699,33 @@ def test_server_answers_malformed_verdicts_with_a_json_error(plain, tmp_path, ca
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_verdict_the_workspace_cannot_take_is_a_503_and_the_next_one_saves(plain, tmp_path, monkeypatch, capfd):
+    """Another process holds the workspace's write lock past SQLite's busy timeout (shortened here):
+    the save is answered 503 "nothing was changed", not a dropped connection; once the lock is gone
+    the same verdict saves as version 1 (the failed one left no trace)."""
+    import sqlite3
+
+    import curate.store
+
+    root, rows = plain
+    root = shutil.copytree(root, tmp_path / "ws")
+    monkeypatch.setattr(curate.store, "BUSY_TIMEOUT_S", 0.2)
+    verdict = {"reviewer": "alice", "item_id": rows[0]["item_id"], "round": 1, "result": {"labels": ["high_quality"]}}
+    with serving(root) as (app, port):
+        ok = {"X-Review-Token": app.token, "Content-Type": "application/json"}
+        other = sqlite3.connect(root / "workspace.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another writer, mid-transaction
+        status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
+        assert status == 503 and "database is locked" in json.loads(body)["error"]
+        assert "nothing was changed" in json.loads(body)["error"]
+        assert request(port, "GET", "/api/config", headers=ok)[0] == 200  # reads go on meanwhile
+        other.execute("ROLLBACK")
+        other.close()
+        status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
+        assert status == 200 and json.loads(body)["version"] == 1
+    assert "Traceback" not in capfd.readouterr().err
+
+
 # --- the report's item browser -------------------------------------------------------------------
 
 def test_report_links_every_flagged_item_to_a_static_page(ws_copy, tmp_path):

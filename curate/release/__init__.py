@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.errors import CurateError
-from curate.release.targets import parse_target, remove_stale
+from curate.release.targets import claimed, parse_target, remove_stale
 
 # Building, verifying and diffing releases need pandas and the filter engine (most of a second to
 # import); they are imported where used, so that the CLI, which imports this package for every
@@ -36,9 +36,9 @@ def make_release(root, decisions_dir, name: str, version: str, target: str, *, l
     check_name_version(name, version)
     tgt = parse_target(str(target))
     tgt.check_new(name, version)
-    # Named after this process, so the next run can remove what a `kill -9` left behind.
+    # Named after this process and held by it, so the next run can remove what a `kill -9` left behind.
     remove_stale(Path(tempfile.gettempdir()), rf"{STAGING_PREFIX}(\d+)-[a-z0-9_]+")
-    with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp, claimed(Path(tmp)):
         staging = Path(tmp) / "release"
         staging.mkdir()
         manifest = build_release(root, decisions_dir, name, version, staging, license=license, changelog=changelog)

@@ -7,6 +7,7 @@ decisions with other data or carry a hand-edited stage table.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -22,20 +23,23 @@ from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
 from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
-from curate.sources import file_sha256, public_provenance
+from curate.sources import bytes_sha256, public_provenance
 from curate.store import Workspace, now
 
 
 def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
     """(decisions, summary, rules text), checked to be what `curate filter` wrote and to belong
-    together; a hand-edited or damaged file is named in one line."""
+    together; a hand-edited or damaged file is named in one line. Each file is read once and
+    checked as read, and the summary again at the end: a filter rewriting the folder meanwhile
+    is said to be one, not taken for a hand edit."""
     decisions_dir = Path(decisions_dir)
     summary_path = decisions_dir / SUMMARY
-    if not summary_path.is_file():
+    summary_bytes = _read(summary_path)
+    if summary_bytes is None:
         raise InputError(f"no {SUMMARY}: not a decisions folder (make one with `curate filter ... --out`)",
                          path=str(decisions_dir))
     try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary = json.loads(summary_bytes)
         names = [s["stage"] for s in summary["stages"]]
         recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
         rules_sha, source = summary["rules"]["sha256"], summary["workspace"]["source"]
@@ -44,17 +48,22 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
         outputs = {name: summary["outputs"][name] for name in (DECISIONS, STAGES)}
         if not all(isinstance(d, str) for d in outputs.values()):
             raise TypeError("outputs must give the sha256 of each file")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a summary written by `curate filter` ({type(exc).__name__}: {exc}); run the "
                          f"filter again", path=str(summary_path)) from None
+    blobs = {name: _read(decisions_dir / name) for name in (DECISIONS, STAGES, RULES)}
+    if _read(summary_path) != summary_bytes:
+        raise InputError("is being rewritten (a `curate filter` run into it?); release it once that has finished",
+                         path=str(decisions_dir))
     for name, digest in outputs.items():
-        path = decisions_dir / name
-        if not path.is_file() or file_sha256(path) != digest:
+        if blobs[name] is None or bytes_sha256(blobs[name]) != digest:
             raise InputError(f"changed after `curate filter` wrote it (its sha256 is not the one in {SUMMARY}); "
-                             f"run the filter again instead of editing decisions", path=str(path))
+                             f"run the filter again instead of editing decisions", path=str(decisions_dir / name))
     try:
-        decisions = pd.read_parquet(decisions_dir / DECISIONS)
-        rules_text = (decisions_dir / RULES).read_text(encoding="utf-8")
+        if blobs[RULES] is None:
+            raise FileNotFoundError(f"no {RULES}")
+        decisions = pd.read_parquet(io.BytesIO(blobs[DECISIONS]))
+        rules_text = blobs[RULES].decode("utf-8")
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot be read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                          path=str(decisions_dir)) from None
@@ -66,6 +75,16 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
     if table != recorded:
         raise InputError(f"the stage counts in {SUMMARY} do not follow from {DECISIONS}", path=str(decisions_dir))
     return decisions, summary, rules_text
+
+
+def _read(path: Path) -> bytes | None:
+    """The file's bytes; None when there is no such file."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"cannot be read: {exc.strerror or exc}", path=str(path)) from None
 
 
 def _check_decision_rows(decisions: pd.DataFrame, stages: list[str], path: Path) -> None:

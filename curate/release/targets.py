@@ -16,13 +16,17 @@ refused), publish a built release folder, and fetch a published version back int
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from curate.atomic import check_writable, unwritable
 from curate.errors import CurateError
@@ -48,6 +52,10 @@ def _check_verified(folder: Path, where: str) -> None:
         raise CurateError(f"{where}: the published release does not verify: {'; '.join(problems[:3])}")
 
 
+#: A leftover whose maker's pid is alive (or reused) counts as stale after this long unclaimed.
+STALE_AFTER_S = 60
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -58,33 +66,71 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@contextmanager
+def claimed(folder: Path) -> Iterator[Path]:
+    """Hold an flock on ``folder`` for the block: while its maker holds it, ``remove_stale``
+    leaves the folder alone, whatever the pid in its name says (another pid namespace sharing
+    the disk, say). The kernel drops the lock when the process ends, ``kill -9`` included."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        os.close(fd)
+
+
+def _unclaimed(entry: Path) -> bool:
+    """Whether no process holds ``entry`` with ``claimed``."""
+    try:
+        fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def remove_stale(folder: Path, pattern: str) -> None:
     """Delete what a release killed with ``kill -9`` left in ``folder``: entries matching
-    ``pattern`` (a regex whose group 1 is the pid that made them) whose process is gone. A live
-    process's copy is left alone, so two releases at once do not break each other."""
+    ``pattern`` (a regex whose group 1 is the pid that made them) that no process holds
+    (``claimed``) and whose maker is gone, or that have sat unclaimed for ``STALE_AFTER_S`` (the
+    pid reused by another process). A live release's copy is held, so two releases at once do
+    not break each other."""
     try:
         entries = list(folder.iterdir())
     except OSError:
         return
     for entry in entries:
         match = re.fullmatch(pattern, entry.name)
-        if match and int(match.group(1)) != os.getpid() and not _pid_alive(int(match.group(1))):
+        if not match or int(match.group(1)) == os.getpid() or not _unclaimed(entry):
+            continue
+        try:
+            idle = time.time() - entry.stat().st_mtime
+        except OSError:
+            continue
+        if not _pid_alive(int(match.group(1))) or idle > STALE_AFTER_S:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _copy_beside(staging: Path, final: Path) -> Path:
-    """Copy ``staging`` into a hidden sibling of ``final`` named after this process
-    (``.VERSION.PID.XXXX.partial``), so an interrupted copy is never mistaken for a release and
-    the next run can tell it is stale; returns the copy. Stale copies are removed first."""
+@contextmanager
+def _copy_beside(staging: Path, final: Path) -> Iterator[Path]:
+    """A copy of ``staging`` in a hidden sibling of ``final`` named after this process
+    (``.VERSION.PID.XXXX.partial``) and held (``claimed``) for the block, so an interrupted copy
+    is never mistaken for a release and the next run can tell it is stale. Rename it into place
+    inside the block; whatever is left of it afterwards is removed. Stale copies go first."""
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(final.parent, rf"\.{re.escape(final.name)}\.(\d+)\.[a-z0-9_]+\.partial")
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{os.getpid()}.", suffix=".partial", dir=final.parent))
     try:
-        shutil.copytree(staging, tmp, dirs_exist_ok=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return tmp
+        with claimed(tmp):
+            shutil.copytree(staging, tmp, dirs_exist_ok=True)
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing there once renamed into place
 
 
 class LocalTarget:
@@ -109,22 +155,18 @@ class LocalTarget:
         """Copy into a hidden sibling, verify it, then rename it into place in one step."""
         final = self.folder(name, version)
         try:
-            tmp = _copy_beside(staging, final)
+            with _copy_beside(staging, final) as tmp:
+                _check_verified(tmp, str(final))
+                self.check_new(name, version)
+                try:
+                    os.rename(tmp, final)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise
+                    raise CurateError(f"{final}: release {name} {version} was published by another process "
+                                      f"meanwhile; versions are immutable") from None
         except OSError as exc:
             raise unwritable(exc, final) from None
-        try:
-            _check_verified(tmp, str(final))
-            self.check_new(name, version)
-            try:
-                os.rename(tmp, final)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise unwritable(exc, final) from None
-                raise CurateError(f"{final}: release {name} {version} was published by another process meanwhile; "
-                                  f"versions are immutable") from None
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return {"kind": self.kind, "location": str(final.resolve())}
 
     def fetch(self, name: str, version: str, into: Path) -> Path:
@@ -210,12 +252,8 @@ class GitTarget:
             if state == "leftover":
                 self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
                 shutil.rmtree(self.repo / rel)
-            copy = _copy_beside(staging, self.repo / rel)
-            try:
+            with _copy_beside(staging, self.repo / rel) as copy:
                 os.rename(copy, self.repo / rel)
-            except BaseException:
-                shutil.rmtree(copy, ignore_errors=True)
-                raise
         except OSError as exc:
             raise unwritable(exc, self.repo / rel) from None
         commit = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import sqlite3
 import sys
 import threading
 from http import HTTPStatus
@@ -249,6 +250,13 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(exc.status, str(exc), **exc.extra)
         except CurateError as exc:
             return self._error(HTTPStatus.BAD_REQUEST, str(exc))
+        except ConnectionError:
+            raise  # the browser went away: Server.handle_error ignores it
+        except (sqlite3.Error, OSError) as exc:
+            # e.g. another process held the workspace past SQLite's busy timeout, or the disk is
+            # full: the request's transaction rolled back, so say so rather than drop the connection
+            return self._error(HTTPStatus.SERVICE_UNAVAILABLE,
+                               f"the workspace could not be read or written ({exc}); nothing was changed: try again")
 
     def _reviewer(self, query: dict) -> str:
         name = query.get("reviewer") or self.app.reviewer
