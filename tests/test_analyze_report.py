@@ -61,7 +61,7 @@ def small_ws(tmp_path_factory, hellaswag_ws):
                 it, g = items[r], items[r]["gold"]
                 write_annotation(ws, record(it, 2, "valid", {
                     "best": g if n < 17 else (g + 1) % 4, "equally_good": [(g + 1) % 4] if n < 5 else [],
-                    "all_implausible": n == 0, "worst": (g + 3) % 4}), cost=COST)
+                    "all_implausible": n == 0, "worst": (g + 1) % 4 if n == 19 else (g + 3) % 4}), cost=COST)
     return root
 
 
@@ -190,6 +190,8 @@ def test_annotation_summary_and_round2_accuracy(small_report, small_ws):
     assert (rates[("refused_round1", "all")]["flagged"], rates[("refused_round1", "all")]["n"]) == (1, 30)
     assert (rates[("wrong_gold", "all")]["flagged"], rates[("wrong_gold", "all")]["n"]) == (3, 20)
     assert rates[("multiple_correct", "all")]["flagged"] == 5 and rates[("all_implausible", "all")]["flagged"] == 1
+    # the last round-2 answer names one option both best and worst: counted, not dropped
+    assert (rates[("best_is_worst", "all")]["flagged"], rates[("best_is_worst", "all")]["n"]) == (1, 20)
     by_source = [k for k in rates if k[0] == "wrong_gold" and k[1] != "all"]
     assert sum(rates[k]["n"] for k in by_source) == 20
 
@@ -204,7 +206,8 @@ def test_annotation_summary_and_round2_accuracy(small_report, small_ws):
           if r["model"] == "EleutherAI/pythia-1b" and r["mode"] == "zero"}
     assert r2["accuracy"]["correct"] == (pred == gold).sum() and r2["accuracy"]["n"] == 20
     assert r2["extended"]["correct"] == extended.sum()
-    assert r2["worst"]["correct"] == (low == (gold + 3) % 4).sum()
+    worst = np.where(np.arange(20) == 19, (gold + 1) % 4, (gold + 3) % 4)
+    assert r2["worst"]["correct"] == (low == worst).sum()
     overlap = [r for r in a["error_overlap"] if r["measure"] == "wrong_gold" and r["model"] == "EleutherAI/pythia-1b"
                and r["mode"] == "zero"][0]
     assert overlap["n_flagged"] == 3 and overlap["n_unflagged"] == 17

@@ -1,9 +1,10 @@
 """Annotation summary: how often each quality label is given, overall and by source (the
 study's Table 1 layout), and how the flagged items overlap with model errors.
 
-Round 1 gives labels; round 2 gives four derived flags: ``wrong_gold`` (the annotator's best
+Round 1 gives labels; round 2 gives derived flags: ``wrong_gold`` (the annotator's best
 option is not the gold), ``multiple_correct`` (some other option is equally good),
-``all_implausible`` and, from any round, ``refused``. Rates are shares of the items the
+``all_implausible``, ``best_is_worst`` (one option named both best and worst: an answer that
+contradicts itself, kept as given and counted here) and, from any round, ``refused``. Rates are shares of the items the
 annotator answered validly in that round (refusals: of all its records).
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pandas as pd
 from annotate.store import LABELS
 from scoring.normalize import CONDITION, with_formulation
 
-ROUND2_FLAGS = ("wrong_gold", "multiple_correct", "all_implausible")
+ROUND2_FLAGS = ("wrong_gold", "multiple_correct", "all_implausible", "best_is_worst")
 
 
 def item_flags(round1: pd.DataFrame, round2: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
@@ -34,6 +35,7 @@ def item_flags(round1: pd.DataFrame, round2: pd.DataFrame, gold: pd.Series) -> p
                 rows.append(base | {"measure": "wrong_gold", "flagged": r["best"] != gold[rec.item_id]})
                 rows.append(base | {"measure": "multiple_correct", "flagged": bool(r["equally_good"])})
                 rows.append(base | {"measure": "all_implausible", "flagged": bool(r["all_implausible"])})
+                rows.append(base | {"measure": "best_is_worst", "flagged": r["best"] == r["worst"]})
     return pd.DataFrame(rows, columns=["annotator", "item_id", "source", "measure", "flagged"])
 
 

@@ -64,7 +64,7 @@ ABOUT = {
               "the gold option is strictly the longest (option texts) vs not with Wilson intervals and a "
               "one-sided Fisher test, Spearman correlation of every normalization with option length by source",
     "annotations": "present only with annotations: label rates by annotator x measure x subset (round 1 labels, "
-                   "round 2 wrong_gold / multiple_correct / all_implausible, refusals), error overlap with the "
+                   "round 2 wrong_gold / multiple_correct / all_implausible / best_is_worst, refusals), error overlap with the "
                    "models (per model, and error_overlap_mean: its mean over the models of each mode, with their count), and plain / extended / worst-option accuracy on round-2 items",
     "comparisons": "paired tests: modes (per formulation and model, exact McNemar -- one-sided a > b when a is "
                    "full, else two-sided --, paired bootstrap CI at 1 - alpha, Holm and Bonferroni across models, "
