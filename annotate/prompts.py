@@ -89,13 +89,13 @@ def render_item(item: dict, round: int) -> str:
     """The per-item user message. An item whose own text holds the marker ("... (marked
     correct)" as part of an option) also gets a line naming the gold letter outright, so the
     marker cannot be forged by the benchmark's text."""
-    texts, names = option_texts(item, round), letters(len(item["options"]))
+    prompt, texts, names = prompt_text(item), option_texts(item, round), letters(len(item["options"]))
     lines = [f"{letter}. {text}{MARK if i == item['gold'] else ''}" for i, (letter, text) in enumerate(zip(names, texts))]
-    if MARK.strip().lower() in " ".join([prompt_text(item), *texts]).lower():
+    if MARK.strip().lower() in " ".join([prompt, *texts]).lower():
         lines.append(f'(The benchmark labels {names[item["gold"]]} correct; "{MARK.strip()}" anywhere else is part '
                      f"of the item's own text.)")
     template = load_prompt(round, kind=kind_of(item)).item_template
-    return template.format(prompt=prompt_text(item), options="\n".join(lines))
+    return template.format(prompt=prompt, options="\n".join(lines))
 
 
 def tools(round: int, n_options: int) -> list[dict]:

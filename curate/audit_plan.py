@@ -32,7 +32,6 @@ class Supply:
     annotations: dict[tuple[str, int], str] = field(default_factory=dict)              # (annotator, round) -> source
     scores: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)   # (model, mode, formulation) -> {norm: source}
     generations: set[tuple[str, str]] = field(default_factory=set)                     # (model, mode), stored only
-    most_options: int | None = None  # the most options of a stored item (None: no items yet)
 
     def add_scores(self, model: str, mode: str, formulation: str, normalizations, source: str) -> None:
         # Scoring letters+rotations stores the letters formulation and each rotation of it.
@@ -73,8 +72,6 @@ def stored(db: Path) -> Supply:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "items" in tables:
-            out.most_options = conn.execute("SELECT max(json_array_length(item_json, '$.options')) FROM items").fetchone()[0]
         if "annotations" in tables:
             for annotator, rnd in conn.execute("SELECT DISTINCT annotator, round FROM annotations"):
                 out.annotations[(annotator, rnd)] = "the workspace"
@@ -94,6 +91,19 @@ def stored(db: Path) -> Supply:
     finally:
         conn.close()
     return out
+
+
+def most_options(db: Path) -> int | None:
+    """The most options any stored item has (None: no workspace or no items yet); read-only."""
+    if not db.is_file():
+        return None
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT max(json_array_length(item_json, '$.options')) FROM items").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return None  # no items table yet, or an unreadable workspace: the stage that opens it says so
+    finally:
+        conn.close()
 
 
 # --- what the rules read --------------------------------------------------------------------
@@ -248,7 +258,7 @@ def scoring_fit_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
         check_device(cfg.scoring.device)
     except CurateError as exc:
         problems.append(("scoring.device", str(exc).replace("--device", "device")))
-    most = stored(cfg.workspace / DB_NAME).most_options
+    most = most_options(cfg.workspace / DB_NAME) if cfg.scoring.formulations else None
     for name in cfg.scoring.formulations or ():
         if most is not None and name != ALL_ROTATIONS and parse(name)[1] >= most:
             problems.append(("scoring.formulations", f"{name} applies to no item: a rotation letters+rK needs more "

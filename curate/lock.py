@@ -9,6 +9,9 @@ The lock is an advisory ``flock`` on a file under ``WORKSPACE/.locks/``. The ker
 the holding process ends, however it ends (``kill -9`` included), so a crash never leaves a stale
 lock behind; the file itself stays and only says who held it last.
 
+``claimed`` marks a folder a process is still filling (a release's staging copy) as in use:
+``unclaimed`` tells a later run whether a leftover's maker is gone, whatever its name says.
+
 ``folder_lock`` does the same for an output folder (`curate filter --out`, `curate analyze --out`):
 two runs writing one folder at once would leave one run's decisions under the other's summary.
 It locks the folder itself, so nothing is added to it. Within one process it is re-entrant: the
@@ -71,6 +74,32 @@ def _flocked(fd: int) -> Iterator[bool]:
         os.close(fd)
 
 
+def _open_folder(folder) -> int:
+    return os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+
+
+@contextmanager
+def claimed(folder) -> Iterator[Path]:
+    """Hold an flock on ``folder`` (one this process made) for the block; the kernel drops it
+    when the process ends, ``kill -9`` included. Waits out a probe by ``unclaimed``."""
+    fd = _open_folder(folder)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield Path(folder)
+    finally:
+        os.close(fd)
+
+
+def unclaimed(folder) -> bool:
+    """Whether no process holds ``folder`` (with ``claimed`` or ``folder_lock``)."""
+    try:
+        fd = _open_folder(folder)
+    except OSError:
+        return False
+    with _flocked(fd) as free:
+        return free
+
+
 def holder(fd: int) -> str:
     """Who holds the lock, as far as its file says."""
     try:
@@ -103,7 +132,7 @@ def folder_lock(folder, *, command: str, busy: str = "give --out another folder"
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise unwritable(exc, folder) from None
-    with _flocked(os.open(folder, os.O_RDONLY | os.O_DIRECTORY)) as locked:
+    with _flocked(_open_folder(folder)) as locked:
         if not locked:
             raise CurateError(f"{folder}: another `curate {command}` is writing into this folder; wait for it to "
                               f"finish, or {busy}")

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.errors import CurateError
-from curate.release.targets import claimed, parse_target, remove_stale
+from curate.lock import claimed
+from curate.release.targets import parse_target, remove_stale
 
 # Building, verifying and diffing releases need pandas and the filter engine (most of a second to
 # import); they are imported where used, so that the CLI, which imports this package for every

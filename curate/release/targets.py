@@ -16,7 +16,6 @@ refused), publish a built release folder, and fetch a published version back int
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import re
@@ -30,7 +29,7 @@ from typing import Iterator
 
 from curate.atomic import check_writable, unwritable
 from curate.errors import CurateError
-from curate.lock import folder_lock
+from curate.lock import claimed, folder_lock, unclaimed
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
 
@@ -66,47 +65,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-@contextmanager
-def claimed(folder: Path) -> Iterator[Path]:
-    """Hold an flock on ``folder`` for the block: while its maker holds it, ``remove_stale``
-    leaves the folder alone, whatever the pid in its name says (another pid namespace sharing
-    the disk, say). The kernel drops the lock when the process ends, ``kill -9`` included."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield folder
-    finally:
-        os.close(fd)
-
-
-def _unclaimed(entry: Path) -> bool:
-    """Whether no process holds ``entry`` with ``claimed``."""
-    try:
-        fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
 def remove_stale(folder: Path, pattern: str) -> None:
     """Delete what a release killed with ``kill -9`` left in ``folder``: entries matching
     ``pattern`` (a regex whose group 1 is the pid that made them) that no process holds
     (``claimed``) and whose maker is gone, or that have sat unclaimed for ``STALE_AFTER_S`` (the
-    pid reused by another process). A live release's copy is held, so two releases at once do
-    not break each other."""
+    pid reused by another process). A live release's copy is held (another pid namespace sharing
+    the disk included), so two releases at once do not break each other."""
     try:
         entries = list(folder.iterdir())
     except OSError:
         return
     for entry in entries:
         match = re.fullmatch(pattern, entry.name)
-        if not match or int(match.group(1)) == os.getpid() or not _unclaimed(entry):
+        if not match or int(match.group(1)) == os.getpid() or not unclaimed(entry):
             continue
         try:
             idle = time.time() - entry.stat().st_mtime
