@@ -138,6 +138,9 @@ LONGEST_FIRST = ("test_scoring.py", "test_analyze_report.py", "test_reliability_
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    for item in items:  # pyproject's 15-minute hang guard is for `make test`; slow tests get 2 hours
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(7200))
 
 
 def unwritable_place(tmp_path, how):

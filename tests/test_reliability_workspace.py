@@ -134,7 +134,7 @@ def test_two_inits_into_one_folder_at_once(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "curate", "init", str(tmp_path / "ws"), "--benchmark", "hellaswag", "--data", str(data)]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    results = [(p.wait(), p.stderr.read()) for p in procs]
+    results = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=300)]]
     assert sorted(code for code, _ in results) == [0, 2], results
     loser = next(err for code, err in results if code == 2)
     assert "Traceback" not in loser and ("already exists" in loser or "created by another process" in loser)
