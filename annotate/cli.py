@@ -31,8 +31,11 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run, limit, retries, parse_retries,
              backoff, timeout, poll_interval, key_header, no_progress):
     """Annotate the items of WORKSPACE that have no valid record for ANNOTATOR in this round."""
+    from annotate.prices import retirement_note
     from annotate.run import annotate_workspace
 
+    if note := retirement_note(annotator):
+        click.echo(note, err=True)
     s = annotate_workspace(workspace, round_, annotator, batch=batch, concurrency=concurrency, max_cost=max_cost,
                            dry_run=dry_run, limit=limit, show_progress=not no_progress, retries=retries,
                            backoff=backoff, parse_retries=parse_retries, timeout=timeout, key_header=key_header,

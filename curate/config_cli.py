@@ -38,6 +38,16 @@ def check_config(config, no_files):
     for line in ac.describe(resolved):
         click.echo(line)
     click.echo(plan_summary(resolved) if complete else "plan completeness not checked: input files are missing (--no-files)")
+    retirement_notes(resolved)
+
+
+def retirement_notes(cfg) -> None:
+    """A note for each planned Claude annotator whose model the anthropic SDK says retires."""
+    from annotate.prices import retirement_note
+
+    for a in cfg.annotators:
+        if note := retirement_note(a.annotator):
+            click.echo(note, err=True)
 
 
 def report(path: Path, problems: list[tuple[str, str]]) -> None:
@@ -64,6 +74,7 @@ def audit(config):
     if problems:
         report(cfg.file, problems)
     click.echo(f"config     {cfg.file}")
+    retirement_notes(cfg)
     outcomes = run_audit(cfg)
     click.echo(click.style("summary", bold=True))
     for line in summary_lines(cfg, outcomes):

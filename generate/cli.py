@@ -51,8 +51,11 @@ def _template(ctx, param, value: str) -> str:
 def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, batch_size,
              dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header, quiet):
     """Ask a model to answer every item of WORKSPACE by generating the number of an option."""
+    from annotate.prices import retirement_note
     from generate.run import generate_workspace, summary_line
 
+    if model.startswith("anthropic:") and (note := retirement_note(model)):
+        click.echo(note, err=True)
     s = generate_workspace(workspace, model, modes, seeds, template=template, temperature=temperature, top_p=top_p,
                            max_new_tokens=max_new_tokens, limit=limit, label=label, batch_size=batch_size,
                            dtype=dtype, device=device, show_progress=not quiet, concurrency=concurrency,

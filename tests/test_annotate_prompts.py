@@ -89,3 +89,30 @@ def test_prices():
     assert prices.usd("claude-sonnet-4-5", cache_write_tokens=1_000_000) == pytest.approx(3.75)
     with pytest.raises(CurateError, match="no price"):
         prices.usd("gpt-4", input_tokens=1)
+
+
+def test_newer_claude_models_have_their_own_rows_and_thinking_models_are_refused_with_the_reason():
+    """Opus 4.6-4.8 cost $5/$25 (they used to fall to the claude-opus-4 row, $15/$75); the 5.x,
+    Fable and Mythos families think by default (the 5.5 models also refuse a forced tool choice),
+    so they are refused by name and reason before anything is asked."""
+    for model in ("claude-opus-4-6", "claude-opus-4-7", "claude-opus-4-8", "claude-opus-4-8-20261001"):
+        assert prices.price(model) == (5.0, 25.0), model
+    assert prices.price("claude-opus-4-1") == (15.0, 75.0) and prices.price("claude-sonnet-4-6") == (3.0, 15.0)
+    assert prices.model_info("claude-opus-4-6").cache_minimum == 4096
+    for model in ("claude-sonnet-5-5", "claude-opus-5-5", "claude-sonnet-5", "claude-opus-5", "claude-haiku-5-5",
+                  "claude-fable-5-2", "claude-mythos-5"):
+        with pytest.raises(CurateError, match=rf"model '{model}' is not supported: it thinks by default") as exc:
+            prices.usd(model, input_tokens=1)
+        assert ("forced tool choice" in str(exc.value)) == (model.endswith("-5-5") and "-haiku-" not in model)
+        assert "claude-sonnet-4-6" in str(exc.value)
+
+
+def test_a_retiring_model_is_named_with_its_date_from_the_sdk():
+    """The date comes from the installed anthropic SDK's own deprecation list."""
+    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+    assert prices.retirement("claude-sonnet-4-5") == DEPRECATED_MODELS["claude-sonnet-4-5"]
+    note = prices.retirement_note("anthropic:claude-sonnet-4-5")
+    assert note.startswith(f"note: claude-sonnet-4-5 reaches its end of life on {DEPRECATED_MODELS['claude-sonnet-4-5']}")
+    assert prices.retirement_note("anthropic:claude-sonnet-4-6") is None
+    assert prices.retirement_note("local:smollm2-135m") is None

@@ -280,7 +280,7 @@ def test_plan_of_the_claude_example():
     config = load_config(ROOT / "examples" / "audit" / "hellaswag-claude.yaml", check_files=False)
     plan = describe(config)
     assert plan[1] == "ingest     hellaswag: Rowan/hellaswag@<COMMIT-SHA> (split validation)"
-    assert plan[2] == "annotate   anthropic:claude-sonnet-4-5 rounds 1, 2 (batch API, concurrency 4, max $150/round)"
+    assert plan[2] == "annotate   anthropic:claude-sonnet-4-6 rounds 1, 2 (batch API, concurrency 4, max $150/round)"
     assert plan[3] == f"score      import study-csv scores from {PAPER_SCORES.resolve()}"
     assert plan[-1] == "release    goldenswag 1.0.0 -> hub your-org/goldenswag"
     assert config.release.spec == "hf:your-org/goldenswag"
@@ -315,8 +315,8 @@ def test_plan_names_every_missing_input(tmp_path):
                                            f"{tmp_path / 'no-model'}"]
     [annotation] = by_key["filter.annotator"]
     assert annotation.startswith("stages 'prompt-quality', 'correct-quality', 'incorrect-ungrammatical' of "
-                                 "goldenswag.yaml read anthropic:claude-sonnet-4-5's round 1 records, which no "
-                                 "planned annotator provides (planned: anthropic:claude-sonnet-4-5 round 2)")
+                                 "goldenswag.yaml read anthropic:claude-sonnet-4-6's round 1 records, which no "
+                                 "planned annotator provides (planned: anthropic:claude-sonnet-4-6 round 2)")
     [tokenizer] = by_key["filter.tokenizer"]
     assert tokenizer.startswith("stages 'length-spread', 'gold-longest' of goldenswag.yaml count tokens with "
                                 "'meta-llama/Llama-3.2-1B', which cannot be found: a Hub id that is not in the local")
@@ -429,3 +429,23 @@ def test_a_rotation_no_item_has_is_stopped_right_after_ingest(tmp_path):
     assert "annotations" not in tables and "scores" not in tables
     check = run_cli("check-config", path, cwd=tmp_path, check=False)
     assert check.returncode == 2 and f"error: {message}" in check.stderr
+
+
+def test_check_config_refuses_a_thinking_model_and_notes_a_retiring_one(tmp_path):
+    """The annotator's model is checked with the config, before any stage runs: a model that
+    thinks by default is an error naming the key; one the anthropic SDK lists as retiring is
+    planned as usual, with a note giving the date."""
+    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+    def model(name):
+        def change(data):
+            data["annotators"][0]["annotator"] = data["filter"]["annotator"] = f"anthropic:{name}"
+        return change
+    refused = run_cli("check-config", example_in(tmp_path, model("claude-opus-5-5")), "--no-files", check=False)
+    assert refused.returncode == 2 and "field 'annotators[0].annotator': model 'claude-opus-5-5' is not supported: " \
+                                       "it thinks by default" in refused.stderr
+    retiring = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-5")), "--no-files")
+    assert "annotate   anthropic:claude-sonnet-4-5 rounds 1, 2" in retiring.stdout
+    assert f"note: claude-sonnet-4-5 reaches its end of life on {DEPRECATED_MODELS['claude-sonnet-4-5']}" in retiring.stderr
+    current = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-6")), "--no-files")
+    assert "note:" not in current.stderr

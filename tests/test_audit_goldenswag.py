@@ -29,7 +29,7 @@ from curate.store import Workspace
 from standin_anthropic import StandIn
 
 EXAMPLE = ROOT / "examples" / "audit" / "hellaswag-claude.yaml"
-ANNOTATOR = "anthropic:claude-sonnet-4-5"
+ANNOTATOR = "anthropic:claude-sonnet-4-6"
 
 
 @pytest.fixture

@@ -185,6 +185,17 @@ def test_auth_error_stops_without_leaking_the_key(base_ws, tmp_path):
             assert KEY not in f.read_bytes().decode("latin-1")
 
 
+def test_a_thinking_model_is_refused_before_anything_is_asked(base_ws, tmp_path):
+    """Generation's reply budget (--max-new-tokens) would go to thinking first: refused by name."""
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with StandIn() as s:
+        proc = run_cli("generate", ws, "--model", "anthropic:claude-opus-5", "--seeds", "1", "--limit", "3", "--quiet",
+                       check=False, env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": s.url})
+        assert s.requests == []
+    assert proc.returncode == 2 and "model 'claude-opus-5' is not supported: it thinks by default" in proc.stderr
+    assert stored(ws).empty
+
+
 def test_an_echoed_key_and_url_credentials_reach_no_file(base_ws, tmp_path):
     """The endpoint echoes the key it received into every reply's text and model name, and the
     base URL carries user:password: the stored replies, run record and ledger hold neither."""

@@ -23,7 +23,7 @@ from annotate import claude, prices
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
 from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
-from conftest import ROOT, run_cli
+from conftest import ROOT, one_line_error, run_cli
 from curate.lock import lock_path, work_lock
 from curate.secrets import REDACTED, redact
 from standin_anthropic import StandIn, prompt_tokens
@@ -126,6 +126,27 @@ def test_dry_run_counts_with_count_tokens_where_offered(base_ws, tmp_path):
               (("counted", counted), ("bounded", bounded), ("no key", no_key))}
     assert tokens["counted"] < tokens["bounded"] == tokens["no key"]
     assert "prompt cache: not used" in counted and "below the model's minimum cacheable length of 4096" in counted
+
+
+def test_a_thinking_model_is_refused_and_a_retiring_one_is_named_before_anything_is_sent(base_ws, tmp_path):
+    """A model that thinks by default (here the 5.5 Sonnet, which also refuses forced tool choice)
+    is one error line, before any request and with nothing written; a model the anthropic SDK
+    lists as retiring runs, with a note giving its date."""
+    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with StandIn() as s:
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": s.url}
+        refused = run_cli("annotate", ws, "--round", "1", "--annotator", "anthropic:claude-sonnet-5-5", "--limit", "2",
+                          "--no-progress", env=env, check=False)
+        one_line_error(refused, "'claude-sonnet-5-5' is not supported: it thinks by default",
+                       "forced tool choice", "use claude-sonnet-4-6")
+        assert s.requests == [] and s.counted == 0
+        retiring = run_cli("annotate", ws, "--round", "1", "--annotator", "anthropic:claude-sonnet-4-5", "--dry-run",
+                           "--limit", "2", "--no-progress", env=env)
+    assert records(ws).empty and ledger(ws).empty
+    assert (f"note: claude-sonnet-4-5 reaches its end of life on {DEPRECATED_MODELS['claude-sonnet-4-5']}"
+            in retiring.stderr) and "dry run: 2 of 2 items" in retiring.stdout
 
 
 def test_bound_covers_what_llm_katan_bills(base_ws, tmp_path, monkeypatch):
