@@ -73,9 +73,9 @@ BATCH_FACTOR = 0.50
 #: name prefix -> why annotation and generation refuse the model.
 _THINKS = ("thinks by default (adaptive thinking), which would spend the reply budget (annotation: "
            "400 tokens) before the answer")
+_THINKS_NO_FORCED_TOOL = _THINKS + ", and answers a forced tool choice with a 400"
 UNSUPPORTED = {
-    "claude-sonnet-5-5": _THINKS + ", and answers a forced tool choice with a 400",
-    "claude-opus-5-5": _THINKS + ", and answers a forced tool choice with a 400",
+    "claude-sonnet-5-5": _THINKS_NO_FORCED_TOOL, "claude-opus-5-5": _THINKS_NO_FORCED_TOOL,
     "claude-sonnet-5": _THINKS, "claude-opus-5": _THINKS, "claude-haiku-5": _THINKS,
     "claude-fable-": _THINKS, "claude-mythos-": _THINKS,
 }
@@ -122,10 +122,10 @@ def retirement(model: str) -> str | None:
 
 
 def retirement_note(spec: str) -> str | None:
-    """A line warning that the Claude model of ``spec`` ("anthropic:MODEL" or "MODEL") retires,
-    or None (another backend, or no date known)."""
-    backend, _, model = spec.rpartition(":")
-    if backend not in ("", "anthropic") or not (when := retirement(model)):
+    """A line warning that the Claude model of ``spec`` ("anthropic:MODEL", as annotators and
+    generators are named) retires, or None (another backend, or no date known)."""
+    backend, _, model = spec.partition(":")
+    if backend != "anthropic" or not (when := retirement(model)):
         return None
     return (f"note: {model} reaches its end of life on {when} (the anthropic SDK's deprecation list); "
             f"requests after that date fail, so finish before then or choose another model ({SUPPORTED_HINT})")

@@ -54,7 +54,7 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
     from annotate.prices import retirement_note
     from generate.run import generate_workspace, summary_line
 
-    if model.startswith("anthropic:") and (note := retirement_note(model)):
+    if note := retirement_note(model):
         click.echo(note, err=True)
     s = generate_workspace(workspace, model, modes, seeds, template=template, temperature=temperature, top_p=top_p,
                            max_new_tokens=max_new_tokens, limit=limit, label=label, batch_size=batch_size,
