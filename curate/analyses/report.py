@@ -132,10 +132,10 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     if scores.empty and gens.empty and not (models or modes):
         raise CurateError(f"{root}: no scores or generations; score, import (curate import-scores) or generate "
                           "(curate generate) some first")
-    _check_asked(root, "--model", models, set(scores["model"]) | set(gens["model"]),
+    _check_asked(root, "--model", models, set(scores["model"].unique()) | set(gens["model"].unique()),
                  set(runs["model"]) | set(gen_runs["model"]))
-    _check_asked(root, "--mode", modes, set(scores["mode"]) | set(gens["mode"]), set(MODES))
-    if core_mode != "none" and core_mode not in MODES and core_mode not in set(scores["mode"]):
+    _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()), set(MODES))
+    if core_mode != "none" and core_mode not in MODES and core_mode not in set(scores["mode"].unique()):
         raise CurateError(f"--core-mode {core_mode!r} is not a prompt mode (one of {', '.join(MODES)}, or none)")
     if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
         return _generation_only(bar, root, out, items, meta, gens, gen_runs, round1, round2, alpha=alpha,
