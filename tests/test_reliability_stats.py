@@ -243,7 +243,9 @@ def test_one_model_has_no_paired_difference_and_typos_are_refused(tmp_path):
     for line in table:  # median discordance and paired difference: nothing to compare
         assert line.count("n/a (one model)") == 2 and "None" not in line and "not detectable" not in line
     for args, message in ((["--model", "solo", "--model", "sol"], "for --model 'sol' (the workspace has: other, solo)"),
-                          (["--mode", "zeros"], "for --mode 'zeros'"),
+                          (["--mode", "zeros"], "for --mode 'zeros' (the workspace has: full, zero)"),
+                          # a mode the toolkit knows but this workspace has no scores in
+                          (["--mode", "choice-only"], "for --mode 'choice-only' (the workspace has: full, zero)"),
                           (["--core-mode", "zeros"], "--core-mode 'zeros' is not a prompt mode")):
         proc = run_cli("analyze", ws, "--out", tmp_path / "typo", *args, check=False)
         last = proc.stderr.strip().splitlines()[-1]  # after the progress bar's lines

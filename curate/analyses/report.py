@@ -134,7 +134,8 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
                           "(curate generate) some first")
     _check_asked(root, "--model", models, set(scores["model"].unique()) | set(gens["model"].unique()),
                  set(runs["model"]) | set(gen_runs["model"]))
-    _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()), set(MODES))
+    _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()),
+                 lambda: _stored_modes(root))
     if core_mode != "none" and core_mode not in MODES and core_mode not in set(scores["mode"].unique()):
         raise CurateError(f"--core-mode {core_mode!r} is not a prompt mode (one of {', '.join(MODES)}, or none)")
     if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
@@ -279,13 +280,24 @@ def _generation(gens, runs, preds, round1, round2, gold, out: Path, *, alpha, n_
     return result, files
 
 
-def _check_asked(root, option: str, asked, found: set, known: set) -> None:
+def _check_asked(root, option: str, asked, found: set, known) -> None:
     """Every name given with ``option`` has scores or generations: a typo is an error, not a
-    smaller report."""
+    smaller report. ``known`` (a set, or a function giving one) is what the error offers instead."""
     missing = [name for name in asked or () if name not in found]
     if missing:
+        known = known() if callable(known) else known
         raise CurateError(f"{root}: no scores or generations for {option} {', '.join(map(repr, missing))} "
                           f"(the workspace has: {', '.join(sorted(known)) or 'none'})")
+
+
+def _stored_modes(root) -> set:
+    """The modes that hold scores or generations (read only when an asked mode has none: the
+    frames in hand hold the asked modes alone)."""
+    with open_scores(root) as ws:
+        modes = {r[0] for r in ws.conn.execute("SELECT DISTINCT mode FROM scores")}
+    with open_generations(root) as ws:
+        modes |= {r[0] for r in ws.conn.execute("SELECT DISTINCT mode FROM generations")}
+    return modes
 
 
 @contextmanager
