@@ -9,19 +9,18 @@ Model names come from file names, ``org--name`` read as ``org/name``.
 """
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from curate.errors import InputError
+from curate.errors import CurateError, InputError
 from curate.items import sha256_text
 from scoring.store import add_run, check_label, open_scores, write_scores
 
 MODE_FOLDERS = {"full_prompt": "full", "zero_prompt": "zero", "placeholder_prompt": "placeholder"}
 VARIANT_PREFIXES = (("byte_mean_", "study_byte_mean"), ("sum_", "study_sum"))
-_COLUMN = re.compile(r"^nll_(\d+)$")
 
 
 def model_name(stem: str) -> str:
@@ -38,11 +37,19 @@ def classify(path: Path) -> tuple[str, str]:
 
 
 def find_files(root: Path) -> list[tuple[str, Path]]:
-    """(mode, file) for every study CSV under ``root``; an error if there are none."""
+    """(mode, file) for every study CSV under ``root``; an error if there are none, or if a CSV
+    lies anywhere else under ``root`` (a misnamed folder or a .CSV would otherwise be skipped
+    without a word)."""
     found = [(MODE_FOLDERS[d.name], f) for d in sorted(root.iterdir())
              if d.is_dir() and d.name in MODE_FOLDERS for f in sorted(d.glob("*.csv"))]
     if not found:
         raise InputError(f"no study CSVs found (expected folders {', '.join(MODE_FOLDERS)})", path=str(root))
+    taken = {f for _, f in found}
+    stray = sorted(f for f in root.rglob("*") if f.suffix.lower() == ".csv" and f not in taken)
+    if stray:
+        raise InputError(f"{stray[0].relative_to(root)} is not a study file (expected "
+                         f"{{{','.join(MODE_FOLDERS)}}}/<model>.csv); move or remove it"
+                         + (f", and {len(stray) - 1} more" if len(stray) > 1 else ""), path=str(root))
     return found
 
 
@@ -88,9 +95,13 @@ def read_matrix(path: Path, items: list[dict]) -> np.ndarray:
         frame = pd.read_csv(path)
     except Exception as exc:
         raise InputError(f"unreadable CSV: {exc}", path=str(path)) from None
-    cols = [c for c in frame.columns if _COLUMN.match(str(c))]
-    if not cols or len(cols) != len(frame.columns):
-        raise InputError(f"expected columns nll_0..nll_k, got {list(frame.columns)}", path=str(path))
+    # Values are read by position, so the header must be exactly nll_0, nll_1, ... in order.
+    cols = [str(c) for c in frame.columns]
+    expected = [f"nll_{j}" for j in range(len(cols))]
+    if not cols or cols != expected:
+        wrong = next((c for c, e in zip(cols, expected) if c != e), None)
+        raise InputError(f"expected the header {','.join(expected) or 'nll_0,...'} (one column per option, in "
+                         f"order), got {','.join(cols) or 'none'}", path=str(path), field=wrong)
     if len(frame) != len(items):
         raise InputError(f"has {len(frame)} rows but the workspace has {len(items)} items "
                          f"(rows must be the items, in row order)", path=str(path))
@@ -132,6 +143,7 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: 
             for (model, mode), columns in sorted(merged.items()):
                 rid, digest = run_id(model, mode, {c: p for c, (p, _) in columns.items()})
                 check_label(ws, model, ("imported:study-csv",), replace=replace)
+                _check_files(ws, model, mode, rid, replace=replace)
                 add_run(ws, run_id=rid, model=model, origin="imported:study-csv",
                         info={"directory": str(directory.resolve()), "mode": mode,
                               "files": {c: p.name for c, (p, _) in columns.items()}, "sha256": digest})
@@ -152,6 +164,24 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: 
         return summary
     finally:
         ws.close()
+
+
+def _check_files(ws, model: str, mode: str, run: str, *, replace: bool) -> None:
+    """Refuse to import (model, mode) over its scores from other study files: a row holds every
+    column of one import, so importing ``sum_`` alone would empty the stored ``seq_mean``, and a
+    changed file would replace numbers without a word. With ``replace``, delete them first."""
+    held = ws.conn.execute("SELECT DISTINCT s.run_id, r.info_json FROM scores s JOIN score_runs r USING (run_id) "
+                           "WHERE s.model = ? AND s.mode = ? AND s.run_id != ?", (model, mode, run)).fetchall()
+    if not held:
+        return
+    if not replace:
+        files = json.loads(held[0][1]).get("files", {})
+        raise CurateError(
+            f"model {model!r}, mode {mode}: already holds scores imported from other files "
+            f"({', '.join(sorted(files.values())) or 'run ' + held[0][0]}; run {held[0][0]}). Import all of its files "
+            f"for this mode together (<model>.csv, sum_<model>.csv, byte_mean_<model>.csv), or --replace to "
+            f"replace the stored ones")
+    ws.conn.execute("DELETE FROM scores WHERE model = ? AND mode = ?", (model, mode))
 
 
 def _file_hash(path: Path) -> str:

@@ -57,3 +57,66 @@ def test_bad_value_names_file_row_and_column(tmp_path):
     (d / "org--model.csv").write_text("nll_0,nll_1,nll_2,nll_3\n-1,-2,-3,-4\n-1,-2,-3,-4\n-1,-2,-3,-4\n")
     out = run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "scores").stdout
     assert "org/model" in out
+
+
+def _three_items(tmp_path):
+    ws = tmp_path / "ws"
+    run_cli("init", ws, "--benchmark", "hellaswag", "--data", HELLASWAG, "--limit", "3")
+    return ws
+
+
+def _study_file(folder, name, header, rows=((-1, -2, -3, -4),) * 3):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(header + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+
+
+def test_option_columns_are_read_by_name_in_order(tmp_path):
+    """Values are placed by column position, so a header naming the options in another order
+    (or skipping one) is refused, naming the file and the first column out of place."""
+    ws = _three_items(tmp_path)
+    for header, column in (("nll_1,nll_0,nll_2,nll_3", "nll_1"), ("nll_0,nll_1,nll_2,nll_7", "nll_7"),
+                           ("nll_0,nll_1,nll_2,score", "score"), ("nll_0,nll_0,nll_2,nll_3", "nll_0.1")):
+        _study_file(tmp_path / "s" / "full_prompt", "org--m.csv", header)
+        proc = run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s", check=False)
+        assert proc.returncode == 2 and "org--m.csv" in proc.stderr and f"field '{column}'" in proc.stderr, proc.stderr
+        assert "nll_0,nll_1,nll_2,nll_3" in proc.stderr
+    with open_scores(ws) as w:
+        assert w.tables()["scores"] == 0
+
+
+def test_a_csv_the_import_would_skip_is_refused(tmp_path):
+    ws = _three_items(tmp_path)
+    _study_file(tmp_path / "s" / "full_prompt", "org--m.csv", "nll_0,nll_1,nll_2,nll_3")
+    for stray in ("Zero_prompt/org--m.csv", "zero_prompt/org--m.CSV", "pythia.csv"):
+        (tmp_path / "s" / stray).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "s" / stray).write_text("nll_0,nll_1,nll_2,nll_3\n")
+        proc = run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s", check=False)
+        assert proc.returncode == 2 and f"{stray} is not a study file" in proc.stderr, proc.stderr
+        (tmp_path / "s" / stray).unlink()
+    with open_scores(ws) as w:
+        assert w.tables()["scores"] == 0
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s")
+
+
+def test_importing_other_files_over_a_model_and_mode_needs_replace(tmp_path):
+    """One (model, mode) holds one import's files: a folder with only the sum_ file would empty
+    the stored seq_mean, and a changed file would swap numbers silently; both are refused
+    without --replace, which then stores exactly the new files' columns. The same files again
+    change nothing."""
+    ws = _three_items(tmp_path)
+    _study_file(tmp_path / "a" / "full_prompt", "org--m.csv", "nll_0,nll_1,nll_2,nll_3")
+    _study_file(tmp_path / "a" / "full_prompt", "sum_org--m.csv", "nll_0,nll_1,nll_2,nll_3", ((-5, -6, -7, -8),) * 3)
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "a")
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "a")  # same files: nothing changes
+    _study_file(tmp_path / "b" / "full_prompt", "sum_org--m.csv", "nll_0,nll_1,nll_2,nll_3", ((-9, -6, -7, -8),) * 3)
+    proc = run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "b", check=False)
+    assert proc.returncode == 2 and "model 'org/m', mode full: already holds scores imported from other files " \
+        "(org--m.csv, sum_org--m.csv" in proc.stderr and "--replace" in proc.stderr, proc.stderr
+    with open_scores(ws) as w:
+        stored = read_scores(w)
+    assert len(stored) == 12 and (stored["seq_mean"] == -1).sum() == 3 and (stored["study_sum"] == -5).sum() == 3
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "b", "--replace")
+    with open_scores(ws) as w:
+        stored = read_scores(w)
+    assert len(stored) == 12 and stored["seq_mean"].isna().all() and (stored["study_sum"] == -9).sum() == 3
+    assert stored["run_id"].nunique() == 1
