@@ -50,14 +50,21 @@ LABEL_NAMES = {
 
 
 def read_table(path: Path) -> pd.DataFrame:
+    """The file's rows. CSV and JSON Lines go through ingest's readers, which refuse what pandas
+    would read silently wrong: a header naming a column twice, a row with a field too many or
+    too few, a JSON object writing a key twice."""
+    from curate.sources import read_json
+    from curate.textfiles import read_csv
+
     ext = path.suffix.lower()
     try:
         if ext == ".parquet":
             return pd.read_parquet(path)
         if ext == ".csv":
-            return pd.read_csv(path, dtype=str, keep_default_na=False)
+            rows, _ = read_csv(path, delimiter=",")
+            return pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
         if ext == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False)
+            return pd.DataFrame(read_json(path))
     except (ValueError, OSError) as exc:
         raise InputError(f"cannot read: {exc}", path=str(path)) from None
     raise InputError(f"unsupported file type {ext or '(none)'}; use .parquet, .csv or .jsonl", path=str(path))

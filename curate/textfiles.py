@@ -138,6 +138,12 @@ def read_csv(path: Path, *, delimiter: str | None = None, encoding: str | None =
         if name and name in header[:j]:  # pandas would rename the second one "name.1" silently
             raise InputError(f"the header names column {name!r} twice (columns {header.index(name) + 1} and {j + 1}); "
                              "rename one", path=where)
+    # pandas reads a first row with one field too many as an index column, and pads short rows:
+    # both would put values under the wrong names without a word.
+    for row, record in enumerate((r for r in _records(text, delimiter) if r), start=-1):  # header: -1
+        if row >= 0 and len(record) != len(header):
+            raise InputError(f"has {len(record)} fields but the header has {len(header)} (delimiter {delimiter!r})",
+                             path=where, row=row)
     try:
         frame = pd.read_csv(io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, ValueError) as exc:

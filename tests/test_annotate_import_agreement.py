@@ -76,6 +76,27 @@ def test_import_errors_name_file_row_and_field(base_ws, tmp_path, change, field)
     assert records(ws).empty  # all rows or none
 
 
+@pytest.mark.parametrize("name, text, row, field, message", [
+    # pandas took the first field of a row with one too many as an index: row 7 imported as row 5
+    ("shift.csv", "original_index,quality_label\n7,5,[high quality]\n", 0, None, "has 3 fields but the header has 2"),
+    ("short.csv", "original_index,quality_label\n1,[high quality]\n2\n", 1, None, "has 1 fields but the header has 2"),
+    ("twice.csv", "original_index,quality_label,quality_label\n5,[high quality],[nonsense, prompt]\n", None, None,
+     "names column 'quality_label' twice"),
+    ("twice.jsonl", '{"original_index": 7, "original_index": 6, "quality_label": "[high quality]"}\n', 0,
+     "original_index", "written twice"),
+])
+def test_a_file_pandas_would_misread_is_refused(base_ws, tmp_path, name, text, row, field, message):
+    """Annotation files are read with ingest's readers: what pandas reads silently wrong (a
+    shifted row, a short row, a column or key written twice) is refused, naming file and row."""
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InputError) as err:
+        import_study(ws, tmp_path / name, 1)
+    assert message in str(err.value) and name in str(err.value)
+    assert (err.value.row, err.value.field) == (row, field)
+    assert records(ws).empty
+
+
 def test_import_round2_bad_letter_and_missing_column(base_ws, tmp_path):
     ws = copy_ws(base_ws, tmp_path / "ws")
     frame = round2_frame()

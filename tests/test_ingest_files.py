@@ -154,6 +154,15 @@ def test_delimiter_given_or_refused_when_unclear(tmp_path):
     proc = run_cli("init", tmp_path / "ws2", "--benchmark", "generic", "--data", data, "--question", "q",
                    "--choices", "o1,o2", "--answer", "a", "--config", "main", check=False)
     assert proc.returncode == 2 and "config" in proc.stderr
+    # With the delimiter named, a row with a field too many (which pandas would take as an index,
+    # shifting every value one column left) or too few is refused, not read.
+    for text, row, fields in (("q;o1;o2;a\nextra;What?;yes;no;1\n", 0, 5), ("q;o1;o2;a\nA?;yes;no;0\nB?;yes;no\n", 1, 3)):
+        data.write_text(text)
+        proc = run_cli("init", tmp_path / "ws3", "--benchmark", "generic", "--data", data, "--question", "q",
+                       "--choices", "o1,o2", "--answer", "a", "--delimiter", ";", check=False)
+        assert one_line_error(proc).endswith(f"odd.csv, row {row}: has {fields} fields but the header has 4 "
+                                             "(delimiter ';')")
+        assert not (tmp_path / "ws3").exists()
 
 
 def test_audit_config_reads_builtins_and_file_options(tmp_path):
