@@ -14,7 +14,10 @@ from curate.errors import CurateError
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; on success it replaces ``target``.
 
-    On any exception the temporary file is removed and ``target`` is left untouched.
+    On any exception the temporary file is removed and ``target`` is left untouched. The new
+    file gets ``target``'s permissions, or for a new file those of any file created here (0666
+    less the umask): the temporary file's own 0600 would make a release or report unreadable to
+    everyone but its writer.
     """
     target = Path(target)
     if target.is_dir():
@@ -30,9 +33,32 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, _mode(target))
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _mode(target: Path) -> int:
+    """``target``'s permission bits, or a new file's under the process umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it
+    os.umask(mask)
+    return mask
+
+
+def temp_folder(parent: Path, prefix: str, suffix: str = "") -> Path:
+    """``tempfile.mkdtemp`` in ``parent``, with the permissions ``mkdir`` would give (mkdtemp's
+    0700 would stay on the workspace or model folder it is renamed into)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    os.chmod(folder, 0o777 & ~_umask())
+    return folder
 
 
 def write_text(target: str | os.PathLike, text: str) -> None:

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import sqlite3
-import tempfile
 import time
 from contextlib import closing, contextmanager
 from datetime import datetime, timezone
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import curate
+from curate.atomic import temp_folder
 from curate.errors import CurateError
 
 DB_NAME = "workspace.db"
@@ -280,7 +280,7 @@ def create_workspace(root: str | os.PathLike, *, meta: dict, items: list[dict], 
     root = Path(root)
     check_new_workspace(root)
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".partial", dir=root.parent))
+    tmp = temp_folder(root.parent, f".{root.name}.", ".partial")
     try:
         conn = connect(tmp / DB_NAME)
         ws = Workspace(tmp, conn)

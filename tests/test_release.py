@@ -95,6 +95,53 @@ def test_versions_are_immutable_and_verify_catches_tampering(small, tmp_path):
     assert "missing" in run_cli("release", "verify", folder, check=False).stdout
 
 
+def test_a_release_folder_is_never_written_into_and_verify_checks_what_it_was_asked(small, tmp_path):
+    """--to inside an existing release would add files its manifest does not list (breaking it);
+    verify --name/--version checks the spelling (a path and a tag are made of them) and that the
+    fetched manifest is that release."""
+    out = tmp_path / "out"
+    for version in ("0.1.0", "0.2.0"):
+        run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", "hs-small", "--version", version,
+                "--to", out)
+    first = out / "hs-small" / "0.1.0"
+    for inside in (first, first / "data"):
+        proc = run_cli("release", small / "ws", "--decisions", small / "dec-b", "--name", "nested",
+                       "--version", "0.1.0", "--to", inside, check=False)
+        assert proc.returncode == 2 and f"is inside the release folder {first}" in proc.stderr, proc.stderr
+    assert run_cli("release", "verify", first).stdout.startswith("OK")
+    for name, version in (("hs-small", "0.1.0/../0.2.0"), ("../out/hs-small", "0.1.0")):
+        proc = run_cli("release", "verify", out, "--name", name, "--version", version, check=False)
+        assert proc.returncode == 2 and ("use X.Y.Z" in proc.stderr or "lowercase ASCII" in proc.stderr), proc.stderr
+    shutil.copytree(out / "hs-small" / "0.2.0", out / "hs-small" / "9.9.9")
+    proc = run_cli("release", "verify", out, "--name", "hs-small", "--version", "9.9.9", check=False)
+    assert proc.returncode == 1 and "names release hs-small 0.2.0, not hs-small 9.9.9" in proc.stdout, proc.stdout
+    assert run_cli("release", "verify", out, "--name", "hs-small", "--version", "0.2.0").stdout.startswith("OK")
+
+
+def test_released_files_are_readable_by_others_under_the_usual_umask(small, tmp_path):
+    """Atomic writes go through a temporary file (mode 0600) and temporary folders (0700):
+    what lands must have the modes any new file or folder gets, as a team shares releases,
+    workspaces and reports."""
+    old = os.umask(0o022)
+    try:
+        run_cli("init", tmp_path / "ws", "--benchmark", "hellaswag", "--data", HELLASWAG, "--limit", "5")
+        run_cli("release", small / "ws", "--decisions", small / "dec-a", "--name", "hs-small", "--version", "0.1.0",
+                "--to", tmp_path / "out")
+        run_cli("items", tmp_path / "ws", "--out", tmp_path / "items.csv")
+        existing = tmp_path / "items.jsonl"
+        existing.write_text("")
+        existing.chmod(0o640)
+        run_cli("items", tmp_path / "ws", "--out", existing)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "ws").stat().st_mode & 0o777 == 0o755
+    release = tmp_path / "out" / "hs-small" / "0.1.0"
+    for path in [release, *release.rglob("*")]:
+        assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
+    assert (tmp_path / "items.csv").stat().st_mode & 0o777 == 0o644
+    assert existing.stat().st_mode & 0o777 == 0o640  # a file written over keeps its mode
+
+
 def test_diff_lists_added_and_removed_items_with_reasons(small, tmp_path):
     out = tmp_path / "out"
     for version, dec in (("0.1.0", "dec-a"), ("0.2.0", "dec-b")):

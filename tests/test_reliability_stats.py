@@ -263,3 +263,38 @@ def test_one_missing_value_is_named_with_its_count(tmp_path):
         proc.stderr, proc.stderr
     proc = run_cli("analyze", ws, "--out", tmp_path / "r", "--model", "m1")
     assert proc.returncode == 0
+
+
+def test_a_report_replaces_the_last_one_whole_and_writes_nowhere_else(tmp_path):
+    """The report is built beside the old one and swapped in at the end: a failed run leaves the
+    old report as it was, a finished one leaves no file of the old one it did not write again (a
+    core curve after --core-mode none), and a killed run's staging folder is cleared. A release
+    folder, a decisions folder or any folder of other files is refused before any work."""
+    ws = synthetic_ws(tmp_path, ["m1", "m2"])
+    out = tmp_path / "report"
+    run_cli("analyze", ws, "--out", out, "--bootstrap", "200")
+    assert {"core_curve.png", "core_items.csv", "metrics.json"} <= {p.name for p in out.iterdir()}
+    before = (out / "metrics.json").read_bytes()
+    proc = run_cli("analyze", ws, "--out", out, "--model", "m3", check=False)  # fails after the checks
+    assert proc.returncode == 2 and (out / "metrics.json").read_bytes() == before
+    assert not (out / ".analyze-staging").exists()
+    (out / ".analyze-staging").mkdir()  # what a kill -9 during the analyses leaves
+    (out / ".analyze-staging" / "accuracy.png").write_bytes(b"half")
+    run_cli("analyze", ws, "--out", out, "--bootstrap", "200", "--core-mode", "none")
+    names = {p.name for p in out.iterdir()}
+    assert "core_curve.png" not in names and "core_items.csv" not in names and ".analyze-staging" not in names
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert names == {"metrics.json", "report.md", "report.html", *metrics["plots"].values()}
+    # A report killed while swapped in lacks metrics.json: it is still this command's to replace.
+    (out / "metrics.json").unlink()
+    run_cli("analyze", ws, "--out", out, "--bootstrap", "200")
+    assert (out / "metrics.json").is_file()
+
+    for folder, holds, message in (("release", "manifest.json", "is a release folder"),
+                                   ("decisions", "summary.json", "is not an earlier `curate analyze` report"),
+                                   ("notes", "todo.txt", "it holds todo.txt")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / holds).write_text("{}")
+        proc = run_cli("analyze", ws, "--out", tmp_path / folder, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert [p.name for p in (tmp_path / folder).iterdir()] == [holds]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,8 +32,8 @@ from tqdm.auto import tqdm
 import curate
 from annotate.store import open_annotations, read_annotations
 from curate import formulations as forms
-from curate.analyses import (accuracy, agreement, annotations, comparisons, core, generation, length, plots, position,
-                             render, stats)
+from curate.analyses import (accuracy, agreement, annotations, comparisons, core, generation, length, outdir, plots,
+                             position, render, stats)
 from curate.analyses.sections import report_blocks
 from curate.atomic import write_text
 from curate.errors import CurateError
@@ -108,11 +109,18 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = None, models
         kind, name = length.parse_unit(unit)
         if kind == "tokens":
             length.load_tokenizer(name)
+    outdir.check_report_dir(out)
     # One run at a time writes a report folder: two would mix their plots and reports.
     with folder_lock(out, command="analyze"), tqdm(total=7 + len(length_units), desc="analyze", unit="step") as bar:
-        return _analyze(bar, root, out, normalization=normalization, models=models, modes=modes,
-                        length_units=length_units, core_mode=core_mode, core_threshold=core_threshold,
-                        alpha=alpha, n_resamples=n_resamples, seed=seed)
+        built = outdir.staging(out)
+        try:
+            metrics = _analyze(bar, root, built, normalization=normalization, models=models, modes=modes,
+                               length_units=length_units, core_mode=core_mode, core_threshold=core_threshold,
+                               alpha=alpha, n_resamples=n_resamples, seed=seed)
+            outdir.publish(built, out)
+        finally:
+            shutil.rmtree(built, ignore_errors=True)
+        return metrics
 
 
 def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units, core_mode, core_threshold,

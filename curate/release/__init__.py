@@ -13,6 +13,7 @@ from typing import Iterator
 
 from curate.errors import CurateError
 from curate.lock import claimed
+from curate.release.manifest import check_name_version, read_manifest
 from curate.release.targets import parse_target, remove_stale
 
 # Building, verifying and diffing releases need pandas and the filter engine (most of a second to
@@ -31,7 +32,6 @@ def make_release(root, decisions_dir, name: str, version: str, target: str, *, l
     Returns the manifest as written, plus ``"published"`` (where it went: location, commit, tag).
     An existing version is refused before anything is built.
     """
-    from curate.release.manifest import check_name_version
     from curate.release.package import build_release
 
     check_name_version(name, version)
@@ -56,6 +56,7 @@ def fetched(location: str, name: str | None = None, version: str | None = None) 
         return
     if not (name and version):
         raise CurateError("give both --name and --version to fetch a release from a target")
+    check_name_version(name, version)  # they become a path and a tag: "0.1.0/../0.2.0" would fetch 0.2.0
     with tempfile.TemporaryDirectory(prefix="benchcurate-fetch-") as tmp:
         yield parse_target(location).fetch(name, version, Path(tmp))
 
@@ -65,12 +66,16 @@ def verify_release(location: str, name: str | None = None, version: str | None =
     from curate.release.manifest import verify_dir
 
     with fetched(location, name, version) as folder:
-        return verify_dir(folder)
+        problems = verify_dir(folder)
+        if name is not None:  # the folder fetched as NAME VERSION must hold that release
+            m = read_manifest(folder)
+            if (m["name"], m["version"]) != (name, version):
+                problems.append(f"manifest.json: names release {m['name']} {m['version']}, not {name} {version}")
+        return problems
 
 
 def diff_releases(a: str, b: str) -> dict:
     """Items added and removed between releases ``a`` and ``b`` (folders or manifest files)."""
     from curate.release.diff import diff_manifests
-    from curate.release.manifest import read_manifest
 
     return diff_manifests(read_manifest(a), read_manifest(b))

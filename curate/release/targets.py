@@ -117,6 +117,10 @@ class LocalTarget:
         for parent in (self.root, self.root / name):
             if parent.exists() and not parent.is_dir():
                 raise CurateError(f"{parent}: exists and is not a folder; --to names the folder releases go in")
+        inside = next((f for f in (self.root, *self.root.absolute().parents) if (f / MANIFEST).is_file()), None)
+        if inside is not None:  # the new release would be a file the other one's manifest does not list
+            raise CurateError(f"{self.root}: is inside the release folder {inside} (it holds {MANIFEST}); --to names "
+                              f"a folder releases go in, outside any release")
         if self.folder(name, version).exists():
             raise VersionExists(f"{self.folder(name, version)}: release {name} {version} exists; versions are "
                               f"immutable, choose a new version")
