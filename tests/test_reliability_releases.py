@@ -560,3 +560,41 @@ def test_a_release_reading_decisions_while_a_filter_rewrites_them_blames_no_hand
         writer.wait(timeout=60)
     assert writer.returncode == 0, log.read_text()[-3000:]
     assert outcomes["consistent"] > 10 and outcomes["refused"] > 0, outcomes
+
+
+def test_decisions_made_from_scores_or_labels_changed_since_are_not_released(tmp_path):
+    """A release is made from the decisions' items, but the decisions came from scores and
+    annotation records: when those were re-imported or redone after the filter ran, the release
+    is refused, naming what changed, until the filter runs again."""
+    ws = tmp_path / "ws"
+    run_cli("init", ws, "--benchmark", "hellaswag", "--data", HELLASWAG, "--limit", "4")
+    scores = tmp_path / "scores" / "zero_prompt"
+    scores.mkdir(parents=True)
+    (scores / "org--m.csv").write_text("nll_0,nll_1,nll_2,nll_3\n" + "-1,-2,-3,-4\n" * 4)
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "scores")
+    labels = tmp_path / "r1.csv"
+    labels.write_text("original_index,quality_label\n" + "".join(f"{i},[high quality]\n" for i in range(4)))
+    run_cli("import-annotations", ws, "--format", "study", "--round", "1", "--file", labels)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("name: r\nstages:\n"
+                     "  - {name: core, when: {correct: {models: [org/m], mode: zero, normalization: seq_mean, at_least: 1}}}\n"
+                     "  - {name: labelled, when: {labels: {annotator: 'imported:study', any: [nonsense_prompt]}}}\n")
+    run_cli("filter", ws, "--rules", rules, "--out", tmp_path / "dec")
+
+    def release(version):
+        return run_cli("release", ws, "--decisions", tmp_path / "dec", "--name", "r", "--version", version,
+                       "--to", tmp_path / "out", check=False)
+
+    (scores / "org--m.csv").write_text("nll_0,nll_1,nll_2,nll_3\n" + "-4,-2,-3,-1\n" * 4)
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "scores", "--replace")
+    proc = release("0.1.0")
+    assert proc.returncode == 2 and "were made from the scores of 'org/m' in mode zero (runs study-csv:org/m:zero:" \
+        in proc.stderr and "run `curate filter` again" in proc.stderr, proc.stderr
+    run_cli("filter", ws, "--rules", rules, "--out", tmp_path / "dec")
+    labels.write_text("original_index,quality_label\n" + "".join(f'{i},"[nonsense, prompt]"\n' for i in range(4)))
+    run_cli("import-annotations", ws, "--format", "study", "--round", "1", "--file", labels)
+    proc = release("0.1.0")
+    assert proc.returncode == 2 and "the round-1 records of annotator 'imported:study'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out" / "r").exists()
+    run_cli("filter", ws, "--rules", rules, "--out", tmp_path / "dec")
+    assert release("0.1.0").returncode == 0

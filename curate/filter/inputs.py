@@ -70,14 +70,7 @@ class Inputs:
         return ", ".join(f"{a} (round {r})" for a, r in rows)
 
     def _note_annotator(self, annotator: str, round: int, frame: pd.DataFrame) -> None:
-        def distinct(col):
-            return sorted({v for v in frame[col] if v is not None and v == v})
-        self.used["annotators"][f"{annotator}#round{round}"] = {
-            "annotator": annotator, "round": round, "records": len(frame),
-            "status": {k: int(v) for k, v in frame["status"].value_counts().sort_index().items()},
-            "model_snapshots": distinct("model_snapshot"), "prompt_versions": distinct("prompt_version"),
-            "run_ids": distinct("run_id"),
-        }
+        self.used["annotators"][f"{annotator}#round{round}"] = annotator_record(annotator, round, frame)
 
     # --- scores ----------------------------------------------------------------------------
 
@@ -246,3 +239,45 @@ def tokenizer_identity(name: str, tok) -> dict:
                    (f.name.startswith("tokenizer") or f.name in ("vocab.json", "merges.txt", "special_tokens_map.json")))
     return {"name": name, "class": type(tok).__name__, "path": str(folder),
             "files": {f.name: file_sha256(f) for f in files}}
+
+
+def annotator_record(annotator: str, round: int, frame: pd.DataFrame) -> dict:
+    """What the decisions' summary says of the annotation records a filter read; the digest of
+    each item's status and result tells records redone with other answers apart."""
+    from curate.items import canonical_json, sha256_text
+
+    def distinct(col):
+        return sorted({v for v in frame[col] if v is not None and v == v})
+    answers = sorted(canonical_json([r.item_id, r.status, r.result]) for r in frame.itertuples())
+    return {"annotator": annotator, "round": round, "records": len(frame),
+            "status": {k: int(v) for k, v in frame["status"].value_counts().sort_index().items()},
+            "model_snapshots": distinct("model_snapshot"), "prompt_versions": distinct("prompt_version"),
+            "run_ids": distinct("run_id"), "records_sha256": sha256_text(canonical_json(answers))}
+
+
+def changed_inputs(ws, inputs: dict) -> str | None:
+    """The first score or annotation input a filter read (its summary's ``inputs``) that the
+    workspace no longer holds as it was: a label re-scored or re-imported, an annotator's records
+    redone. None when all are as read. Decisions made from other numbers must not be released."""
+    tables = set(ws.tables())
+    expected: dict[tuple[str, str], tuple[set, set]] = {}
+    for run in inputs["score_runs"]:
+        runs, forms = expected.setdefault((run["model"], run["mode"]), (set(), set()))
+        runs.add(run["run_id"])
+        forms.update(run.get("formulations") or ["cloze"])
+    for (model, mode), (runs, forms) in sorted(expected.items()):
+        now = set() if "scores" not in tables else {r[0] for r in ws.conn.execute(
+            f"SELECT DISTINCT run_id FROM scores WHERE model = ? AND mode = ? AND formulation IN "
+            f"({', '.join('?' * len(forms))})", (model, mode, *sorted(forms)))}
+        if now != runs:
+            return (f"the scores of {model!r} in mode {mode} (runs {', '.join(sorted(runs))}; the workspace now holds "
+                    f"{', '.join(sorted(now)) or 'none'})")
+    from annotate.store import read_annotations
+    for entry in inputs["annotators"]:
+        frame = read_annotations(ws, round=entry["round"], annotator=entry["annotator"]) \
+            if "annotations" in tables else None
+        now = annotator_record(entry["annotator"], entry["round"], frame) if frame is not None else {}
+        if {key: now.get(key) for key in entry} != entry:  # a summary from before records_sha256: what it has
+            return f"the round-{entry['round']} records of annotator {entry['annotator']!r}"
+    return None
+

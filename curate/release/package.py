@@ -20,6 +20,7 @@ from curate.atomic import write_text
 from curate.errors import CurateError, InputError
 from curate.filter.decisions import stage_table
 from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
+from curate.filter.inputs import changed_inputs
 from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
@@ -112,6 +113,10 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         benchmark, split, source = ws.meta("benchmark"), ws.meta("split"), ws.meta("source")
         items, raw_rows = ws.items(), ws.raw_rows()
         runs = _score_runs(ws)
+        changed = changed_inputs(ws, summary["inputs"])
+    if changed:
+        raise CurateError(f"the decisions in {decisions_dir} were made from {changed}, which changed since; run "
+                          f"`curate filter` again")
     if summary["workspace"]["source"] != source:
         raise CurateError(f"the decisions in {decisions_dir} were made on another source than workspace {root}")
     if decisions["item_id"].tolist() != [it["item_id"] for it in items]:
