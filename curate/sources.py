@@ -4,7 +4,8 @@
 hash) that the workspace keeps. JSON and JSON Lines files are read here with Python's json, so
 every value stays as written (Arrow would give each column one type); CSV files are read by
 ``curate.textfiles`` (encoding and delimiter detected, every cell kept as the text it is);
-parquet, arrow and saved datasets through `datasets`. Problems are InputErrors naming the file,
+parquet and arrow files by pyarrow (not through `datasets`' cache, which could serve a replaced
+file's old rows), saved datasets by `datasets`. Problems are InputErrors naming the file,
 line or row, and field.
 """
 from __future__ import annotations
@@ -159,28 +160,44 @@ def _open_local(path: Path, split: str, config: str | None = None, *, delimiter:
         return Source([row for f in split_files for row in read_json(f, encoding)], provenance)
     if encoding:
         raise InputError(f"--encoding applies to CSV and JSON files, not {builder}", path=shown, field="encoding")
-    if builder == "parquet" and not any(_parquet_rows(f) for f in split_files):
-        raise InputError("the parquet data holds no rows", path=shown)  # datasets fails on it obscurely
-    import datasets
-
-    try:
-        rows = datasets.load_dataset(builder, data_files=[str(f) for f in split_files], split="train")
-    except Exception as exc:  # datasets wraps Arrow errors; name the file and reason plainly
-        raise InputError(f"could not be read as {builder}: {_root_cause(exc)}", path=shown) from exc
+    rows = _read_arrow_files(split_files, builder, shown)
     if len(rows) == 0:
         raise InputError(f"the {builder} data holds no rows", path=shown)
     return Source(rows, provenance)
 
 
-def _parquet_rows(path: Path) -> int:
-    """The row count a parquet file's footer records; -1 when the footer is unreadable (datasets
-    then reports why)."""
+def _read_arrow_files(files: list[Path], builder: str, shown: str):
+    """Parquet or Arrow files (IPC stream or file format) read by pyarrow into one in-memory
+    Dataset, its features from the files' own metadata. Not through ``datasets.load_dataset``:
+    its cache knows a local file by path and modification time, so a file replaced by another
+    with the same time (``cp -p``, ``rsync -t``, an unpacked archive) gave the old file's rows
+    under the new file's sha256."""
+    import datasets
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    tables = []
+    for f in files:
+        try:
+            if builder == "parquet":
+                tables.append(pq.read_table(f))
+                continue
+            data = pa.BufferReader(f.read_bytes())
+            try:
+                tables.append(pa.ipc.open_stream(data).read_all())
+            except pa.ArrowInvalid:  # not a stream: the random-access file format
+                data.seek(0)
+                tables.append(pa.ipc.open_file(data).read_all())
+        except OSError as exc:
+            raise InputError(f"cannot be read: {exc.strerror or exc}", path=str(f)) from None
+        except Exception as exc:  # Arrow's errors say what is wrong; name the file
+            raise InputError(f"could not be read as {builder}: {str(exc).strip() or type(exc).__name__}",
+                             path=str(f)) from None
     try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except Exception:
-        return -1
+        table = pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InputError(f"the {builder} files of this split do not share one schema: {exc}", path=shown) from None
+    return datasets.Dataset(table)
 
 
 def _subfolder(folder: Path, name: str, what: str = "config") -> Path:

@@ -90,3 +90,30 @@ def test_generic_errors_name_row_and_field(tmp_path):
     proc = run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", data,
                    "--question", "question", "--choices", "options", "--answer", "answer", check=False)
     assert proc.returncode == 2 and "row 0" in proc.stderr and "field 'options'" in proc.stderr
+
+
+def test_a_parquet_file_replaced_with_the_same_time_is_read_anew_and_arrow_files_of_either_format(tmp_path):
+    """The rows come from the bytes whose sha256 is recorded: `datasets`' cache, which knows a
+    local file by path and modification time, gave a file replaced with the same time (cp -p,
+    rsync -t) the old file's rows. Arrow data reads in the IPC stream and file formats."""
+    import os
+
+    import pyarrow as pa
+
+    data = tmp_path / "data.parquet"
+    args = ["--benchmark", "generic", "--question", "q", "--choices", "choices", "--answer", "ans"]
+    pd.DataFrame({"q": ["old question"], "choices": [["a", "b"]], "ans": [0]}).to_parquet(data)
+    run_cli("init", tmp_path / "ws1", "--data", data, *args)
+    stamp = data.stat()
+    pd.DataFrame({"q": ["new question"], "choices": [["a", "b"]], "ans": [1]}).to_parquet(data)
+    os.utime(data, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    run_cli("init", tmp_path / "ws2", "--data", data, *args)
+    with Workspace.open(tmp_path / "ws2") as ws:
+        assert [(it["prompts"]["full"], it["gold"]) for it in ws.items()] == [("new question", 1)]
+    table = pa.table({"q": ["Q1", "Q2"], "choices": [["a", "b"], ["c", "d"]], "ans": [0, 1]})
+    for name, writer in (("stream.arrow", pa.ipc.new_stream), ("file.arrow", pa.ipc.new_file)):
+        with pa.OSFile(str(tmp_path / name), "wb") as sink, writer(sink, table.schema) as out:
+            out.write_table(table)
+        run_cli("init", tmp_path / name.replace(".", "-"), "--data", tmp_path / name, *args)
+        with Workspace.open(tmp_path / name.replace(".", "-")) as ws:
+            assert [it["options"] for it in ws.items()] == [["a", "b"], ["c", "d"]]
