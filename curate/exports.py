@@ -15,7 +15,9 @@ FORMATS = (".jsonl", ".parquet", ".csv")
 def write_records(records: list[dict], out: str | Path) -> Path:
     """Write ``records`` to ``out`` atomically. Nested values stay nested in jsonl and parquet;
     csv gets them as JSON strings. Parquet cannot hold a record with no fields, so a column whose
-    every value is an empty mapping (items without native ids) is written as nulls."""
+    every value is an empty mapping (items without native ids) is written as nulls, nor a column
+    whose values have no one Arrow type (native ids mixing numbers and text, an integer beyond 64
+    bits), which is written as JSON text."""
     out = Path(out)
     ext = out.suffix.lower()
     if ext not in FORMATS:
@@ -30,9 +32,22 @@ def write_records(records: list[dict], out: str | Path) -> Path:
             for col in frame.columns:
                 if len(frame) and frame[col].map(lambda v: isinstance(v, dict) and not v).all():
                     frame[col] = None
+                elif not _arrow_can_hold(frame[col]):
+                    frame[col] = frame[col].map(lambda v: json.dumps(v, ensure_ascii=False))
             frame.to_parquet(tmp, index=False)
         else:
             flat = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
                      for k, v in r.items()} for r in records]
             pd.DataFrame.from_records(flat).to_csv(tmp, index=False)
     return out
+
+
+def _arrow_can_hold(column: pd.Series) -> bool:
+    import pyarrow as pa
+
+    try:
+        pa.array(column, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return False
+    return True
+

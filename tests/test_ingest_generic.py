@@ -117,3 +117,17 @@ def test_a_parquet_file_replaced_with_the_same_time_is_read_anew_and_arrow_files
         run_cli("init", tmp_path / name.replace(".", "-"), "--data", tmp_path / name, *args)
         with Workspace.open(tmp_path / name.replace(".", "-")) as ws:
             assert [it["options"] for it in ws.items()] == [["a", "b"], ["c", "d"]]
+
+
+def test_items_with_ids_arrow_cannot_type_export_to_parquet_as_json_text(tmp_path):
+    """Native ids mixing numbers and text, or beyond 64 bits, ingest as written (JSON); the
+    parquet export writes such a column as JSON text instead of failing with Arrow's error."""
+    data = tmp_path / "ids.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "q": f"Q{n}", "choices": ["a", "b"], "ans": 0}) + "\n"
+                            for n, i in enumerate([1, "x", 12345678901234567890123])))
+    run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", data, "--question", "q",
+            "--choices", "choices", "--answer", "ans", "--id-columns", "id")
+    run_cli("items", tmp_path / "ws", "--out", tmp_path / "items.parquet")
+    frame = pd.read_parquet(tmp_path / "items.parquet")
+    assert [json.loads(v) for v in frame["native_ids"]] == [{"id": 1}, {"id": "x"}, {"id": 12345678901234567890123}]
+    assert frame["options"].map(list).tolist() == [["a", "b"]] * 3  # columns Arrow can type stay nested
