@@ -109,10 +109,13 @@ def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter
                                          ("answer", answer)) if not v]
         if missing:
             raise click.UsageError(f"the generic adapter needs {', '.join(missing)}")
-        adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
-                              answer=answer, answer_format=answer_format, choice_labels=choice_labels,
-                              zero=zero_column, source=source_column, ids=id_columns or "", template=template,
-                              letters_template=letters_template, kind=kind, formulation=formulation)
+        try:
+            adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
+                                  answer=answer, answer_format=answer_format, choice_labels=choice_labels,
+                                  zero=zero_column, source=source_column, ids=id_columns or "", template=template,
+                                  letters_template=letters_template, kind=kind, formulation=formulation)
+        except ValueError as exc:  # a column mapping that names nothing (--choices ",")
+            raise click.UsageError(str(exc)) from None
     else:
         adapter = get_adapter(benchmark)
     try:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
-from conftest import run_cli
+from conftest import one_line_error, run_cli
 from curate.store import Workspace
 
 MMLU = [
@@ -90,6 +91,32 @@ def test_generic_errors_name_row_and_field(tmp_path):
     proc = run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", data,
                    "--question", "question", "--choices", "options", "--answer", "answer", check=False)
     assert proc.returncode == 2 and "row 0" in proc.stderr and "field 'options'" in proc.stderr
+
+
+@pytest.mark.parametrize("row, args, message", [
+    # labels that do not pair one to one with the options would read the gold against others
+    ({"q": "Q", "opts": {"text": ["a", "b", "c"], "label": ["A", "B"]}, "key": "B"},
+     ["--choices", "opts", "--choice-labels", "opts.label"], "row 0, field 'opts.label': 2 labels for 3 options"),
+    ({"q": "Q", "opts": {"text": ["a", "b", "c"], "label": ["A", "A", "B"]}, "key": "A"},
+     ["--choices", "opts", "--choice-labels", "opts.label"], "row 0, field 'opts.label': label 'A' appears twice"),
+    ({"q": "Q", "choices": ["a", "b"], "key": 0, "z": 5},
+     ["--choices", "choices", "--zero-column", "z"], "row 0, field 'z': expected str, got int"),
+    ({"q": "Q", "choices": ["a", "b"], "key": 0, "z": ["x"]},
+     ["--choices", "choices", "--zero-column", "z"], "row 0, field 'z': expected str, got list"),
+])
+def test_labels_and_zero_column_are_checked_naming_the_field(tmp_path, row, args, message):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    proc = run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", data, "--question", "q",
+                   "--answer", "key", *args, check=False)
+    assert one_line_error(proc).endswith(message)
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_column_mapping_naming_no_column_is_a_usage_error(tmp_path):
+    proc = run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", tmp_path / "x.jsonl",
+                   "--question", "q", "--choices", ",", "--answer", "a", check=False)
+    assert proc.returncode == 2 and "name the choices column(s)" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_parquet_file_replaced_with_the_same_time_is_read_anew_and_arrow_files_of_either_format(tmp_path):

@@ -81,6 +81,11 @@ class Generic:
         value = lookup(row, self.answer)
         if self.choice_labels:
             labels = [str(x).strip() for x in parse_list(lookup(row, self.choice_labels), self.choice_labels)]
+            if len(labels) != len(options):  # the gold would be read against other options than its own
+                raise FieldError(self.choice_labels, f"{len(labels)} labels for {len(options)} options")
+            twice = next((label for j, label in enumerate(labels) if label in labels[:j]), None)
+            if twice is not None:
+                raise FieldError(self.choice_labels, f"label {twice!r} appears twice")
             return match_label(value, labels, self.answer)
         return answer_index(value, options, self.answer_format, self.answer)
 
@@ -92,7 +97,10 @@ class Generic:
             raise FieldError(self.question, "is empty")
         options = self._options(row)
         gold = self._gold(row, options)
-        zero = lookup(row, self.zero).strip() if self.zero else ""
+        zero = lookup(row, self.zero) if self.zero else ""
+        if not isinstance(zero, str):
+            raise FieldError(self.zero, f"expected str, got {type(zero).__name__}")
+        zero = zero.strip()
         parts = {"question": question} | ({"zero": zero} if self.zero else {})
         source = lookup(row, self.source) if self.source else None
         letters = None
