@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import collections
 import errno
+import signal
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -23,6 +25,8 @@ class Group(click.Group):
         from curate.secrets import redact_streams
 
         redact_streams()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             return super().invoke(ctx)
         except CurateError as exc:
@@ -39,6 +43,13 @@ class Group(click.Group):
             click.echo(f"error: {what}; the step that failed was rolled back and nothing is half-written "
                        f"(work committed before it stays): fix the cause and run the command again", err=True)
         sys.exit(2)
+
+
+def _exit_on_sigterm(signum, frame):
+    """``kill`` and ``timeout`` send SIGTERM, whose default ends the process on the spot; as an
+    exit instead, every ``finally`` runs (a workspace or release being built is removed, a
+    transaction rolled back), as after Ctrl-C."""
+    raise SystemExit(128 + signum)
 
 
 def disk_full(exc: BaseException) -> bool:

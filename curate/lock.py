@@ -23,7 +23,10 @@ import fcntl
 import hashlib
 import json
 import os
+import re
+import shutil
 import socket
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -145,3 +148,39 @@ def folder_lock(folder, *, command: str, busy: str = "give --out another folder"
             raise
         finally:
             del _HELD_FOLDERS[key]
+
+
+#: A leftover whose maker's pid is alive (or reused) counts as stale after this long unclaimed.
+STALE_AFTER_S = 60
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale(folder: Path, pattern: str) -> None:
+    """Delete what a run killed with ``kill -9`` left in ``folder`` (a release's copy, a
+    workspace being built): entries matching ``pattern`` (a regex whose group 1 is the pid that
+    made them) that no process holds (``claimed``) and whose maker is gone, or that have sat
+    unclaimed for ``STALE_AFTER_S`` (the pid reused by another process). A live run's folder is held (another pid namespace sharing
+    the disk included), so two runs at once do not break each other."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = re.fullmatch(pattern, entry.name)
+        if not match or int(match.group(1)) == os.getpid() or not unclaimed(entry):
+            continue
+        try:
+            idle = time.time() - entry.stat().st_mtime
+        except OSError:
+            continue
+        if not _pid_alive(int(match.group(1))) or idle > STALE_AFTER_S:
+            shutil.rmtree(entry, ignore_errors=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -273,38 +274,57 @@ def check_new_workspace(root: Path) -> None:
 
 
 def create_workspace(root: str | os.PathLike, *, meta: dict, items: list[dict], raw_rows: list[dict]) -> Path:
-    """Build a complete workspace in a temporary sibling folder, then rename it into place.
+    """Build a complete workspace in a temporary folder, then move it into place.
 
     A crash or an error at any point leaves no workspace at ``root`` (nothing half-ingested).
+    The temporary folder is named after this process and held while it is built, so what a
+    ``kill -9`` leaves is removed by the next run (``remove_stale``).
     """
+    from curate.lock import claimed, remove_stale
+
     root = Path(root)
     check_new_workspace(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_folder(root.parent, f".{root.name}.", ".partial")
+    target = Path(os.path.abspath(root))  # "." or "sub/.." name a folder, not a name to rename onto
+    # Beside a new folder; inside an existing empty one, which then stays (it may be a shell's
+    # working folder, or a mount point, where a rename from beside it cannot land).
+    home = target if target.is_dir() else target.parent
+    home.mkdir(parents=True, exist_ok=True)
+    remove_stale(home, rf"\.{re.escape(target.name)}\.(\d+)\.[a-z0-9_]+\.partial")
+    tmp = temp_folder(home, f".{target.name}.{os.getpid()}.", ".partial")
     try:
-        conn = connect(tmp / DB_NAME)
-        ws = Workspace(tmp, conn)
-        ws.migrate(MIGRATIONS)
-        conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
-        with ws.transaction() as c:
-            for key, value in meta.items():
-                ws.set_meta(key, value)
-            c.executemany(
-                "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)",
-                ((it["item_id"], it["row_index"], it["source"], it["content_hash"],
-                  json.dumps(it, ensure_ascii=False), json.dumps(raw, ensure_ascii=False, default=str))
-                 for it, raw in zip(items, raw_rows, strict=True)))
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.close()
-        (tmp / "exports").mkdir()
-        try:  # one atomic rename: onto nothing or an empty folder, never onto another's workspace
-            os.replace(tmp, root)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-                raise
-            raise CurateError(f"{root}: was created by another process while this one was ingesting; "
-                              f"nothing was written by this one") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return root
+        with claimed(tmp):
+            _build(tmp, target, meta, items, raw_rows, shown=root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing there once moved into place
+    return root if root.is_dir() else target  # "new/sub/.." does not resolve as written
+
+
+def _build(tmp: Path, root: Path, meta: dict, items: list[dict], raw_rows: list[dict], *, shown: Path) -> None:
+    """Write the workspace into ``tmp``, then move it to ``root`` (``shown`` as the user named it)
+    in one step."""
+    conn = connect(tmp / DB_NAME)
+    ws = Workspace(tmp, conn)
+    ws.migrate(MIGRATIONS)
+    conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
+    with ws.transaction() as c:
+        for key, value in meta.items():
+            ws.set_meta(key, value)
+        c.executemany(
+            "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)",
+            ((it["item_id"], it["row_index"], it["source"], it["content_hash"],
+              json.dumps(it, ensure_ascii=False), json.dumps(raw, ensure_ascii=False, default=str))
+             for it, raw in zip(items, raw_rows, strict=True)))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    (tmp / "exports").mkdir()
+    try:  # one atomic step, never onto another's workspace
+        if tmp.parent == root:  # the database file is the workspace: linked in, or refused if there
+            os.link(tmp / DB_NAME, root / DB_NAME)
+            (root / "exports").mkdir(exist_ok=True)
+        else:
+            os.replace(tmp, root)  # onto nothing or an empty folder
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise
+        raise CurateError(f"{shown}: was created by another process while this one was ingesting; "
+                          f"nothing was written by this one") from None

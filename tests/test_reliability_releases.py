@@ -206,7 +206,7 @@ def test_leftovers_are_judged_by_who_holds_them_not_only_by_the_pid_in_their_nam
     import sys
     import time
 
-    from curate.release.targets import STALE_AFTER_S, _pid_alive, remove_stale
+    from curate.lock import STALE_AFTER_S, _pid_alive, remove_stale
 
     pattern = r"\.0\.1\.0\.(\d+)\.[a-z0-9_]+\.partial"
     reused = tmp_path / f".0.1.0.{os.getppid()}.abc.partial"  # a live process that is no release

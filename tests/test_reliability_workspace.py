@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import closing
 
 import pytest
@@ -140,6 +141,38 @@ def test_two_inits_into_one_folder_at_once(tmp_path):
     assert "Traceback" not in loser and ("already exists" in loser or "created by another process" in loser)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl", "ws"]       # no .partial left
     assert run_cli("info", tmp_path / "ws").returncode == 0
+
+
+def test_an_init_stopped_by_sigterm_or_killed_leaves_nothing_behind(tmp_path):
+    """`timeout` and `kill` send SIGTERM: the half-built workspace is removed as after Ctrl-C.
+    What a `kill -9` leaves (a hidden folder named after the dead process) is removed by the
+    next init into that place."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "curate", "init", str(tmp_path / "ws"), "--benchmark", "hellaswag", "--data", str(HELLASWAG)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".ws.*.partial")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+        assert proc.returncode == (143 if sig == signal.SIGTERM else -9)
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == [] if sig == signal.SIGTERM else (len(left) == 1 and left[0].startswith(".ws.")), left
+    run_cli("init", tmp_path / "ws", "--benchmark", "hellaswag", "--data", HELLASWAG, "--limit", "5")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+def test_init_into_the_folder_it_is_run_in(tmp_path):
+    """`curate init .` in an empty folder: the workspace is made in it (the folder stays, as a
+    shell may be in it); a non-empty one is refused."""
+    (tmp_path / "here").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "curate", "init", ".", "--benchmark", "hellaswag", "--data",
+                           str(HELLASWAG), "--limit", "5"], cwd=tmp_path / "here", capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("created . with 5 items"), proc.stderr
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["exports", "workspace.db"]
+    assert run_cli("info", tmp_path / "here").returncode == 0
 
 
 def test_init_losing_the_race_at_the_final_rename(tmp_path, monkeypatch):

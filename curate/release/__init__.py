@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.errors import CurateError
-from curate.lock import claimed
+from curate.lock import claimed, remove_stale
 from curate.release.manifest import check_name_version, read_manifest
-from curate.release.targets import parse_target, remove_stale
+from curate.release.targets import parse_target
 
 # Building, verifying and diffing releases need pandas and the filter engine (most of a second to
 # import); they are imported where used, so that the CLI, which imports this package for every

@@ -22,14 +22,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from curate.atomic import check_writable, unwritable
 from curate.errors import CurateError
-from curate.lock import claimed, folder_lock, unclaimed
+from curate.lock import claimed, folder_lock, remove_stale
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
 
@@ -49,42 +48,6 @@ def _check_verified(folder: Path, where: str) -> None:
     problems = verify_dir(folder)
     if problems:
         raise CurateError(f"{where}: the published release does not verify: {'; '.join(problems[:3])}")
-
-
-#: A leftover whose maker's pid is alive (or reused) counts as stale after this long unclaimed.
-STALE_AFTER_S = 60
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def remove_stale(folder: Path, pattern: str) -> None:
-    """Delete what a release killed with ``kill -9`` left in ``folder``: entries matching
-    ``pattern`` (a regex whose group 1 is the pid that made them) that no process holds
-    (``claimed``) and whose maker is gone, or that have sat unclaimed for ``STALE_AFTER_S`` (the
-    pid reused by another process). A live release's copy is held (another pid namespace sharing
-    the disk included), so two releases at once do not break each other."""
-    try:
-        entries = list(folder.iterdir())
-    except OSError:
-        return
-    for entry in entries:
-        match = re.fullmatch(pattern, entry.name)
-        if not match or int(match.group(1)) == os.getpid() or not unclaimed(entry):
-            continue
-        try:
-            idle = time.time() - entry.stat().st_mtime
-        except OSError:
-            continue
-        if not _pid_alive(int(match.group(1))) or idle > STALE_AFTER_S:
-            shutil.rmtree(entry, ignore_errors=True)
 
 
 @contextmanager
