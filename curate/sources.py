@@ -230,8 +230,8 @@ def files_of_split(folder: Path, split: str) -> list[Path]:
                          "as in a Hub dataset with one subfolder per configuration; pick one with --config NAME",
                          path=str(folder), field="split")
     by_stem: dict[str, Path] = {}
-    for f in named:  # test.jsonl next to test.jsonl.gz: one file twice, every row would repeat
-        other = by_stem.setdefault(_uncompressed_name(f), f)
+    for f in named:  # test.jsonl next to test.jsonl.gz or test.json: one file twice, every row would repeat
+        other = by_stem.setdefault(_data_stem(f), f)
         if other != f:
             raise InputError(f"{other.name} and {f.name} look like two copies of one file; keep one",
                              path=str(folder), field="split")
@@ -241,6 +241,12 @@ def files_of_split(folder: Path, split: str) -> list[Path]:
 def _uncompressed_name(path: Path) -> str:
     name = path.name.lower()
     return next((name[: -len(s)] for s in COMPRESSION if name.endswith(s)), name)
+
+
+def _data_stem(path: Path) -> str:
+    """The file's name without compression and data suffix: ``test`` for test.jsonl.gz and test.json."""
+    name = _uncompressed_name(path)
+    return next((name[: -len(ext)] for ext in BUILDERS if name.endswith(ext)), name)
 
 
 def _listing(names: list[str], most: int = 8) -> str:

@@ -228,6 +228,11 @@ def test_a_folder_without_the_split_is_refused_listing_its_files(tmp_path):
     (tmp_path / "two" / "validation.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
     one_line_error(init_generic(tmp_path, tmp_path / "two", ws="ws2", check=False),
                    "validation.jsonl and validation.jsonl.gz look like two copies of one file")
+    # ... and so would the same rows as JSON Lines and as one JSON array.
+    (tmp_path / "two" / "validation.jsonl.gz").unlink()
+    (tmp_path / "two" / "validation.json").write_text(json.dumps([{"question": "Q?", "choices": ["a", "b"], "answer": 0}]))
+    one_line_error(init_generic(tmp_path, tmp_path / "two", ws="ws2", check=False),
+                   "validation.json and validation.jsonl look like two copies of one file")
 
 
 def test_a_hub_clone_with_one_subfolder_per_config_needs_config(tmp_path, mmlu_rows):
