@@ -23,9 +23,11 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     for i, raw in enumerate(tqdm(islice(rows, n), total=n, desc="ingest", unit="item", disable=n < 2000)):
         try:
             item = adapter.to_item(raw, i, split)
+            problems = validation_errors(item)
         except FieldError as exc:
             raise InputError(str(exc), path=where, row=i, field=exc.field) from None
-        problems = validation_errors(item)
+        except RecursionError:  # a cell nesting lists thousands deep (a list literal, or JSON)
+            raise InputError("nests values deeper than can be read", path=where, row=i) from None
         if problems:
             field, _, message = problems[0].partition(": ")
             raise InputError(f"item does not fit the canonical schema: {message}", path=where, row=i, field=field)

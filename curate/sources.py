@@ -323,6 +323,8 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
                              path=where) from None
+        except RecursionError:
+            raise InputError("nests values deeper than can be read", path=where) from None
         lines = [None] * len(rows)
     else:  # JSON Lines: one object per line, blank lines skipped
         lines = []
@@ -334,6 +336,9 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
             except json.JSONDecodeError as exc:
                 raise InputError(f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}",
                                  path=where, row=len(rows)) from None
+            except RecursionError:
+                raise InputError(f"line {lineno} nests values deeper than can be read", path=where,
+                                 row=len(rows)) from None
             lines.append(lineno)
     if not rows:
         raise InputError("the JSON array is empty: no rows", path=where)
@@ -341,7 +346,10 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
         at = f" (line {lineno})" if lineno else ""
         if not isinstance(row, dict):
             raise InputError(f"is a JSON {json_kind(row)}, expected an object{at}", path=where, row=i)
-        problem = _damaged(row, "")
+        try:
+            problem = _damaged(row, "")
+        except RecursionError:
+            problem = ("", "nests values deeper than can be read")
         if problem:
             raise InputError(problem[1] + at, path=where, row=i, field=problem[0])
     return rows

@@ -155,6 +155,18 @@ def test_damaged_json_text_is_refused_naming_row_and_field(tmp_path, layout):
     generic(tmp_path, pair, check=True)
 
 
+def test_values_nested_thousands_deep_are_one_line(tmp_path):
+    """Python's JSON reader and literal parser stop at a nesting depth: a row nesting lists
+    50000 deep is refused naming the file and row, in JSON Lines, a JSON array and a CSV cell."""
+    deep = "[" * 50000 + "]" * 50000
+    (tmp_path / "deep.jsonl").write_text('{"q": "Q", "o": ' + deep + ', "a": 0}\n')
+    (tmp_path / "deep.json").write_text('[{"q": "Q", "o": ' + deep + ', "a": 0}]')
+    (tmp_path / "deep.csv").write_text('q,o,a\nQ,"' + deep + '",0\n')
+    for name, where in (("deep.jsonl", "row 0: line 1"), ("deep.json", "deep.json:"), ("deep.csv", "row 0:")):
+        assert_one_line(generic(tmp_path, tmp_path / name), name, where, "nests values deeper than can be read")
+    assert not (tmp_path / "ws").exists()
+
+
 def test_empty_files_and_zero_rows_say_so(tmp_path):
     import pandas as pd
 
