@@ -122,3 +122,28 @@ def test_cli_init_from_the_shared_folder(tmp_path):
         run_cli("items", tmp_path / "wino", "--out", tmp_path / f"items.{ext}")
     frame = pd.read_parquet(tmp_path / "items.parquet")
     assert len(frame) == 4 and frame["partial"].iloc[0]["continuation"] == "always got the easier cases."
+
+
+@pytest.mark.parametrize("name, field, path", [
+    ("piqa", "sol2", ("sol2",)), ("social_iqa", "answerB", ("answerB",)), ("sciq", "distractor1", ("distractor1",)),
+    ("copa", "choice1", ("choice1",)), ("winogrande", "option2", ("option2",)),
+    ("arc_easy", "choices.text[1]", ("choices", "text", 1)), ("mmlu", "choices[1]", ("choices", 1)),
+])
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field, path, blank):
+    """The first real row of each built-in with one option emptied or made blank: refused naming
+    the benchmark's own field (not the canonical item's 'options/1'), as MMLU and generic do."""
+    import copy
+
+    from curate.adapters import FieldError
+    from curate.sources import open_source
+
+    data, split = data_file(name)
+    row = copy.deepcopy(open_source(str(data), split=split).rows[0])
+    holder = row
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = blank
+    with pytest.raises(FieldError) as err:
+        get_adapter(name).to_item(row, 0, split)
+    assert err.value.field == field

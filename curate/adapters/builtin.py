@@ -45,6 +45,15 @@ def _question(row: dict, field: str) -> str:
     return text
 
 
+def _option(row: dict, field: str) -> str:
+    """One option's text, as given; empty or blank is refused naming the source field (a blank
+    option would be scored as the delimiter alone)."""
+    text = require(row, field, str)
+    if not text.strip():
+        raise FieldError(field, "option is empty" if not text else "option is blank (only whitespace)")
+    return text
+
+
 def _choice_list(row: dict, field: str = "choices") -> tuple[list[str], list[str]]:
     """ARC-style ``{"text": [...], "label": [...]}``: the option texts and their labels."""
     value = require(row, field, dict)
@@ -52,7 +61,7 @@ def _choice_list(row: dict, field: str = "choices") -> tuple[list[str], list[str
     if not isinstance(texts, list) or not isinstance(labels, list) or len(texts) != len(labels):
         raise FieldError(field, "expected {'text': [...], 'label': [...]} of equal length")
     for j, text in enumerate(texts):
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str) or not text.strip():
             raise FieldError(f"{field}.text[{j}]", "expected a non-empty string")
     return texts, [str(x) for x in labels]
 
@@ -108,14 +117,14 @@ def openbookqa(row, row_index, split, name):
 
 def piqa(row, row_index, split, name):
     goal = _question(row, "goal")
-    options = [_text(row, "sol1"), _text(row, "sol2")]
+    options = [_option(row, "sol1"), _option(row, "sol2")]
     return _qa_item(row_index, split, name, full=f"Question: {goal}\nAnswer:", zero="Answer:", options=options,
                     gold=_index(row.get("label"), "label", 2), stem=f"Question: {goal}\n", parts={"goal": goal})
 
 
 def social_iqa(row, row_index, split, name):
     context, question = _question(row, "context"), _question(row, "question")
-    options = [_text(row, f"answer{x}") for x in "ABC"]
+    options = [_option(row, f"answer{x}") for x in "ABC"]
     gold = _index(row.get("label"), "label", 3, base=1)
     return _qa_item(row_index, split, name, full=f"Q: {context} {question}\nA:", zero="A:", options=options,
                     gold=gold, stem=f"Q: {context} {question}\n", parts={"context": context, "question": question})
@@ -127,10 +136,7 @@ def commonsense_qa(row, row_index, split, name):
 
 def sciq(row, row_index, split, name):
     support, question = _text(row, "support").lstrip(), _question(row, "question")
-    options = [_text(row, f) for f in ("distractor1", "distractor2", "distractor3", "correct_answer")]
-    for field, option in zip(("distractor1", "distractor2", "distractor3", "correct_answer"), options):
-        if not option:
-            raise FieldError(field, "option is empty")
+    options = [_option(row, f) for f in ("distractor1", "distractor2", "distractor3", "correct_answer")]
     return _qa_item(row_index, split, name, full=f"{support}\nQuestion: {question}\nAnswer:", zero="Answer:",
                     options=options, gold=3, stem=f"{support}\nQuestion: {question}\n",
                     parts={"support": support, "question": question})
@@ -174,7 +180,7 @@ def copa(row, row_index, split, name):
     connector = {"cause": "because", "effect": "therefore"}.get(row.get("question"))
     if connector is None:
         raise FieldError("question", f"expected 'cause' or 'effect', got {row.get('question')!r:.60}")
-    options = [" " + _lower_first(_text(row, f), f) for f in ("choice1", "choice2")]
+    options = [" " + _lower_first(_option(row, f)) for f in ("choice1", "choice2")]
     return make_item(benchmark=name, split=split, row_index=row_index,
                      native_ids={"idx": require(row, "idx", int)} if "idx" in row else {}, source=None,
                      context_parts={"premise": premise, "question": row["question"]},
@@ -182,9 +188,7 @@ def copa(row, row_index, split, name):
                      gold=_index(row.get("label"), "label", 2), kind="continuation")
 
 
-def _lower_first(text: str, field: str) -> str:
-    if not text:
-        raise FieldError(field, "option is empty")
+def _lower_first(text: str) -> str:
     return text[0].lower() + text[1:]
 
 
@@ -196,7 +200,7 @@ def winogrande(row, row_index, split, name):
     before, after = sentence[:blank], sentence[blank + 1:].strip()
     if not after:
         raise FieldError("sentence", "nothing follows the blank, so there is no continuation to score")
-    options = [_text(row, "option1"), _text(row, "option2")]
+    options = [_option(row, "option1"), _option(row, "option2")]
     gold = _index(row.get("answer"), "answer", 2, base=1)
     # lm-eval's partial scoring: each option fills the blank in its own context and the rest of the
     # sentence is the continuation. Zero drops the words before the blank; choice-only scores the
