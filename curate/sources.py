@@ -106,9 +106,19 @@ def open_source(data: str, split: str = "validation", revision: str | None = Non
             raise InputError("--config names a Hub dataset's configuration or a subfolder of a local folder; "
                              "this is a file", path=str(path), field="config")
         return _open_local(path, split, config, delimiter=delimiter, encoding=encoding)
+    if _looks_local(data):  # a mistyped file name would otherwise be tried on the Hub, and fail obscurely
+        raise InputError("no such file or folder (a Hub dataset id is OWNER/NAME, with no file suffix)", path=data)
     if delimiter or encoding:
         raise InputError("--delimiter and --encoding apply to local files; this is not a local path", path=data)
     return _open_hub(data, split, revision, config)
+
+
+def _looks_local(data: str) -> bool:
+    """Whether ``data`` can only be a local path: it starts like one (/, ./, ../, ~), has more
+    than the two parts of OWNER/NAME, or ends in a data file's suffix."""
+    name = data.lower()
+    return (data.startswith(("/", "./", "../", "~")) or data.count("/") > 1
+            or any(name.endswith(suffix) for suffix in (*BUILDERS, *(ext + c for ext in BUILDERS for c in COMPRESSION))))
 
 
 def _local_files(path: Path, split: str, config: str | None = None) -> tuple[Path, list[Path], bool]:

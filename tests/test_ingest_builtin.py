@@ -147,3 +147,24 @@ def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field
     with pytest.raises(FieldError) as err:
         get_adapter(name).to_item(row, 0, split)
     assert err.value.field == field
+
+
+def test_an_mmlu_answer_letter_beyond_the_options_is_named_as_given():
+    import copy
+
+    from curate.adapters import FieldError
+    from curate.sources import open_source
+
+    data, split = data_file("mmlu")
+    row = dict(copy.deepcopy(open_source(str(data), split=split).rows[0]), answer="K")
+    with pytest.raises(FieldError, match=r"answer 'K' is not one of the letters A, B, C, D"):
+        get_adapter("mmlu").to_item(row, 0, split)
+    assert get_adapter("mmlu").to_item(dict(row, answer="c"), 0, split)["gold"] == 2
+
+
+def test_a_mistyped_local_path_is_not_tried_on_the_hub(tmp_path):
+    """A path that can only be local (a data file suffix, ./, more than OWNER/NAME) and does not
+    exist is refused at once as missing, not retried on the Hub for half a minute."""
+    for data in ("data/missing.jsonl", "./missing", "a/b/c", "missing.csv.gz"):
+        proc = run_cli("init", tmp_path / "ws", "--benchmark", "piqa", "--data", data, check=False)
+        assert proc.returncode == 2 and f"{data}: no such file or folder" in proc.stderr, proc.stderr

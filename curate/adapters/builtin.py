@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from curate.adapters import FieldError, is_index_text, require
+from curate.formulations import LABELS
 from curate.items import PLACEHOLDER, letters_from, make_item, prompts_from
 
 
@@ -166,7 +167,10 @@ def mmlu(row, row_index, split, name):
             raise FieldError(f"choices[{j}]", "expected a non-empty string")
     answer = row.get("answer")
     if isinstance(answer, str) and len(answer.strip()) == 1 and answer.strip().isalpha():
-        answer = "ABCDEFGHIJ".find(answer.strip().upper())
+        letter, allowed = answer.strip().upper(), LABELS[:len(options)]
+        if letter not in allowed:
+            raise FieldError("answer", f"answer {answer!r} is not one of the letters {', '.join(allowed)}")
+        answer = allowed.index(letter)
     gold = _index(answer, "answer", len(options))
     letters_line = f"The following are multiple choice questions (with answers) about {mmlu_subject(subject)}.\n\n"
     cloze_line = f"The following are questions (with answers) about {mmlu_subject(subject)}.\n\n"
