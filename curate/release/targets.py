@@ -243,6 +243,10 @@ class GitTarget:
                 self.git("update-ref", "-d", "HEAD", check=False)
         self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
         shutil.rmtree(self.repo / rel, ignore_errors=True)
+        for parent in (self.repo / rel).parents:  # NAME/ (and SUB/) made for this release, now empty
+            if parent == self.repo or not parent.is_dir() or any(parent.iterdir()):
+                break
+            parent.rmdir()
 
     def _extract(self, revision: str, rel: str, into: Path) -> Path:
         """The files under ``rel`` at ``revision``, exactly as stored in git (blobs: no
