@@ -5,6 +5,8 @@ from annotate.store import LEDGER_TOKENS, read_annotations
 from curate.secrets import redact
 
 FIELDS = ("labels", "best", "equally_good", "all_implausible", "worst")
+COLUMNS = ("annotator", "round", "item_id", "row_index", "source", "status", *FIELDS, "prompt_version",
+           "model_snapshot", "request_key", "content_hash", "run_id", "cost_usd", *LEDGER_TOKENS, "created_at", "raw")
 
 
 def annotation_rows(ws) -> list[dict]:

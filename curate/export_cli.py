@@ -1,7 +1,8 @@
 """`curate export WORKSPACE KIND --out F`: one command, one small registry of exportable tables.
 
 A stage adds a kind by registering a function ``(workspace_path) -> list[dict]`` in ``EXPORTS``
-(with ``register``); the command writes the records by the file extension of ``--out``. The one
+(with ``register``, naming its columns, which an empty table still has); the command writes the
+records by the file extension of ``--out``. The one
 other kind, ``review``, writes a review queue in an external tool's shape
 (``curate.review.exchange``).
 """
@@ -13,22 +14,38 @@ from typing import Callable
 import click
 
 EXPORTS: dict[str, Callable[[Path], list[dict]]] = {}
+COLUMNS: dict[str, Callable[[], tuple]] = {}
 
 
-def register(kind: str):
+def register(kind: str, columns: Callable[[], tuple]):
     def add(fn):
-        EXPORTS[kind] = fn
+        EXPORTS[kind], COLUMNS[kind] = fn, columns
         return fn
     return add
 
 
-@register("scores")
+def _score_columns():
+    from scoring.export import COLUMNS
+    return COLUMNS
+
+
+def _annotation_columns():
+    from annotate.export import COLUMNS
+    return COLUMNS
+
+
+def _generation_columns():
+    from generate.store import COLUMNS
+    return COLUMNS
+
+
+@register("scores", _score_columns)
 def _scores(workspace: Path) -> list[dict]:
     from scoring.export import score_records
     return score_records(workspace)
 
 
-@register("annotations")
+@register("annotations", _annotation_columns)
 def _annotations(workspace: Path) -> list[dict]:
     from annotate.export import annotation_rows
     from annotate.store import open_annotations
@@ -36,7 +53,7 @@ def _annotations(workspace: Path) -> list[dict]:
         return annotation_rows(ws)
 
 
-@register("generations")
+@register("generations", _generation_columns)
 def _generations(workspace: Path) -> list[dict]:
     from generate.export import generation_records
     return generation_records(workspace)
@@ -72,5 +89,5 @@ def export(workspace, kind, out, fmt, queue, decisions):
     if fmt or queue or decisions:
         raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
     records = EXPORTS[kind](workspace)
-    out = write_records(records, out or workspace / "exports" / f"{kind}.parquet")
+    out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=COLUMNS[kind]())
     click.echo(f"wrote {len(records)} {kind} rows to {out}")

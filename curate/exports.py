@@ -12,12 +12,13 @@ from curate.errors import CurateError
 FORMATS = (".jsonl", ".parquet", ".csv")
 
 
-def write_records(records: list[dict], out: str | Path) -> Path:
+def write_records(records: list[dict], out: str | Path, *, columns=None) -> Path:
     """Write ``records`` to ``out`` atomically. Nested values stay nested in jsonl and parquet;
     csv gets them as JSON strings. Parquet cannot hold a record with no fields, so a column whose
     every value is an empty mapping (items without native ids) is written as nulls, nor a column
     whose values have no one Arrow type (native ids mixing numbers and text, an integer beyond 64
-    bits), which is written as JSON text."""
+    bits), which is written as JSON text. ``columns`` names the columns of an empty table (a CSV
+    with its header, a parquet file with its schema), which has no record to take them from."""
     out = Path(out)
     ext = out.suffix.lower()
     if ext not in FORMATS:
@@ -28,7 +29,7 @@ def write_records(records: list[dict], out: str | Path) -> Path:
                 for r in records:
                     fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         elif ext == ".parquet":
-            frame = pd.DataFrame.from_records(records)
+            frame = pd.DataFrame.from_records(records, columns=None if records else columns)
             for col in frame.columns:
                 if len(frame) and frame[col].map(lambda v: isinstance(v, dict) and not v).all():
                     frame[col] = None
@@ -38,7 +39,7 @@ def write_records(records: list[dict], out: str | Path) -> Path:
         else:
             flat = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
                      for k, v in r.items()} for r in records]
-            pd.DataFrame.from_records(flat).to_csv(tmp, index=False)
+            pd.DataFrame.from_records(flat, columns=None if flat else columns).to_csv(tmp, index=False)
     return out
 
 

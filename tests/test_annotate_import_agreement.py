@@ -156,3 +156,21 @@ def test_export_one_row_per_annotator_round_item(base_ws, tmp_path):
     assert {"status", "labels", "best", "equally_good", "all_implausible", "worst", "prompt_version",
             "model_snapshot", "request_key", "cost_usd"} <= set(parquet.columns)
     assert len(pd.read_csv(tmp_path / "out.csv")) == 80
+    assert list(parquet.columns) == list(pd.read_csv(tmp_path / "out.csv").columns) == list(rows[0])
+
+
+def test_an_empty_export_has_its_columns(base_ws, tmp_path):
+    """A table with no rows still says what it would hold: the CSV its header, the parquet file
+    its columns, each the same as a non-empty export's (a 1-byte file before)."""
+    from annotate.export import COLUMNS as ANNOTATION_COLUMNS
+    from generate.store import COLUMNS as GENERATION_COLUMNS
+    from scoring.export import COLUMNS as SCORE_COLUMNS
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    for kind, columns in (("scores", SCORE_COLUMNS), ("annotations", ANNOTATION_COLUMNS),
+                          ("generations", GENERATION_COLUMNS)):
+        for ext in ("csv", "parquet"):
+            out = tmp_path / f"{kind}.{ext}"
+            assert f"wrote 0 {kind} rows" in run_cli("export", ws, kind, "--out", out).stdout
+            frame = pd.read_csv(out) if ext == "csv" else pd.read_parquet(out)
+            assert list(frame.columns) == list(columns) and frame.empty
