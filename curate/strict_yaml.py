@@ -59,8 +59,12 @@ class StrictLoader(yaml.SafeLoader):
         return node
 
     def construct_mapping(self, node, deep=False):
+        # Only the keys written in this mapping: those a merge key (``<<: *anchor``) brings in
+        # may be overridden here, which is what merging is for.
         seen = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if key in seen:

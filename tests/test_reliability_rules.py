@@ -52,6 +52,22 @@ def test_a_key_written_twice_is_refused_naming_key_and_lines(ws, tmp_path, text,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_merge_key_brings_an_anchors_keys_and_may_override_them(ws, tmp_path):
+    """`<<: *anchor` (YAML's merge key, which PyYAML's safe loader reads) works in rules: the
+    duplicate-key check looks at the keys written in a mapping, not those merged into it."""
+    import pandas as pd
+
+    text = ("name: merged\nstages:\n"
+            "  - name: listed\n    when: {length_spread: &spread {unit: chars, over: options, gt: 0.99}}\n"
+            "  - name: wider\n    when: {length_spread: {<<: *spread, gt: 0.5}}\n")
+    result, _ = filter_cli(ws, text, tmp_path / "out", tmp_path, check=True)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [s["stage"] for s in summary["stages"]] == ["listed", "wider"]
+    decisions = pd.read_parquet(tmp_path / "out" / "decisions.parquet")
+    assert decisions["matched"].map(lambda m: "wider" in list(m)).sum() >= decisions["matched"].map(
+        lambda m: "listed" in list(m)).sum()  # gt 0.5 matches at least what gt 0.99 does
+
+
 @pytest.mark.parametrize("condition", [
     "status: {is: refused, annotator: 'test:typo', round: 1}",
     "status: {is: missing, annotator: 'test:typo', round: 1}",
