@@ -135,6 +135,9 @@ def load_config(path: str | Path | None = None, *, cwd: str | Path | None = None
         more = f" (and {len(problems) - 1} more problem{'s' * (len(problems) > 2)})" if len(problems) > 1 else ""
         raise InputError(message + more, path=str(path), field=key)
     config = build(data, file=path.resolve(), cwd=Path(cwd) if cwd else Path.cwd())
+    clash = output_problems(config)
+    if clash:
+        raise InputError(clash[0][1], path=str(path), field=clash[0][0])
     if check_files:
         missing = missing_inputs(config)
         if missing:
@@ -172,6 +175,29 @@ def config_problems(data: dict) -> list[tuple[str, str]]:
     return problems or _cross_key_problems(data)
 
 
+def output_problems(config: AuditConfig) -> list[tuple[str, str]]:
+    """Folders the stages write that would collide, as (key, message): two stages writing one
+    folder, or a folder inside another stage's output (each refuses a folder holding what it did
+    not write, so the audit would stop half-way, or a release would land in the decisions); a
+    workspace path that is a file."""
+    folders = [("workspace", config.workspace), ("analyze.out", config.analyze_out), ("filter.out", config.filter_out)]
+    if config.release and config.release.target_kind != "hub":
+        folders.append((f"release.target.{config.release.target_kind}", config.release.target))
+    folders = [(key, p) for key, p in folders if p is not None]
+    problems = []
+    if config.workspace.exists() and not config.workspace.is_dir():
+        problems.append(("workspace", f"{config.workspace} is a file; name a folder for the workspace"))
+    for i, (key, p) in enumerate(folders):
+        for other, q in folders[:i]:
+            if p == q:
+                problems.append((key, f"the same folder as {other} ({p}); give each stage its own"))
+            elif q in p.parents and other != "workspace":  # a report may sit inside the workspace folder
+                problems.append((key, f"inside {other} ({q}), which that stage writes; give a folder outside it"))
+            elif p in q.parents and key != "workspace":
+                problems.append((key, f"holds {other} ({q}), which that stage writes; give a folder outside it"))
+    return problems
+
+
 def missing_inputs(config: AuditConfig) -> list[tuple[str, Path]]:
     """Input paths named by ``config`` that do not exist, as (key, path)."""
     imports = config.scoring.imports if config.scoring else ()
@@ -185,7 +211,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     here = file.parent
 
     def output(p):
-        return (cwd / p).resolve()
+        return (cwd / Path(p).expanduser()).resolve()  # "~/ws" is the home folder's ws, as in a shell
 
     b = data["benchmark"]
     benchmark = Benchmark(

@@ -23,9 +23,13 @@ def load(name: str) -> dict:
 @cache
 def validator(name: str) -> jsonschema.protocols.Validator:
     schema = load(name)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    base = jsonschema.validators.validator_for(schema)
+    base.check_schema(schema)
+    # JSON Schema counts 1.0 as an integer; Python code does not (a limit of 3.0 fails in islice,
+    # a round of 1.0 names a prompt file "round1.0"), so here an integer is an int, never a float.
+    cls = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
+    return cls(schema, format_checker=base.FORMAT_CHECKER)
 
 
 def errors(name: str, instance) -> list[str]:

@@ -157,6 +157,17 @@ BAD = [
      "scoring.imports[0].dir", "no such file or folder"),
     ("filter reads another annotator", _set("filter", "annotator", "anthropic:claude-haiku-4-5"), "filter.annotator",
      "not one of this audit's annotators (local:smollm2-135m)"),
+    # JSON Schema's integer admits 1.0; Python's islice and the prompt file names do not
+    ("a limit written as a float", _set("benchmark", "limit", 3.0), "benchmark.limit", "is not of type 'integer'"),
+    ("a round written as a float", _set("annotators", 0, "rounds", [1.0]), "annotators[0].rounds[0]",
+     "is not of type 'integer'"),
+    # stages writing one folder, or into another's: the audit would stop half-way
+    ("analyze and filter share a folder", _set("filter", "out", "demo-out/report"), "filter.out",
+     "the same folder as analyze.out"),
+    ("release inside the decisions", lambda d: (d["filter"].__setitem__("out", "dec"),
+                                                d["release"].__setitem__("target", {"local": "dec/releases"})),
+     "release.target.local", "inside filter.out"),
+    ("workspace inside the report", _set("workspace", "demo-out/report/ws"), "analyze.out", "holds workspace"),
 ]
 
 
