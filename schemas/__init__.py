@@ -38,9 +38,11 @@ def errors(name: str, instance) -> list[str]:
     Each message starts with the JSON path of the offending value, e.g. ``options/2: ...``.
     """
     # "Unevaluated properties" follows from any failed check in an allOf branch ("unit" is
-    # unexpected because its value was wrong), so the errors that say what is wrong go first.
+    # unexpected because its value was wrong), and "not valid under any of the given schemas"
+    # from any failed branch of a oneOf, so the errors that say what is wrong go first.
     found = sorted(validator(name).iter_errors(instance),
-                   key=lambda e: (e.validator == "unevaluatedProperties", list(map(str, e.absolute_path))))
+                   key=lambda e: (e.validator in ("unevaluatedProperties", "oneOf", "anyOf"),
+                                  list(map(str, e.absolute_path))))
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
 
 

@@ -255,7 +255,7 @@ def request(port, method, path, *, body=None, headers=None, host=None):
     try:
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         conn.putheader("Host", host or f"127.0.0.1:{port}")
-        data = json.dumps(body).encode() if body is not None else None
+        data = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else None
         for k, v in (headers or {}).items():
             conn.putheader(k, v)
         if data is not None:
@@ -643,10 +643,20 @@ def test_import_review_refuses_malformed_jsonl_in_one_line(plain, tmp_path):
             (rows[1] | {"labels": "high_quality"}, "row 1, field 'labels': is a string, expected a list of label names"),
             (rows[1] | {"best": "A", "worst": "B", "equally_good": 3}, "row 1, field 'equally_good': is a number"),
             (rows[1] | {"labels": ["high_quality"], "note": 5}, "row 1, field 'note': is a number, expected text"),
-            (rows[1] | {"labels": ["high_quality"], "reviewer": "a b"}, "row 1, field 'reviewer': reviewer name")):
+            (rows[1] | {"labels": ["high_quality"], "reviewer": "a b"}, "row 1, field 'reviewer': reviewer name"),
+            # a round-2 answer that does not fit is named by its own field, not 'best'
+            (rows[1] | {"best": "A", "worst": "B", "equally_good": ["C", "C"], "reviewer": "dave"},
+             "row 1, field 'equally_good': ")):
         bad.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
         with pytest.raises(InputError, match=re.escape(f"bad.jsonl, {expected}")):
             import_review(root, bad, "jsonl")
+    assert no_verdicts(root)
+    # the same reviewer answering one item twice: the later line would silently win
+    twice = rows[0] | {"reviewer": "dave", "labels": ["nonsense_prompt"]}
+    bad.write_text(json.dumps(good) + "\n" + json.dumps(twice) + "\n")
+    with pytest.raises(InputError, match=re.escape("bad.jsonl, row 1, field 'labels': a second round-1 verdict "
+                                                   f"of dave on {rows[0]['item_id']} (also row 0)")):
+        import_review(root, bad, "jsonl")
     assert no_verdicts(root)
 
 
@@ -666,7 +676,12 @@ def test_import_review_refuses_malformed_argilla_records_in_one_line(plain, tmp_
             ({"id": 7}, "row 1, field 'id': is a number, expected a record id"),
             ({"id": item_id, "responses": {"labels": [5]}}, "row 1, field 'responses.labels': holds a number"),
             ({"id": item_id, "responses": {"labels": [{"value": "high_quality", "user_id": "u1"}]}},
-             "row 1, field 'responses.labels': is a string, expected a list of label names")):
+             "row 1, field 'responses.labels': is a string, expected a list of label names"),
+            ({"id": item_id, "responses": {"labels": [{"value": ["high_quality"]}]}},
+             "row 1, field 'responses.labels[0].user_id': a response without a user_id"),
+            ({"id": item_id, "responses": {"labels": [{"value": ["high_quality"], "user_id": "u2"},
+                                                      {"value": ["nonsense_prompt"], "user_id": "u2"}]}},
+             "row 1, field 'responses.labels[1]': user u2 answered labels twice")):
         bad.write_text(json.dumps([good, record]))
         with pytest.raises(InputError, match=re.escape(f"records.json, {expected}")):
             import_review(root, bad, "argilla")
@@ -690,10 +705,16 @@ def test_server_answers_malformed_verdicts_with_a_json_error(plain, tmp_path, ca
         for change, expected in (({"item_id": [item_id]}, "item_id must be text"),
                                  ({"reviewer": 5}, "reviewer must be text"),
                                  ({"round": 1.0}, "round must be 1 or 2"),
+                                 # stored, 1.0 made the item's page fail to load (a float indexes no list)
+                                 ({"round": 2, "result": {"best": 1.0, "worst": 0, "equally_good": [],
+                                                          "all_implausible": False}}, "best: 1.0 is not of type"),
                                  ({"result": [1]}, "result must be an object"),
                                  ({"note": None}, "note must be text")):
             status, body = request(port, "POST", "/api/verdict", body=verdict | change, headers=ok)
             assert status == 400 and expected in json.loads(body)["error"], (change, body)
+        deep = b"[" * 30000 + b"]" * 30000  # under the size limit, deeper than Python's JSON reader goes
+        status, body = request(port, "POST", "/api/verdict", body=deep, headers=ok)
+        assert status == 400 and "nests values too deeply" in json.loads(body)["error"]
         status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
         assert status == 200 and json.loads(body)["version"] == 1
     assert "Traceback" not in capfd.readouterr().err
@@ -721,6 +742,9 @@ def test_a_verdict_the_workspace_cannot_take_is_a_503_and_the_next_one_saves(pla
         assert request(port, "GET", "/api/config", headers=ok)[0] == 200  # reads go on meanwhile
         other.execute("ROLLBACK")
         other.close()
+        deep = b"[" * 30000 + b"]" * 30000  # under the size limit, deeper than Python's JSON reader goes
+        status, body = request(port, "POST", "/api/verdict", body=deep, headers=ok)
+        assert status == 400 and "nests values too deeply" in json.loads(body)["error"]
         status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
         assert status == 200 and json.loads(body)["version"] == 1
     assert "Traceback" not in capfd.readouterr().err

@@ -39,7 +39,7 @@ from curate.atomic import write_text
 from curate.errors import CurateError, InputError
 from curate.review import queues
 from curate.review.data import ReviewData, scorer_labels
-from curate.review.verdicts import LABEL_TEXT, annotator_name, verdict_record
+from curate.review.verdicts import LABEL_TEXT, VerdictError, annotator_name, verdict_record
 
 FORMATS = ("argilla", "jsonl")
 ANSWERS = ("labels", "best", "equally_good", "all_implausible", "worst")
@@ -152,10 +152,19 @@ def import_review(root, path: Path, fmt: str, *, reviewer: str | None = None, us
     else:
         raise CurateError(f"unknown review import format {fmt!r}; use {' or '.join(FORMATS)}")
     origin = f"import:{fmt}:{path.name}"
-    records = []
+    records, seen = [], {}
     for where, item, rnd, name, result, note in verdicts:
+        key = (annotator_name(name), rnd, item["item_id"])
+        if key in seen:  # two answers of one reviewer to one round of one item: neither may silently win
+            raise InputError(f"a second round-{rnd} verdict of {name} on {item['item_id']} (also row {seen[key]})",
+                             path=str(path), row=where[0], field=where[1])
+        seen[key] = where[0]
         try:
             records.append(verdict_record(item, rnd, name, result, note=note, origin=origin))
+        except VerdictError as exc:  # named by the answer at fault, in the file's own field names
+            prefix = where[1].rpartition(".")[0]  # "responses" in an Argilla file, "" in JSON lines
+            field = where[1] if exc.field is None else (f"{prefix}.{exc.field}" if prefix else exc.field)
+            raise InputError(str(exc), path=str(path), row=where[0], field=field) from None
         except CurateError as exc:
             raise InputError(str(exc), path=str(path), row=where[0], field=where[1]) from None
     with open_annotations(root) as ws:
@@ -306,8 +315,15 @@ def argilla_verdicts(data: ReviewData, path: Path, users: dict):
         item = _item(data, rec.get("id") or meta.get("item_id"), meta.get("content_hash"), path, row)
         by_user: dict[str, dict] = {}
         for question, answers in (rec.get("responses") or {}).items():
-            for a in answers:
-                by_user.setdefault(str(a.get("user_id")), {})[question] = a.get("value")
+            for k, a in enumerate(answers):
+                user = a.get("user_id")
+                if user is None or str(user).strip() == "":
+                    raise InputError("a response without a user_id (whose verdict is it?)", path=str(path), row=row,
+                                     field=f"responses.{question}[{k}].user_id")
+                if question in by_user.get(str(user), {}):
+                    raise InputError(f"user {user} answered {question} twice", path=str(path), row=row,
+                                     field=f"responses.{question}[{k}]")
+                by_user.setdefault(str(user), {})[question] = a.get("value")
         for user, got in sorted(by_user.items()):
             name = users.get(user, user)
             try:

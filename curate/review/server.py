@@ -286,6 +286,8 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length))
         except ValueError:
             raise ApiError(HTTPStatus.BAD_REQUEST, "body is not JSON") from None
+        except RecursionError:  # a small body can nest deeper than Python's JSON reader goes
+            raise ApiError(HTTPStatus.BAD_REQUEST, "body nests values too deeply") from None
         if not isinstance(body, dict):
             raise ApiError(HTTPStatus.BAD_REQUEST, "body must be a JSON object")
         return self.app.save(body)

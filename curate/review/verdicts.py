@@ -44,6 +44,21 @@ def is_human(annotator: str) -> bool:
     return annotator.startswith(PREFIX)
 
 
+class VerdictError(CurateError):
+    """A verdict that does not fit its round; ``field`` is the answer at fault (``best``,
+    ``equally_good``...), or None."""
+
+    def __init__(self, message: str, field: str | None):
+        super().__init__(message)
+        self.field = field
+
+
+def _answer_field(problem: str) -> str | None:
+    """The answer a problem names: ``result/equally_good: ...`` or ``worst: option 5 ...``."""
+    head = problem.split(":", 1)[0].removeprefix("result/").split("/")[0]
+    return head if head in ("labels", "best", "worst", "equally_good", "all_implausible") else None
+
+
 def verdict_record(item: dict, round: int, reviewer: str, result: dict, *, note: str = "",
                    origin: str = "curate review") -> dict:
     """The annotation record of one verdict; raises CurateError naming the problem when the
@@ -53,7 +68,7 @@ def verdict_record(item: dict, round: int, reviewer: str, result: dict, *, note:
         raise CurateError(f"round must be 1 or 2, not {round!r}")
     problems = result_problems(result, round, item)
     if problems:
-        raise CurateError(f"{item['item_id']} round {round}: {problems[0]}")
+        raise VerdictError(f"{item['item_id']} round {round}: {problems[0]}", _answer_field(problems[0]))
     if not isinstance(note, str) or len(note) > 10_000:
         raise CurateError(f"{item['item_id']}: the note must be text of at most 10000 characters")
     raw = json.dumps({"result": result, "note": note, "origin": origin}, ensure_ascii=False, sort_keys=True)
