@@ -38,6 +38,8 @@ Update this table when prices or limits change.
 """
 from __future__ import annotations
 
+import datetime
+import re
 from typing import NamedTuple
 
 from curate.errors import CurateError
@@ -82,12 +84,18 @@ UNSUPPORTED = {
 SUPPORTED_HINT = "claude-sonnet-4-6, claude-opus-4-8 or claude-haiku-4-5"
 
 
+#: What may follow a table row's name in a model id: the "-0" of the first Claude 4 aliases
+#: (claude-opus-4-0), a snapshot date, or "-latest". Anything else is another model: priced by
+#: a mere prefix, "claude-opus-4-10" would cost Opus 4.1's $15/$75 and a typo would pass.
+_SUFFIX = re.compile(r"(-0)?(-\d{8})?|-latest")
+
+
 def model_info(model: str) -> Model:
     refused = [p for p in UNSUPPORTED if model.startswith(p)]
     if refused:
         raise CurateError(f"model {model!r} is not supported: it {UNSUPPORTED[max(refused, key=len)]}; "
                           f"use {SUPPORTED_HINT}")
-    matches = [p for p in MODELS if model.startswith(p)]
+    matches = [p for p in MODELS if model.startswith(p) and _SUFFIX.fullmatch(model[len(p):])]
     if not matches:
         raise CurateError(f"no price known for model {model!r}; add it to annotate/prices.py "
                           f"(known: {', '.join(sorted(MODELS))})")
@@ -121,11 +129,25 @@ def retirement(model: str) -> str | None:
     return dates.get(model) if isinstance(dates, dict) else None
 
 
-def retirement_note(spec: str) -> str | None:
+def retirement_note(spec: str, *, today: datetime.date | None = None) -> str | None:
     """A line warning that the Claude model of ``spec`` ("anthropic:MODEL", as annotators and
     generators are named) retires, or None (another backend, or no date known)."""
     backend, _, model = spec.partition(":")
     if backend != "anthropic" or not (when := retirement(model)):
         return None
+    day = _sdk_date(when)
+    if day is not None and day <= (today or datetime.date.today()):
+        return (f"note: {model} reaches its end of life on {when} (the anthropic SDK's deprecation list), a date "
+                f"that has come: Anthropic's API no longer answers it, only a gateway that still serves it can; "
+                f"choose another model ({SUPPORTED_HINT})")
     return (f"note: {model} reaches its end of life on {when} (the anthropic SDK's deprecation list); "
             f"requests after that date fail, so finish before then or choose another model ({SUPPORTED_HINT})")
+
+
+def _sdk_date(text: str) -> datetime.date | None:
+    """"November 30th, 2026" (the SDK's way) as a date; None for any other shape."""
+    match = re.fullmatch(r"([A-Z][a-z]+) (\d{1,2})(?:st|nd|rd|th)?, (\d{4})", text.strip())
+    try:
+        return datetime.datetime.strptime(" ".join(match.groups()), "%B %d %Y").date() if match else None
+    except ValueError:
+        return None

@@ -116,3 +116,21 @@ def test_a_retiring_model_is_named_with_its_date_from_the_sdk():
     assert note.startswith(f"note: claude-sonnet-4-5 reaches its end of life on {DEPRECATED_MODELS['claude-sonnet-4-5']}")
     assert prices.retirement_note("anthropic:claude-sonnet-4-6") is None
     assert prices.retirement_note("local:smollm2-135m") is None
+    # Once the date has come the note says so (the model is not refused: a gateway may serve it).
+    import datetime
+    before = prices.retirement_note("anthropic:claude-sonnet-4-5", today=datetime.date(2026, 11, 29))
+    after = prices.retirement_note("anthropic:claude-sonnet-4-5", today=datetime.date(2026, 11, 30))
+    assert "has come" not in before and "finish before then" in before
+    assert after.startswith(before.split(";")[0]) and "a date that has come" in after
+
+
+def test_a_model_is_priced_by_its_row_only_with_a_snapshot_suffix():
+    """A row's name followed by a snapshot date, "-latest" or Claude 4's "-0" alias is that model;
+    anything else is another model, refused rather than priced by a mere prefix (claude-opus-4-10
+    would have cost Opus 4.1's $15/$75, a typo its base model's price)."""
+    for model, expected in (("claude-opus-4-0", (15.0, 75.0)), ("claude-opus-4-20250514", (15.0, 75.0)),
+                            ("claude-3-7-sonnet-latest", (3.0, 15.0)), ("claude-haiku-4-5-20251001", (1.0, 5.0))):
+        assert prices.price(model) == expected, model
+    for model in ("claude-opus-4-10", "claude-sonnet-4-6x", "claude-haiku-4-5-thinking", "claude-sonnet-4-6-2025"):
+        with pytest.raises(CurateError, match=rf"no price known for model '{model}'"):
+            prices.price(model)
