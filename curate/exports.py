@@ -26,8 +26,8 @@ def write_records(records: list[dict], out: str | Path, *, columns=None) -> Path
     with atomic_path(out) as tmp:
         if ext == ".jsonl":
             with open(tmp, "w", encoding="utf-8") as fh:
-                for r in records:
-                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+                for r in records:  # NaN (a missing value from a pandas frame) is not JSON: null
+                    fh.write(json.dumps(_null_for_nan(r), ensure_ascii=False) + "\n")
         elif ext == ".parquet":
             frame = pd.DataFrame.from_records(records, columns=None if records else columns)
             for col in frame.columns:
@@ -51,4 +51,14 @@ def _arrow_can_hold(column: pd.Series) -> bool:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return False
     return True
+
+
+def _null_for_nan(value):
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _null_for_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_null_for_nan(v) for v in value]
+    return value
 

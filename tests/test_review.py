@@ -607,6 +607,15 @@ def test_jsonl_round_trip_on_real_items(ws_copy, tmp_path):
     assert dave == {rows[0]["item_id"]: {1: {"result": {"labels": ["high_quality"]}, "note": "fine", "version": 1}}}
     (r2,) = carol[rows[1]["item_id"]].values()
     assert r2["result"]["all_implausible"] is True and "ABCD"[r2["result"]["best"]] == rows[1]["gold"]
+    # exported, a human record's empty fields are JSON nulls, not NaN (which no strict reader takes)
+    run_cli("export", root, "annotations", "--out", tmp_path / "annotations.jsonl")
+
+    def no_constants(name):
+        raise ValueError(f"{name} is not JSON")
+    exported = [json.loads(line, parse_constant=no_constants)
+                for line in (tmp_path / "annotations.jsonl").read_text().splitlines()]
+    assert {r["annotator"] for r in exported} >= {"human:dave", "human:carol"}
+    assert all(r["model_snapshot"] is None for r in exported if r["annotator"].startswith("human:"))
     rows[2] |= {"labels": ["typo"], "reviewer": "dave", "content_hash": "sha256:0"}
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     proc = run_cli("import-review", root, "--format", "jsonl", "--file", out, "--reviewer", "dave", check=False)
