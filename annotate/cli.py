@@ -23,9 +23,9 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
 @click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True, help="Retries per request on 408/429/5xx/529, timeouts and connection errors.")
 @click.option("--parse-retries", type=click.IntRange(min=0), default=2, show_default=True, help="Re-asks when a reply cannot be read; then the record is 'invalid'.")
-@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, show_default=True, help="First retry delay in seconds (doubles each time).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True, help="Seconds per API request.")
-@click.option("--poll-interval", type=click.FloatRange(min=0), default=30.0, show_default=True, help="--batch: seconds between status checks.")
+@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, callback=finite, show_default=True, help="First retry delay in seconds (doubles each time).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, callback=finite, show_default=True, help="Seconds per API request.")
+@click.option("--poll-interval", type=click.FloatRange(min=0), default=30.0, callback=finite, show_default=True, help="--batch: seconds between status checks.")
 @click.option("--key-header", default=None, help="Also send ANTHROPIC_API_KEY in this header (for compatible servers reading e.g. x-api-key).")
 @click.option("--no-progress", is_flag=True)
 def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run, limit, retries, parse_retries,

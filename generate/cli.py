@@ -27,9 +27,9 @@ def _template(ctx, param, value: str) -> str:
               help="Number of seeds (0..N-1): each shuffles the options anew (and seeds sampling when --temperature > 0).")
 @click.option("--template", default="numbered", show_default=True, callback=_template,
               help="Prompt wording (generate/templates/NAME.yaml): numbered or question.")
-@click.option("--temperature", type=click.FloatRange(min=0), default=None,
+@click.option("--temperature", type=click.FloatRange(min=0), default=None, callback=finite,
               help="local: 0 (the default) = greedy decoding. Not for anthropic: the API takes no sampling settings.")
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, callback=finite,
               help="local, with --temperature > 0: nucleus sampling (default 1 = off).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
@@ -44,8 +44,8 @@ def _template(ctx, param, value: str) -> str:
               help="anthropic: retries per request on 408/429/5xx/529, timeouts and connection errors.")
 @click.option("--parse-retries", type=click.IntRange(min=0), default=0, show_default=True,
               help="anthropic: re-ask (with a reminder) when a reply names no option.")
-@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, show_default=True)
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True)
+@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, callback=finite, show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, callback=finite, show_default=True)
 @click.option("--key-header", default=None, help="anthropic: also send ANTHROPIC_API_KEY in this header.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, batch_size,

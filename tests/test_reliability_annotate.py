@@ -462,7 +462,7 @@ def test_a_bad_setting_is_one_line_without_retries(base_ws, tmp_path, command, k
 
 
 @pytest.mark.parametrize("command", ["annotate", "generate"])
-def test_a_max_cost_of_nan_or_inf_is_refused(base_ws, command):
+def test_a_max_cost_or_any_number_of_nan_or_inf_is_refused(base_ws, command):
     """float() reads 'nan' and 'inf', and no comparison with nan is ever true: a cap of nan
     would never stop a run."""
     for value in ("nan", "inf"):
@@ -470,3 +470,10 @@ def test_a_max_cost_of_nan_or_inf_is_refused(base_ws, command):
                 else ["--model", "anthropic:claude-haiku-4-5", "--modes", "zero"])
         proc = run_cli(command, base_ws, *args, "--max-cost", value, check=False)
         assert proc.returncode == 2 and f"{value} is not a finite number" in proc.stderr, proc.stderr
+    # the same for every other number a run takes: a backoff of nan failed after requests were sent
+    options = ["--backoff", "--timeout", *(["--poll-interval"] if command == "annotate" else ["--temperature"])]
+    for option in options:
+        proc = run_cli(command, base_ws, *args, option, "nan", check=False)
+        assert proc.returncode == 2 and "nan is not a finite number" in proc.stderr, (option, proc.stderr)
+    proc = run_cli("analyze", base_ws, "--out", base_ws.parent / "r", "--alpha", "nan", check=False)
+    assert proc.returncode == 2 and "nan is not a finite number" in proc.stderr

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from curate.click_types import finite
+
 
 @click.command("analyze")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -20,7 +22,8 @@ import click
 @click.option("--core-mode", default="zero", show_default=True, help="Mode of the core analysis (none: no core section).")
 @click.option("--core-threshold", type=click.IntRange(min=1), default=7, show_default=True,
               help="k reported as the core subset (its size and detectable difference).")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
+              callback=finite)
 @click.option("--bootstrap", "n_resamples", type=click.IntRange(min=100), default=2000, show_default=True,
               help="Paired bootstrap resamples.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap's numpy RNG.")
