@@ -636,6 +636,15 @@ def no_verdicts(root) -> bool:
         return read_annotations(ws).empty
 
 
+def test_an_argilla_export_to_a_place_that_is_no_folder_is_one_line(plain, tmp_path):
+    root, _ = plain
+    (tmp_path / "queue.jsonl").write_text("")
+    (tmp_path / "plain.log").write_text("")
+    for out, expected in ((tmp_path / "queue.jsonl", "exists and is not a folder"),
+                          (tmp_path / "plain.log" / "sub", "plain.log is a file, not a folder")):
+        one_line_error(run_cli("export", root, "review", "--format", "argilla", "--out", out, check=False), expected)
+
+
 def test_import_review_refuses_malformed_jsonl_in_one_line(plain, tmp_path):
     """Wrong JSON types name the file, row and field, and nothing is written, not even the good
     line before."""

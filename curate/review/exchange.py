@@ -35,7 +35,7 @@ from pathlib import Path
 
 from annotate.prompts import letters
 from annotate.store import LABELS, open_annotations, write_human_annotation
-from curate.atomic import write_text
+from curate.atomic import check_writable, unwritable, write_text
 from curate.errors import CurateError, InputError
 from curate.review import queues
 from curate.review.data import ReviewData, scorer_labels
@@ -89,7 +89,14 @@ def export_review(data: ReviewData, spec: str, fmt: str, out: Path) -> int:
                                 + "\n" for r in rows))
     elif fmt == "argilla":
         width = max((len(r["options"]) for r in rows), default=2)
-        out.mkdir(parents=True, exist_ok=True)
+        if out.exists() and not out.is_dir():
+            raise CurateError(f"{out}: exists and is not a folder; --format argilla writes a folder "
+                              "(settings.json, records.json)")
+        check_writable(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise unwritable(exc, out) from None
         write_text(out / "settings.json", json.dumps(argilla_settings(width), indent=1) + "\n")
         write_text(out / "records.json", json.dumps([argilla_record(r) for r in rows], ensure_ascii=False, indent=1) + "\n")
     else:
