@@ -200,6 +200,13 @@ def test_demo_plants_cli(tmp_path):
     assert caught.set_index("stage").loc["never"].sum() == 0
     proc = run_cli("demo", "plants", tmp_path, check=False)
     assert proc.returncode == 2 and "no decisions.parquet here" in proc.stderr
+    proc = run_cli("demo", "plants", out, "--out", tmp_path / "caught.txt", check=False)
+    assert proc.returncode == 2 and "use a .jsonl, .parquet, .csv file" in proc.stderr and proc.stdout == ""
+    # decisions made on another benchmark's rows: matched by row number, they would mean nothing
+    frame.assign(item_id=frame["item_id"].str.replace("demo/", "hellaswag/", regex=False)).to_parquet(
+        out / "decisions.parquet")
+    proc = run_cli("demo", "plants", out, check=False)
+    assert proc.returncode == 2 and "these decisions are on hellaswag items, not the demo" in proc.stderr
 
 
 def test_model_free_demo_stages_catch_exactly_their_plants(tmp_path):

@@ -22,8 +22,15 @@ def demo():
 def plants(decisions, count, plants_file, out):
     """Count caught plants per stage from DECISIONS, a `curate filter --out` folder."""
     from curate.demo import load_decisions, load_plants, score_plants
+    from curate.exports import FORMATS
 
+    if out and out.suffix.lower() not in FORMATS:  # before the table is printed, not after
+        raise click.UsageError(f"--out {out}: use a {', '.join(FORMATS)} file")
     frame, stages = load_decisions(decisions)
+    benchmarks = sorted({str(i).split("/", 1)[0] for i in frame["item_id"]})
+    if plants_file is None and benchmarks != ["demo"]:  # the plants are the demo's rows, matched by number
+        raise click.UsageError(f"{decisions}: these decisions are on {', '.join(benchmarks)} items, not the demo "
+                               "benchmark's; the demo's plants.json describes the demo's rows only (give --plants)")
     table = score_plants(frame, load_plants(plants_file), stages, count=count)
     click.echo(table.to_string())
     if out:
