@@ -44,7 +44,12 @@ def _mode(target: Path) -> int:
     try:
         return target.stat().st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_umask()
+        return file_mode()
+
+
+def file_mode() -> int:
+    """The permission bits a new file gets here (0666 less the umask)."""
+    return 0o666 & ~_umask()
 
 
 def _umask() -> int:

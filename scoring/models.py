@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from curate.atomic import temp_folder
+from curate.atomic import file_mode, temp_folder
 from curate.errors import CurateError
 from curate.sources import file_sha256
 
@@ -176,6 +176,9 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
         model.load_state_dict(loaded.state_dict())
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        for f in tmp.rglob("*"):  # some are written through a private temporary file (0600)
+            if f.is_file():
+                os.chmod(f, file_mode())
         try:
             os.replace(tmp, target)
         except OSError:  # another process converted it first
@@ -311,11 +314,12 @@ def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_
         raise CurateError(f"model {ref.name!r}: its tokenizer could not be loaded from {ref.path}: "
                           f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     placed = device_map(ref, torch_dtype, parse_max_memory(max_memory)) if device == "auto" else None
+    from huggingface_hub.errors import StrictDataclassError  # a config.json that fails the config class's checks
     from safetensors import SafetensorError
     with transformers_log() as log:
         try:
             return _load_model(ref, torch_dtype, device, placed, scoring_only), tokenizer
-        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError, StrictDataclassError) as exc:
             # A truncated or garbled weights file, a config.json that is not JSON or disagrees
             # with the weights' shapes: one line naming the model (and the first mismatched
             # weight of transformers' load report), never a traceback.
@@ -375,13 +379,32 @@ def _load_model(ref: ModelRef, torch_dtype, device: str, placed, scoring_only: b
             return model
     from transformers import AutoModelForCausalLM
     if placed is None:
-        return AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype).to(where).eval()
+        model, info = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype,
+                                                           output_loading_info=True)
+        _check_complete(info)
+        return model.to(where).eval()
     (cache_dir() / "offload").mkdir(parents=True, exist_ok=True)
     offload = tempfile.TemporaryDirectory(dir=cache_dir() / "offload")
-    model = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype,
-                                                 device_map=placed, offload_folder=offload.name)
+    model, info = AutoModelForCausalLM.from_pretrained(ref.path, revision=ref.revision, dtype=torch_dtype,
+                                                       device_map=placed, offload_folder=offload.name,
+                                                       output_loading_info=True)
+    _check_complete(info)
     model._benchcurate_offload = offload  # removed with the model
     return model.eval()
+
+
+def _check_complete(info: dict) -> None:
+    """Refuse a model whose files lack weights its config.json asks for (transformers fills them
+    with random values) or hold weights it has no place for (dropped): a config saying 32 layers
+    beside 30 layers' weights would score plausible, wrong numbers, and the self-check, run on
+    the same model, would pass."""
+    for key, what in (("missing_keys", "weights its config.json asks for are not in its files, and would be random"),
+                      ("unexpected_keys", "weights in its files have no place in the model its config.json "
+                                          "describes, and would be dropped")):
+        names = sorted(info.get(key) or ())
+        if names:
+            more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+            raise ValueError(f"its weights do not match its config.json: {len(names)} {what}: {names[0]}{more}")
 
 
 def placement(model) -> dict | None:

@@ -307,15 +307,23 @@ def test_broken_model_files_are_one_line_errors_and_write_nothing(ws, tmp_path, 
                 ("config-not-json", lambda f: (f / "config.json").write_text("{not json"), ""),
                 ("config-vocab", lambda f: (f / "config.json").write_text(json.dumps(
                     {**json.loads((good / "config.json").read_text()), "vocab_size": 1000})),
-                     "size mismatch")):
+                     "size mismatch"),
+                # more or fewer layers than the weights hold: transformers fills the missing ones with
+                # random values or drops the extra ones, and only reports it; plausible wrong numbers
+                ("config-more-layers", lambda f: layers(f, good, +1), "are not in its files, and would be random"),
+                ("config-fewer-layers", lambda f: layers(f, good, -1), "have no place in the model its config.json describes"),
+                # and a config.json that fails its own class's checks is one line too
+                ("config-invalid", lambda f: layers(f, good, +1, keep_types=True), "must be equal to the number")):
             folder = tmp_path / f"{kind}-{name}"
             shutil.copytree(good, folder)
             damage(folder)
             cases.append((folder, message))
+        if kind == "llama":  # no layer_types: the same config as "config-more-layers"
+            cases.pop()
         small = save_tiny(tmp_path / f"{kind}-vocab1000", kind, smollm2_tokenizer, vocab_size=1000)
         cases.append((small, "but the model has 1000 token embeddings: the tokenizer does not belong to this model"))
     for folder, message in cases:
-        if folder.name in ("llama-truncated", "qwen2-config-vocab"):
+        if folder.name in ("llama-truncated", "qwen2-config-vocab", "llama-config-more-layers"):
             proc = run_cli("score", ws, "--model", folder, "--modes", "zero", "--quiet", check=False, timeout=120)
             assert message in one_line_error(proc), folder.name
         else:
@@ -323,6 +331,16 @@ def test_broken_model_files_are_one_line_errors_and_write_nothing(ws, tmp_path, 
                 score_workspace(ws, str(folder), ["zero"], show_progress=False)
             assert message in str(refused.value) and "\n" not in str(refused.value), folder.name
         assert stored(ws) == stored_before(before), folder.name
+
+
+def layers(folder, good, change: int, *, keep_types: bool = False) -> None:
+    """Write ``good``'s config.json into ``folder`` with ``change`` more layers (its per-layer
+    ``layer_types`` list dropped, so the config stays valid, unless ``keep_types``)."""
+    config = json.loads((good / "config.json").read_text())
+    config["num_hidden_layers"] += change
+    if not keep_types:
+        config.pop("layer_types", None)
+    (folder / "config.json").write_text(json.dumps(config))
 
 
 def stored_before(before: dict) -> dict:
