@@ -311,21 +311,25 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
         if replace and state is not None:
             state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
-        computed = sum(len(b) for b in plan)
+        computed = len(missing)
         bar = tqdm(total=computed, unit="item", desc=f"scoring {label}", disable=not show_progress or rank != 0,
                    dynamic_ncols=True)
         for batch in plan:
             requests = [r for u in batch for r in u.requests]
             results = score_requests(lm, requests, pad_id=pad_id, max_tokens=batch_tokens)
-            rows, k = [], 0
+            rows, k, fresh = [], 0, 0
             for unit in batch:
-                rows += assemble(unit, results[k:k + len(unit.requests)], items[unit.item_index],
-                                 label=label, run_id=run_id)
+                # A unit stored already keeps its row: rewritten, a --no-seq-mean run would empty
+                # its seq_mean, and its numbers are this engine's either way.
+                if (unit.item_index, unit.mode, unit.formulation) in missing:
+                    rows += assemble(unit, results[k:k + len(unit.requests)], items[unit.item_index],
+                                     label=label, run_id=run_id)
+                    fresh += 1
                 k += len(unit.requests)
             with ws.transaction():
                 write_scores(ws, rows)
             tokens += sum(u.n_input for u in batch)
-            bar.update(len(batch))
+            bar.update(fresh)
             bar.set_postfix_str(f"{tokens / (time.perf_counter() - loop_start):.0f} tok/s")
         bar.close()
         if state is not None:

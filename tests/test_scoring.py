@@ -217,6 +217,12 @@ def test_no_seq_mean_then_seq_mean(small_ws, tmp_path):
     assert second["seq_mean"].notna().all()
     assert np.abs(second["logprob_sum"] - first["logprob_sum"]).max() < 1e-4
     assert "0 item-modes computed, 3 cached" in run_cli("score", ws, *args, "--no-seq-mean").stdout
+    # More items with --no-seq-mean: the stored three keep their seq_mean (their batch is run again
+    # for the new items, but a unit stored already is not rewritten) and count as cached.
+    more = ("--model", tiny, "--modes", "full", "--limit", "6", "--quiet", "--no-seq-mean")
+    assert "3 item-modes computed, 3 cached" in run_cli("score", ws, *more).stdout
+    third = read_scores(Workspace.open(ws))
+    assert third.groupby("row_index")["seq_mean"].apply(lambda v: v.notna().all()).tolist() == [True] * 3 + [False] * 3
 
 
 def test_bad_arguments_are_one_line_errors(small_ws, tmp_path):
