@@ -290,9 +290,13 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
                                 max_length=limit_len, seq_mean=seq_mean)
             plan = [b for b in batches(built, batch_tokens)
                     if any((u.item_index, u.mode, u.formulation) in missing for u in b)]
-            refuse_unscorable(lm, [u for b in plan for u in b], items, limit_len)
-            refuse_inexact(lm, [u for b in plan for u in b], items)
-            checked = self_check(lm, [u for b in plan for u in b if u.max_row <= batch_tokens][:self_check_items],
+            planned = [u for b in plan for u in b]
+            refuse_unscorable(lm, planned, items, limit_len)
+            refuse_inexact(lm, planned, items)
+            # Units within --batch-tokens (a memory budget); when no row fits it (the run then scores one
+            # row at a time anyway), the smallest ones, so the check is never silently skipped.
+            fitting = [u for u in planned if u.max_row <= batch_tokens] or sorted(planned, key=lambda u: u.max_row)
+            checked = self_check(lm, fitting[:self_check_items],
                                  dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "
                                  f"({u.mode}, {u.formulation})")
         # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes

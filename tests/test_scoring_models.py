@@ -218,6 +218,10 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
     assert check == summary["self_check"] and check["items"] == 2 and check["max_abs_diff"] < 1e-4
     assert check["runner"] == "packed" and check["dtype"] == "float32"
     assert json.loads(infos["unchecked"])["self_check"]["items"] == 0 and skipped["computed"] == 3
+    # A --batch-tokens smaller than every row: the run scores one row at a time, and the check
+    # takes the smallest units instead of being skipped without a word.
+    tight = score_workspace(ws, str(folder), ["full"], limit=3, label="tight", batch_tokens=1, show_progress=False)
+    assert tight["self_check"]["items"] == 2 and tight["self_check"]["max_abs_diff"] < 1e-4
 
 
 # --- long contexts: truncated as lm-eval truncates, memory bounded (issue 14, item 6) ---------------
