@@ -18,16 +18,30 @@ def _template(ctx, param, value: str) -> str:
     return value
 
 
+#: Each seed is a full pass over the items; the study used 5.
+MAX_SEEDS = 1000
+#: Below this, logits / temperature overflow and sampling fails on inf/nan probabilities.
+MIN_TEMPERATURE = 0.01
+
+
+def _temperature(ctx, param, value):
+    value = finite(ctx, param, value)
+    if value is not None and 0 < value < MIN_TEMPERATURE:
+        raise click.BadParameter(f"{value} is below {MIN_TEMPERATURE}, where the sampling probabilities overflow; "
+                                 "use 0 for greedy decoding")
+    return value
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", default="smollm2-135m", show_default=True,
               help="A local model (built-in name, folder, GGUF file or Hub id) or anthropic:MODEL.")
 @click.option("--modes", default="full,zero", show_default=True, callback=_modes, help="Comma-separated prompt modes.")
-@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--seeds", type=click.IntRange(min=1, max=MAX_SEEDS), default=5, show_default=True,
               help="Number of seeds (0..N-1): each shuffles the options anew (and seeds sampling when --temperature > 0).")
 @click.option("--template", default="numbered", show_default=True, callback=_template,
               help="Prompt wording (generate/templates/NAME.yaml): numbered or question.")
-@click.option("--temperature", type=click.FloatRange(min=0), default=None, callback=finite,
+@click.option("--temperature", type=click.FloatRange(min=0), default=None, callback=_temperature,
               help="local: 0 (the default) = greedy decoding. Not for anthropic: the API takes no sampling settings.")
 @click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, callback=finite,
               help="local, with --temperature > 0: nucleus sampling (default 1 = off).")

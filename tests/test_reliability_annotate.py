@@ -477,3 +477,8 @@ def test_a_max_cost_or_any_number_of_nan_or_inf_is_refused(base_ws, command):
         assert proc.returncode == 2 and "nan is not a finite number" in proc.stderr, (option, proc.stderr)
     proc = run_cli("analyze", base_ws, "--out", base_ws.parent / "r", "--alpha", "nan", check=False)
     assert proc.returncode == 2 and "nan is not a finite number" in proc.stderr
+    if command == "generate":  # a temperature where sampling overflows, and seeds beyond any use
+        for option, value, says in (("--temperature", "1e-300", "use 0 for greedy decoding"),
+                                    ("--seeds", "1000000000", "1000000000 is not in the range 1<=x<=1000")):
+            proc = run_cli(command, base_ws, *args, option, value, check=False)
+            assert proc.returncode == 2 and says in proc.stderr, proc.stderr
