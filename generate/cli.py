@@ -48,6 +48,9 @@ def _temperature(ctx, param, value):
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
 @click.option("--label", default=None, help="Model name stored with the answers (default: --model).")
+@click.option("--replace", is_flag=True,
+              help="Delete the label's stored answers for this template and settings first (needed when they "
+                   "were made by another model, dtype or template version).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True, help="local: prompts per generate call.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="local: cpu, cuda or cuda:N.")
@@ -62,8 +65,9 @@ def _temperature(ctx, param, value):
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, callback=finite, show_default=True)
 @click.option("--key-header", default=None, help="anthropic: also send ANTHROPIC_API_KEY in this header.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, batch_size,
-             dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header, quiet):
+def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, replace,
+             batch_size, dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header,
+             quiet):
     """Ask a model to answer every item of WORKSPACE by generating the number of an option."""
     from annotate.prices import retirement_note
     from generate.run import generate_workspace, summary_line
@@ -74,7 +78,7 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
                            max_new_tokens=max_new_tokens, limit=limit, label=label, batch_size=batch_size,
                            dtype=dtype, device=device, show_progress=not quiet, concurrency=concurrency,
                            max_cost=max_cost, retries=retries, backoff=backoff, parse_retries=parse_retries,
-                           timeout=timeout, key_header=key_header)
+                           timeout=timeout, key_header=key_header, replace=replace)
     click.echo(summary_line(s))
     if s["backend"] == "local" and s["computed"]:
         click.echo(f"{s['answers_per_second']:.2f} answers/s over {s['generate_seconds']:.1f} s")

@@ -99,6 +99,30 @@ def record(unit: Unit, *, label: str, template: str, settings: str, run_id: str,
             "request_key": unit.key, "content_hash": unit.item["content_hash"], "run_id": run_id}
 
 
+def _check_one_source(ws, units: list[Unit], label: str, template: str, settings: str, *, replace: bool) -> None:
+    """Refuse to store this run's answers under ``label`` where it holds answers to the same
+    (item, mode, seed) from another model, dtype or template version (another request key): they
+    would be replaced one by one and the label would mix both. With ``replace``, delete the
+    label's answers for this template and settings first (call holding the run's lock)."""
+    stored = {(r[0], r[1], r[2]): (r[3], r[4]) for r in ws.conn.execute(
+        "SELECT item_id, mode, seed, request_key, run_id FROM generations WHERE model = ? AND template = ? "
+        "AND settings = ?", (label, template, settings))}
+    other = next(((u, stored[key]) for u in units
+                  if (key := (u.item["item_id"], u.mode, u.seed)) in stored and stored[key][0] != u.key), None)
+    if other is None:
+        return
+    if not replace:
+        unit, (_, run_id) = other
+        raise CurateError(
+            f"label {label!r} already holds answers ({template}, {settings}) made otherwise than this run would make "
+            f"them (another model, dtype, tokenizer or template version; run {run_id}, first: "
+            f"{unit.item['item_id']} {unit.mode} seed {unit.seed}). Use another --label to keep both, or --replace "
+            f"to delete the stored answers of {label!r} for this template and settings first")
+    with ws.transaction():
+        ws.conn.execute("DELETE FROM generations WHERE model = ? AND template = ? AND settings = ?",
+                        (label, template, settings))
+
+
 def versions(backend: str) -> dict:
     import curate
     out = {"benchcurate": curate.__version__, "python": platform.python_version()}
@@ -116,7 +140,8 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                        max_new_tokens: int = 8, limit: int | None = None, label: str | None = None,
                        batch_size: int = 64, dtype: str = "float32", device: str = "cpu", show_progress: bool = True,
                        concurrency: int = 4, max_cost: float | None = None, retries: int = 6, backoff: float = 1.0,
-                       parse_retries: int = 0, timeout: float = 60.0, key_header: str | None = None) -> dict:
+                       parse_retries: int = 0, timeout: float = 60.0, key_header: str | None = None,
+                       replace: bool = False) -> dict:
     """Ask ``model`` (a local model, or anthropic:MODEL) for every (item, mode, seed) of ``root``
     (the first ``limit`` items) not yet stored under these settings; ``seeds`` is a count (seeds
     0..N-1) or a list. ``temperature`` / ``top_p`` default to greedy decoding for a local model;
@@ -155,6 +180,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                      "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
                      "max_new_tokens": max_new_tokens}
             units = plan(items, modes, seeds, tpl, scope)
+            _check_one_source(ws, units, label, tpl.name, settings, replace=replace)
             done = done_keys(ws, label, tpl.name, settings)
             todo = [u for u in units if u.done_key not in done]
             run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"

@@ -70,6 +70,25 @@ def test_runs_record_their_settings_and_a_second_run_does_nothing(gen_ws):
     assert (again["computed"], again["cached"], again["remaining"]) == (0, 12, 0)
 
 
+def test_answers_of_another_dtype_under_one_label_are_refused_until_replaced(gen_ws, tmp_path):
+    """A bfloat16 run under the label of float32 answers would replace them one (item, mode, seed)
+    at a time and leave the label mixing both: it is refused, naming the run, and --replace
+    deletes the label's answers for that template and settings first."""
+    from curate.errors import CurateError
+
+    ws = copy_ws(gen_ws[0], tmp_path / "ws")
+    before = stored(ws)
+    with pytest.raises(CurateError, match=r"label 'smollm2-135m' already holds answers \(numbered, t=0,p=1,n=8\) "
+                                          r"made otherwise than this run would make them .* or --replace"):
+        generate_workspace(ws, MODEL, ["zero"], 1, limit=1, dtype="bfloat16", batch_size=8, **QUIET)
+    pd.testing.assert_frame_equal(stored(ws), before)
+    out = run_cli("generate", ws, "--model", MODEL, "--modes", "zero", "--seeds", "1", "--limit", "1",
+                  "--dtype", "bfloat16", "--replace", "--quiet").stdout
+    after = stored(ws, templates=["numbered"])
+    assert len(after) == 1 and after["run_id"].iloc[0] not in set(before["run_id"]), out
+    assert len(stored(ws, templates=["question"])) == 6  # another template's answers are not touched
+
+
 def test_prompts_use_the_chat_template_when_the_model_has_one():
     gen = LocalGenerator(MODEL)  # the weights load only when something is generated
     from generate.prompts import load_template
