@@ -9,6 +9,7 @@ Model names come from file names, ``org--name`` read as ``org/name``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pandas as pd
 
 from curate.errors import CurateError, InputError
 from curate.items import sha256_text
+from curate.lock import work_lock
 from scoring.store import add_run, check_label, open_scores, write_scores
 
 MODE_FOLDERS = {"full_prompt": "full", "zero_prompt": "zero", "placeholder_prompt": "placeholder"}
@@ -138,32 +140,42 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: 
         merged = {key: {column: (path, read_matrix(path, items)) for column, path in columns.items()}
                   for key, columns in grouped.items()}
         summary = []
-        # Every row names one of the workspace's items and the run added just before it.
-        with ws.transaction(foreign_keys=False):
-            for (model, mode), columns in sorted(merged.items()):
-                rid, digest = run_id(model, mode, {c: p for c, (p, _) in columns.items()})
-                check_label(ws, model, ("imported:study-csv",), replace=replace)
-                _check_files(ws, model, mode, rid, replace=replace)
-                add_run(ws, run_id=rid, model=model, origin="imported:study-csv",
-                        info={"directory": str(directory.resolve()), "mode": mode,
-                              "files": {c: p.name for c, (p, _) in columns.items()}, "sha256": digest})
-                rows = []
-                for i, item in enumerate(items):
-                    for j in range(len(item["options"])):
-                        row = {"model": model, "mode": mode, "item_id": item["item_id"], "option_index": j,
-                               "content_hash": item["content_hash"], "run_id": rid}
-                        for column, (_, values) in columns.items():
-                            row[column] = float(values[i, j])
-                        rows.append(row)
-                write_scores(ws, rows)
-                for column, (path, _) in columns.items():
-                    summary.append({"model": model, "mode": mode, "column": column, "file": str(path),
-                                    "items": len(items)})
-                if progress:
-                    progress(model, mode)
+        # A label scored or imported by another process meanwhile would end up mixing both: hold
+        # each label's scoring lock (the one `curate score` takes) for the import.
+        with contextlib.ExitStack() as held:
+            for model in sorted({model for model, _ in merged}):
+                held.enter_context(work_lock(ws.root, f"score {model}", command="score or import-scores"))
+            _write(ws, merged, items, directory, summary, progress=progress, replace=replace)
         return summary
     finally:
         ws.close()
+
+
+def _write(ws, merged: dict, items: list[dict], directory: Path, summary: list, *, progress, replace: bool) -> None:
+    """Store every (model, mode)'s files as one run each, in one transaction; add to ``summary``."""
+    # Every row names one of the workspace's items and the run added just before it.
+    with ws.transaction(foreign_keys=False):
+        for (model, mode), columns in sorted(merged.items()):
+            rid, digest = run_id(model, mode, {c: p for c, (p, _) in columns.items()})
+            check_label(ws, model, ("imported:study-csv",), replace=replace)
+            _check_files(ws, model, mode, rid, replace=replace)
+            add_run(ws, run_id=rid, model=model, origin="imported:study-csv",
+                    info={"directory": str(directory.resolve()), "mode": mode,
+                          "files": {c: p.name for c, (p, _) in columns.items()}, "sha256": digest})
+            rows = []
+            for i, item in enumerate(items):
+                for j in range(len(item["options"])):
+                    row = {"model": model, "mode": mode, "item_id": item["item_id"], "option_index": j,
+                           "content_hash": item["content_hash"], "run_id": rid}
+                    for column, (_, values) in columns.items():
+                        row[column] = float(values[i, j])
+                    rows.append(row)
+            write_scores(ws, rows)
+            for column, (path, _) in columns.items():
+                summary.append({"model": model, "mode": mode, "column": column, "file": str(path),
+                                "items": len(items)})
+            if progress:
+                progress(model, mode)
 
 
 def _check_files(ws, model: str, mode: str, run: str, *, replace: bool) -> None:

@@ -120,3 +120,18 @@ def test_importing_other_files_over_a_model_and_mode_needs_replace(tmp_path):
         stored = read_scores(w)
     assert len(stored) == 12 and stored["seq_mean"].isna().all() and (stored["study_sum"] == -9).sum() == 3
     assert stored["run_id"].nunique() == 1
+
+
+def test_an_import_refuses_a_label_being_scored(tmp_path):
+    """A label `curate score` is writing (its lock held, here by this process) is not imported
+    into meanwhile: the two would mix under one label. The import is one line and writes nothing."""
+    from curate.lock import work_lock
+
+    ws = _three_items(tmp_path)
+    _study_file(tmp_path / "s" / "zero_prompt", "org--m.csv", "nll_0,nll_1,nll_2,nll_3")
+    with work_lock(ws, "score org/m", command="score"):
+        proc = run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s", check=False)
+    assert proc.returncode == 2 and "is already running score org/m" in proc.stderr, proc.stderr
+    with open_scores(ws) as w:
+        assert w.tables()["scores"] == 0
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s")
