@@ -8,7 +8,7 @@ import click
 
 from curate.click_types import finite
 from curate.errors import CurateError
-from scoring.cli import _modes  # one reading of --modes for every command that takes it
+from scoring.cli import _label, _modes  # one reading of --modes and --label for every command that takes them
 
 
 def _template(ctx, param, value: str) -> str:
@@ -47,7 +47,7 @@ def _temperature(ctx, param, value):
               help="local, with --temperature > 0: nucleus sampling (default 1 = off).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
-@click.option("--label", default=None, help="Model name stored with the answers (default: --model).")
+@click.option("--label", default=None, callback=_label, help="Model name stored with the answers (default: --model).")
 @click.option("--replace", is_flag=True,
               help="Delete the label's stored answers for this template and settings first (needed when they "
                    "were made by another model, dtype or template version).")

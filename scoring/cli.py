@@ -15,10 +15,18 @@ def _formulations(ctx, param, value: str | None) -> list[str] | None:
     if value is None:
         return None
     names = [f.strip() for f in value.split(",") if f.strip()]
+    if not names:  # "," or "": a list that names nothing, as --modes "," is refused
+        raise click.BadParameter(f"{value!r} names no formulation; give e.g. cloze or letters")
     try:
-        return [check(f) for f in names] or None
+        return [check(f) for f in names]
     except CurateError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def _label(ctx, param, value: str | None) -> str | None:
+    if value is not None and not value.strip():  # "" became the model name, " " a label no one can read
+        raise click.BadParameter("is empty; give a name, or leave --label out to use --model")
+    return value
 
 
 def _modes(ctx, param, value: str) -> list[str]:
@@ -46,7 +54,7 @@ def _modes(ctx, param, value: str) -> list[str]:
 @click.option("--batch-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Token budget per forward pass (rows x longest row).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Score only the first N items.")
-@click.option("--label", default=None, help="Model name stored with the scores (default: --model).")
+@click.option("--label", default=None, callback=_label, help="Model name stored with the scores (default: --model).")
 @click.option("--verify-batch-invariance", "verify", type=click.IntRange(min=0), default=0, metavar="K",
               help="Afterwards re-score K random items one at a time and report the largest difference.")
 @click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
@@ -63,6 +71,10 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.models import emulated_half
     from scoring.run import score_workspace, verify_batch_invariance
+
+    if max_memory is not None and device != "auto":  # it would be stored with the run and never used
+        raise click.UsageError("--max-memory places a model with --device auto; it has no use with --device "
+                               f"{device}")
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
                               limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,

@@ -232,6 +232,10 @@ def test_bad_arguments_are_one_line_errors(small_ws, tmp_path):
     assert proc.returncode == 2 and "nothing" in proc.stderr
     proc = run_cli("score", tmp_path, "--model", "smollm2-135m", check=False)
     assert proc.returncode == 2 and "not a benchcurate workspace" in proc.stderr
+    for args, says in ((["--formulations", ","], "names no formulation"), (["--label", ""], "is empty"),
+                       (["--label", "  "], "is empty"), (["--max-memory", "garbage!!"], "has no use with --device cpu")):
+        proc = run_cli("score", small_ws, "--model", "smollm2-135m", *args, check=False)
+        assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
 
 
 @pytest.mark.slow
