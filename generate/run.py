@@ -288,7 +288,11 @@ def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: 
     if not todo:
         return
     encoded = engine.encode([engine.prompt(load_template(job.template), u.instructions, u.user) for u in todo])
-    room = max_length(engine.model, engine.tokenizer) - max_new_tokens
+    window = max_length(engine.model, engine.tokenizer)
+    if max_new_tokens >= window:  # the option is at fault, not any item
+        raise CurateError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the model's window of "
+                          f"{window} tokens; a reply needs a few tokens (the default is 8)")
+    room = window - max_new_tokens
     too_long = [i for i, ids in enumerate(encoded) if len(ids) > room]
     if too_long:
         u = todo[too_long[0]]

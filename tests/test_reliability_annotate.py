@@ -482,3 +482,8 @@ def test_a_max_cost_or_any_number_of_nan_or_inf_is_refused(base_ws, command):
                                     ("--seeds", "1000000000", "1000000000 is not in the range 1<=x<=1000")):
             proc = run_cli(command, base_ws, *args, option, value, check=False)
             assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+        # a local model: the window is known once it loads; the option is named, not an item
+        proc = run_cli(command, base_ws, "--model", "smollm2-135m", "--modes", "zero", "--seeds", "1", "--limit", "1",
+                       "--max-new-tokens", "100000", check=False)
+        assert proc.returncode == 2 and "--max-new-tokens 100000 leaves no room for a prompt in the model's window " \
+            "of 8192 tokens" in proc.stderr, proc.stderr
