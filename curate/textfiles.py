@@ -111,6 +111,15 @@ def sniff_delimiter(text: str, where: str) -> str:
         return next(iter(fitting))
     shown = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
     if not fitting:
+        # Most often a ragged row: name it, by the delimiter that splits the header the most.
+        sampled = {d: [r for _, r in zip(range(SAMPLE_RECORDS), _records(text, d)) if r] for d in DELIMITERS}
+        header_delimiter = max(DELIMITERS, key=lambda d: len(sampled[d][0]) if sampled[d] else 0)
+        records = sampled[header_delimiter]
+        if records and len(records[0]) > 1:
+            row = next(i for i, r in enumerate(records[1:]) if len(r) != len(records[0]))
+            raise InputError(f"has {len(records[row + 1])} fields but the header has {len(records[0])} (delimiter "
+                             f"{header_delimiter!r}, the header's); fix the row, or name another delimiter with "
+                             "--delimiter", path=where, row=row)
         raise InputError("could not tell the CSV delimiter: none of comma, semicolon, tab or pipe splits every "
                          "row into the same number of fields; name it with --delimiter", path=where)
     raise InputError(f"could not tell the CSV delimiter: {' and '.join(shown[d] for d in fitting)} both split "

@@ -163,6 +163,13 @@ def test_delimiter_given_or_refused_when_unclear(tmp_path):
         assert one_line_error(proc).endswith(f"odd.csv, row {row}: has {fields} fields but the header has 4 "
                                              "(delimiter ';')")
         assert not (tmp_path / "ws3").exists()
+    # Without it, a ragged row is named too (by the delimiter that splits the header), rather than
+    # a guess that the delimiter could not be told.
+    data.write_text("q;o1;o2;a\nA?;yes;no;0\nB?;yes;no\n")
+    proc = run_cli("init", tmp_path / "ws3", "--benchmark", "generic", "--data", data, "--question", "q",
+                   "--choices", "o1,o2", "--answer", "a", check=False)
+    assert one_line_error(proc).endswith("odd.csv, row 1: has 3 fields but the header has 4 (delimiter ';', the "
+                                         "header's); fix the row, or name another delimiter with --delimiter")
 
 
 def test_audit_config_reads_builtins_and_file_options(tmp_path):
