@@ -90,6 +90,8 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")
     check = summary["self_check"]
+    if not check["items"] and check.get("note", "").startswith("not run"):
+        click.echo(f"note: self-check {check['note']}", err=True)
     if check["items"]:
         click.echo(f"self-check: {check['items']} units (an item in one mode) also scored by the model's own forward, "
                    f"largest difference {check['max_abs_diff']:.1e} ({summary['runner']} runner)")

@@ -293,12 +293,16 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
             planned = [u for b in plan for u in b]
             refuse_unscorable(lm, planned, items, limit_len)
             refuse_inexact(lm, planned, items)
-            # Units within --batch-tokens (a memory budget); when no row fits it (the run then scores one
-            # row at a time anyway), the smallest ones, so the check is never silently skipped.
-            fitting = [u for u in planned if u.max_row <= batch_tokens] or sorted(planned, key=lambda u: u.max_row)
+            # Only units within --batch-tokens: the plain forward holds a row's whole attention and
+            # logits, so a longer row would break the memory bound that option sets. When none fits,
+            # the run says so (``note``) rather than skipping the check without a word.
+            fitting = [u for u in planned if u.max_row <= batch_tokens]
             checked = self_check(lm, fitting[:self_check_items],
                                  dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "
                                  f"({u.mode}, {u.formulation})")
+            if self_check_items and not fitting:
+                checked["note"] = (f"not run: every row is longer than --batch-tokens {batch_tokens}, and the plain "
+                                   "forward it compares with would hold a whole row at once")
         # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
         # the label's scores and the others wait for it before they write.
         replaced = 0

@@ -218,10 +218,13 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
     assert check == summary["self_check"] and check["items"] == 2 and check["max_abs_diff"] < 1e-4
     assert check["runner"] == "packed" and check["dtype"] == "float32"
     assert json.loads(infos["unchecked"])["self_check"]["items"] == 0 and skipped["computed"] == 3
-    # A --batch-tokens smaller than every row: the run scores one row at a time, and the check
-    # takes the smallest units instead of being skipped without a word.
+    # A --batch-tokens smaller than every row bounds memory below what the plain forward needs for
+    # one row: the check is not run, and the run says so (recorded, and a note on stderr).
     tight = score_workspace(ws, str(folder), ["full"], limit=3, label="tight", batch_tokens=1, show_progress=False)
-    assert tight["self_check"]["items"] == 2 and tight["self_check"]["max_abs_diff"] < 1e-4
+    assert tight["self_check"]["items"] == 0 and "longer than --batch-tokens 1" in tight["self_check"]["note"]
+    proc = run_cli("score", ws, "--model", folder, "--modes", "full", "--limit", "3", "--label", "tight2",
+                   "--batch-tokens", "1", "--quiet")
+    assert "note: self-check not run: every row is longer than --batch-tokens 1" in proc.stderr
 
 
 # --- long contexts: truncated as lm-eval truncates, memory bounded (issue 14, item 6) ---------------
