@@ -10,7 +10,7 @@ import yaml
 from conftest import ROOT, run_cli
 
 REFUSED_ROWS = [3648, 3760, 4307, 7001, 7423, 8135]
-RELEASED = ROOT / "releases" / "hellaswag-zero-core" / "0.1.0"
+RELEASED = ROOT / "releases" / "hellaswag-zero-core" / "0.2.0"  # the shipped rules' release (0.1.x counted ties)
 
 
 def test_zero_prompt_core_stage_marks_3963_items(paper_ws, tmp_path):
@@ -47,12 +47,13 @@ def test_shipped_rules_and_committed_release_reproduce(paper_ws, tmp_path):
             "--tokenizer", "smollm2-135m")
     table = pd.read_csv(dec / "stages.csv").set_index("stage")
     assert table.loc["zero-prompt-core", "matched"] == 3963
-    run_cli("release", paper_ws, "--decisions", dec, "--name", "hellaswag-zero-core", "--version", "0.1.0", "--to", out)
-    folder = out / "hellaswag-zero-core" / "0.1.0"
+    assert table.loc["gold-longest", "matched"] == 1270                 # the study's stage 9 (gold alone longest)
+    run_cli("release", paper_ws, "--decisions", dec, "--name", "hellaswag-zero-core", "--version", "0.2.0", "--to", out)
+    folder = out / "hellaswag-zero-core" / "0.2.0"
     assert run_cli("release", "verify", folder).stdout.startswith("OK")
 
     made = json.loads((folder / "manifest.json").read_text())
-    for released in (RELEASED, RELEASED.with_name("0.1.1")):      # 0.1.1: the same items, a corrected card
+    for released in (RELEASED,):
         committed = json.loads((released / "manifest.json").read_text())
         for key in ("rules", "stages", "counts", "kept", "removed"):
             assert made[key] == committed[key], key

@@ -403,6 +403,28 @@ def test_committed_release_0_1_1_corrects_the_card_and_keeps_the_items_of_0_1_0(
     assert [s for s in strings(m1) if s.startswith("/")] == []
 
 
+def test_committed_release_0_2_0_counts_gold_longest_as_the_study_and_adds_only_ties():
+    """0.2.0 was made with the shipped rules/zero-prompt-core.yaml (gold-longest strict): its
+    gold-longest stage matched the study's 1270, and against 0.1.1 it keeps the same items plus
+    only items 0.1.1 removed at gold-longest (a gold tied for longest)."""
+    from conftest import ROOT
+    from curate.release.manifest import manifest_problems
+    from curate.sources import file_sha256
+
+    folder = ROOT / "releases" / "hellaswag-zero-core"
+    m1, m2 = (json.loads((folder / v / "manifest.json").read_text()) for v in ("0.1.1", "0.2.0"))
+    assert manifest_problems(m2) == [] and file_sha256(folder / "0.2.0" / "README.md") == m2["files"]["README.md"]["sha256"]
+    assert m2["rules"]["content"] == (ROOT / "rules" / "zero-prompt-core.yaml").read_text()
+    stages = {s["stage"]: s for s in m2["stages"]}
+    assert stages["gold-longest"]["matched"] == 1270 and m2["counts"]["kept"] == 5087
+    added = set(m2["kept"]) - set(m1["kept"])
+    assert set(m1["kept"]) <= set(m2["kept"]) and len(added) == 47
+    assert {m1["removed"][i][0] for i in added} == {"gold-longest"}
+    assert m2["source"]["provenance"]["sha256"] == m1["source"]["provenance"]["sha256"]
+    assert "1270" in m2["changelog"] and m2["changelog"] in (folder / "0.2.0" / "README.md").read_text()
+    assert [s for s in strings(m2) if s.startswith("/")] == []
+
+
 def test_a_local_tokenizer_folder_never_reaches_the_release(small, tmp_path):  # noqa: F811
     from curate.filter.inputs import load_tokenizer
 
