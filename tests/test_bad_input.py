@@ -187,3 +187,8 @@ def test_empty_question_is_refused_like_a_missing_one(tmp_path):
                    write_jsonl(tmp_path / "piqa.jsonl", piqa), check=False)
     assert_one_line(proc, "piqa.jsonl, row 1, field 'goal': is empty")
     assert not (tmp_path / "ws").exists()
+    # A question or an option of zero-width characters shows nothing too (str.strip() keeps them).
+    for row, field in ((dict(GOOD, q="\u200b\u2060"), "q"), (dict(GOOD, o=["a", "\ufeff\u200b"]), "o[1]")):
+        rows = [GOOD, row, GOOD]
+        assert_one_line(generic(tmp_path, write_jsonl(tmp_path / "z.jsonl", rows)), f"z.jsonl, row 1, field '{field}'")
+    assert not (tmp_path / "ws").exists()

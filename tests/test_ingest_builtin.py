@@ -129,7 +129,7 @@ def test_cli_init_from_the_shared_folder(tmp_path):
     ("copa", "choice1", ("choice1",)), ("winogrande", "option2", ("option2",)),
     ("arc_easy", "choices.text[1]", ("choices", "text", 1)), ("mmlu", "choices[1]", ("choices", 1)),
 ])
-@pytest.mark.parametrize("blank", ["", "   "])
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\ufeff \u2060"])  # zero-width characters show nothing either
 def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field, path, blank):
     """The first real row of each built-in with one option emptied or made blank: refused naming
     the benchmark's own field (not the canonical item's 'options/1'), as MMLU and generic do."""

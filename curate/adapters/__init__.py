@@ -25,6 +25,13 @@ def require(row: dict, field: str, kind: type | tuple[type, ...]):
     return value
 
 
+def blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: whitespace and invisible format characters only (zero-width
+    space, BOM, word joiner: Unicode category Cf), which str.strip() keeps."""
+    import unicodedata
+    return not any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
+
+
 def is_index_text(text: str) -> bool:
     """ASCII digits only: str.isdigit() also accepts '²' or '٣', which int() then refuses or reads."""
     return text.isascii() and text.isdigit()

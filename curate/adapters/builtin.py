@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from curate.adapters import FieldError, is_index_text, require
+from curate.adapters import FieldError, blank, is_index_text, require
 from curate.formulations import LABELS
 from curate.items import PLACEHOLDER, letters_from, make_item, prompts_from
 
@@ -41,7 +41,7 @@ def _question(row: dict, field: str) -> str:
     item with no question scores only its options. No built-in's data has one (SciQ's
     ``support`` is empty in 113 validation rows, and may be)."""
     text = require(row, field, str)
-    if not text.strip():
+    if blank(text):
         raise FieldError(field, "is empty")
     return text
 
@@ -50,8 +50,8 @@ def _option(row: dict, field: str) -> str:
     """One option's text, as given; empty or blank is refused naming the source field (a blank
     option would be scored as the delimiter alone)."""
     text = require(row, field, str)
-    if not text.strip():
-        raise FieldError(field, "option is empty" if not text else "option is blank (only whitespace)")
+    if blank(text):
+        raise FieldError(field, "option is empty" if not text else "option is blank (whitespace or invisible characters)")
     return text
 
 
@@ -62,7 +62,7 @@ def _choice_list(row: dict, field: str = "choices") -> tuple[list[str], list[str
     if not isinstance(texts, list) or not isinstance(labels, list) or len(texts) != len(labels):
         raise FieldError(field, "expected {'text': [...], 'label': [...]} of equal length")
     for j, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or blank(text):
             raise FieldError(f"{field}.text[{j}]", "expected a non-empty string")
     return texts, [str(x) for x in labels]
 
@@ -163,7 +163,7 @@ def mmlu(row, row_index, split, name):
     question, subject = _question(row, "question").strip(), _text(row, "subject")
     options = require(row, "choices", list)
     for j, option in enumerate(options):
-        if not isinstance(option, str) or not option.strip():
+        if not isinstance(option, str) or blank(option):
             raise FieldError(f"choices[{j}]", "expected a non-empty string")
     answer = row.get("answer")
     if isinstance(answer, str) and len(answer.strip()) == 1 and answer.strip().isalpha():
@@ -200,8 +200,8 @@ def winogrande(row, row_index, split, name):
     sentence = _question(row, "sentence")
     if "_" not in sentence:
         raise FieldError("sentence", "has no blank '_' to fill")
-    blank = sentence.index("_")
-    before, after = sentence[:blank], sentence[blank + 1:].strip()
+    gap = sentence.index("_")
+    before, after = sentence[:gap], sentence[gap + 1:].strip()
     if not after:
         raise FieldError("sentence", "nothing follows the blank, so there is no continuation to score")
     options = [_option(row, "option1"), _option(row, "option2")]

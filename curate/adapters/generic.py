@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from curate.adapters import FieldError
+from curate.adapters import FieldError, blank
 from curate.adapters.cells import ANSWER_FORMATS, answer_index, match_label, option_text, parse_list
 from curate.formulations import FORMULATIONS
 from curate.items import letters_from, make_item, prompts_from
@@ -93,7 +93,7 @@ class Generic:
         question = lookup(row, self.question)
         if not isinstance(question, str):
             raise FieldError(self.question, f"expected str, got {type(question).__name__}")
-        if not question.strip():  # as for a missing question: the item would be its options alone
+        if blank(question):  # as for a missing question: the item would be its options alone
             raise FieldError(self.question, "is empty")
         options = self._options(row)
         gold = self._gold(row, options)
