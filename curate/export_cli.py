@@ -1,51 +1,37 @@
 """`curate export WORKSPACE KIND --out F`: one command, one small registry of exportable tables.
 
 A stage adds a kind by registering a function ``(workspace_path) -> list[dict]`` in ``EXPORTS``
-(with ``register``, naming its columns, which an empty table still has); the command writes the
-records by the file extension of ``--out``. The one
-other kind, ``review``, writes a review queue in an external tool's shape
-(``curate.review.exchange``).
+(with ``register``, naming the module whose ``COLUMNS`` an empty table still has); the command
+writes the records by the file extension of ``--out``. The one other kind, ``review``, writes a
+review queue in an external tool's shape (``curate.review.exchange``).
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Callable
 
 import click
 
 EXPORTS: dict[str, Callable[[Path], list[dict]]] = {}
-COLUMNS: dict[str, Callable[[], tuple]] = {}
+#: kind -> the module whose ``COLUMNS`` names the table's columns (imported when used).
+COLUMNS_IN: dict[str, str] = {}
 
 
-def register(kind: str, columns: Callable[[], tuple]):
+def register(kind: str, columns_in: str):
     def add(fn):
-        EXPORTS[kind], COLUMNS[kind] = fn, columns
+        EXPORTS[kind], COLUMNS_IN[kind] = fn, columns_in
         return fn
     return add
 
 
-def _score_columns():
-    from scoring.export import COLUMNS
-    return COLUMNS
-
-
-def _annotation_columns():
-    from annotate.export import COLUMNS
-    return COLUMNS
-
-
-def _generation_columns():
-    from generate.store import COLUMNS
-    return COLUMNS
-
-
-@register("scores", _score_columns)
+@register("scores", "scoring.export")
 def _scores(workspace: Path) -> list[dict]:
     from scoring.export import score_records
     return score_records(workspace)
 
 
-@register("annotations", _annotation_columns)
+@register("annotations", "annotate.export")
 def _annotations(workspace: Path) -> list[dict]:
     from annotate.export import annotation_rows
     from annotate.store import open_annotations
@@ -53,7 +39,7 @@ def _annotations(workspace: Path) -> list[dict]:
         return annotation_rows(ws)
 
 
-@register("generations", _generation_columns)
+@register("generations", "generate.store")
 def _generations(workspace: Path) -> list[dict]:
     from generate.export import generation_records
     return generation_records(workspace)
@@ -89,5 +75,6 @@ def export(workspace, kind, out, fmt, queue, decisions):
     if fmt or queue or decisions:
         raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
     records = EXPORTS[kind](workspace)
-    out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=COLUMNS[kind]())
+    columns = importlib.import_module(COLUMNS_IN[kind]).COLUMNS
+    out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")

@@ -168,8 +168,9 @@ def remove_stale(folder: Path, pattern: str) -> None:
     """Delete what a run killed with ``kill -9`` left in ``folder`` (a release's copy, a
     workspace being built): entries matching ``pattern`` (a regex whose group 1 is the pid that
     made them) that no process holds (``claimed``) and whose maker is gone, or that have sat
-    unclaimed for ``STALE_AFTER_S`` (the pid reused by another process). A live run's folder is held (another pid namespace sharing
-    the disk included), so two runs at once do not break each other."""
+    unclaimed for ``STALE_AFTER_S`` (the pid reused by another process). A live run's folder is
+    held (another pid namespace sharing the disk included), so two runs at once do not break each
+    other."""
     try:
         entries = list(folder.iterdir())
     except OSError:

@@ -102,17 +102,13 @@ def decode(raw: bytes, where: str, encoding: str | None = None) -> tuple[str, st
 def sniff_delimiter(text: str, where: str) -> str:
     """The one delimiter that splits every sampled record (header included) into the same
     number of fields; an InputError asking for --delimiter when none or several do."""
-    fitting = {}
-    for d in DELIMITERS:
-        widths = {len(record) for _, record in zip(range(SAMPLE_RECORDS), _records(text, d)) if record}
-        if len(widths) == 1 and min(widths) > 1:
-            fitting[d] = widths.pop()
+    sampled = {d: [r for _, r in zip(range(SAMPLE_RECORDS), _records(text, d)) if r] for d in DELIMITERS}
+    fitting = {d for d, records in sampled.items() if len({len(r) for r in records}) == 1 and len(records[0]) > 1}
     if len(fitting) == 1:
         return next(iter(fitting))
     shown = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
     if not fitting:
         # Most often a ragged row: name it, by the delimiter that splits the header the most.
-        sampled = {d: [r for _, r in zip(range(SAMPLE_RECORDS), _records(text, d)) if r] for d in DELIMITERS}
         header_delimiter = max(DELIMITERS, key=lambda d: len(sampled[d][0]) if sampled[d] else 0)
         records = sampled[header_delimiter]
         if records and len(records[0]) > 1:
@@ -122,8 +118,9 @@ def sniff_delimiter(text: str, where: str) -> str:
                              "--delimiter", path=where, row=row)
         raise InputError("could not tell the CSV delimiter: none of comma, semicolon, tab or pipe splits every "
                          "row into the same number of fields; name it with --delimiter", path=where)
-    raise InputError(f"could not tell the CSV delimiter: {' and '.join(shown[d] for d in fitting)} both split "
-                     "every row evenly; name it with --delimiter", path=where)
+    both = " and ".join(shown[d] for d in DELIMITERS if d in fitting)
+    raise InputError(f"could not tell the CSV delimiter: {both} both split every row evenly; name it with --delimiter",
+                     path=where)
 
 
 def _records(text: str, delimiter: str):
@@ -142,15 +139,16 @@ def read_csv(path: Path, *, delimiter: str | None = None, encoding: str | None =
     if not text.strip():
         raise InputError("the file is empty", path=where)
     delimiter = delimiter or sniff_delimiter(text, where)
-    header = next(_records(text, delimiter), [])
+    records = (r for r in _records(text, delimiter) if r)  # blank lines skipped, as pandas skips them
+    header = next(records, [])
     for j, name in enumerate(header):
         if name and name in header[:j]:  # pandas would rename the second one "name.1" silently
             raise InputError(f"the header names column {name!r} twice (columns {header.index(name) + 1} and {j + 1}); "
                              "rename one", path=where)
     # pandas reads a first row with one field too many as an index column, and pads short rows:
     # both would put values under the wrong names without a word.
-    for row, record in enumerate((r for r in _records(text, delimiter) if r), start=-1):  # header: -1
-        if row >= 0 and len(record) != len(header):
+    for row, record in enumerate(records):
+        if len(record) != len(header):
             raise InputError(f"has {len(record)} fields but the header has {len(header)} (delimiter {delimiter!r})",
                              path=where, row=row)
     try:

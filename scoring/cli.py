@@ -90,7 +90,7 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")
     check = summary["self_check"]
-    if not check["items"] and check.get("note", "").startswith("not run"):
+    if self_check and summary["computed"] and not check["items"]:  # every row longer than --batch-tokens
         click.echo(f"note: self-check {check['note']}", err=True)
     if check["items"]:
         click.echo(f"self-check: {check['items']} units (an item in one mode) also scored by the model's own forward, "

@@ -24,14 +24,14 @@ from contextlib import nullcontext
 from curate import formulations as forms
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
-from curate.lock import work_lock
 from curate.store import Workspace
 from scoring import ENGINE_VERSION
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.models import DTYPES, check_device, load, placement, resolve
 from scoring.reference import self_check
-from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
+from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
+                           write_scores)
 
 
 def tokenizer_hash(tokenizer) -> str:
@@ -238,7 +238,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
     # (curate.lock) until it returns.
     Workspace.open(root).close()
     ref = resolve(model)
-    lock = work_lock(root, f"score {label or model}", command="score") if rank == 0 else nullcontext()
+    lock = label_lock(root, label or model, command="score") if rank == 0 else nullcontext()
     if rank == 0:
         open_scores(root).close()
         lock.__enter__()

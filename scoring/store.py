@@ -140,6 +140,13 @@ def _short(digest) -> str:
     return text[:19] + "..." if text.startswith("sha256:") else text
 
 
+def label_lock(root, label: str, *, command: str):
+    """The lock every writer of ``label``'s scores holds (``curate score``, ``curate import-scores``):
+    two at once would mix their rows under one label."""
+    from curate.lock import work_lock
+    return work_lock(root, f"score {label}", command=command)
+
+
 def label_runs(ws: Workspace, label: str) -> pd.DataFrame:
     """The runs whose rows are stored under ``label``: one row per (mode, formulation, run) with
     its item count and the run's record (the columns of ``score_sources``, and the run's info)."""

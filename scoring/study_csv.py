@@ -18,8 +18,7 @@ import pandas as pd
 
 from curate.errors import CurateError, InputError
 from curate.items import sha256_text
-from curate.lock import work_lock
-from scoring.store import add_run, check_label, open_scores, write_scores
+from scoring.store import add_run, check_label, label_lock, open_scores, write_scores
 
 MODE_FOLDERS = {"full_prompt": "full", "zero_prompt": "zero", "placeholder_prompt": "placeholder"}
 VARIANT_PREFIXES = (("byte_mean_", "study_byte_mean"), ("sum_", "study_sum"))
@@ -139,20 +138,20 @@ def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: 
         grouped = group_files(directory)
         merged = {key: {column: (path, read_matrix(path, items)) for column, path in columns.items()}
                   for key, columns in grouped.items()}
-        summary = []
         # A label scored or imported by another process meanwhile would end up mixing both: hold
-        # each label's scoring lock (the one `curate score` takes) for the import.
+        # each label's lock (the one `curate score` takes) for the import.
         with contextlib.ExitStack() as held:
             for model in sorted({model for model, _ in merged}):
-                held.enter_context(work_lock(ws.root, f"score {model}", command="score or import-scores"))
-            _write(ws, merged, items, directory, summary, progress=progress, replace=replace)
-        return summary
+                held.enter_context(label_lock(ws.root, model, command="score or import-scores"))
+            return _write(ws, merged, items, directory, progress=progress, replace=replace)
     finally:
         ws.close()
 
 
-def _write(ws, merged: dict, items: list[dict], directory: Path, summary: list, *, progress, replace: bool) -> None:
-    """Store every (model, mode)'s files as one run each, in one transaction; add to ``summary``."""
+def _write(ws, merged: dict, items: list[dict], directory: Path, *, progress, replace: bool) -> list[dict]:
+    """Store every (model, mode)'s files as one run each, in one transaction; one summary dict
+    per (model, mode, column)."""
+    summary = []
     # Every row names one of the workspace's items and the run added just before it.
     with ws.transaction(foreign_keys=False):
         for (model, mode), columns in sorted(merged.items()):
@@ -176,6 +175,7 @@ def _write(ws, merged: dict, items: list[dict], directory: Path, summary: list, 
                                 "items": len(items)})
             if progress:
                 progress(model, mode)
+    return summary
 
 
 def _check_files(ws, model: str, mode: str, run: str, *, replace: bool) -> None:

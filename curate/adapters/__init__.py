@@ -32,6 +32,14 @@ def blank(text: str) -> bool:
     return not any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
 
 
+def option(text: str, field: str) -> str:
+    """``text`` as an option, or a FieldError naming ``field`` when it shows nothing (it would be
+    scored as the delimiter alone)."""
+    if blank(text):
+        raise FieldError(field, "option is empty" if not text else "option is blank (whitespace or invisible characters)")
+    return text
+
+
 def is_index_text(text: str) -> bool:
     """ASCII digits only: str.isdigit() also accepts '²' or '٣', which int() then refuses or reads."""
     return text.isascii() and text.isdigit()

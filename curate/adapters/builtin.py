@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from curate.adapters import FieldError, blank, is_index_text, require
+from curate.adapters import FieldError, blank, is_index_text, option, require
 from curate.formulations import LABELS
 from curate.items import PLACEHOLDER, letters_from, make_item, prompts_from
 
@@ -47,12 +47,8 @@ def _question(row: dict, field: str) -> str:
 
 
 def _option(row: dict, field: str) -> str:
-    """One option's text, as given; empty or blank is refused naming the source field (a blank
-    option would be scored as the delimiter alone)."""
-    text = require(row, field, str)
-    if blank(text):
-        raise FieldError(field, "option is empty" if not text else "option is blank (whitespace or invisible characters)")
-    return text
+    """One option's text, as given; empty or blank is refused naming the source field."""
+    return option(require(row, field, str), field)
 
 
 def _choice_list(row: dict, field: str = "choices") -> tuple[list[str], list[str]]:

@@ -12,7 +12,7 @@ import ast
 import json
 import string
 
-from curate.adapters import FieldError, blank, is_index_text
+from curate.adapters import FieldError, is_index_text, option
 
 ANSWER_FORMATS = ("auto", "index", "index1", "letter", "text")
 LETTERS = string.ascii_uppercase
@@ -62,9 +62,7 @@ def option_text(value, where: str) -> str:
                                 "how it was written (2.5 or 2.50) is lost; store the options as text")
     else:
         raise FieldError(where, f"expected text, got {type(value).__name__} {value!r:.60}")
-    if blank(text):
-        raise FieldError(where, "option is empty" if not text else "option is blank (only invisible characters)")
-    return text
+    return option(text, where)
 
 
 def match_label(value, labels: list[str], where: str) -> int:
