@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 PIP_VERSION := 26.3
 
-.PHONY: install browser test test-slow demo clean lock
+.PHONY: install browser test test-slow demo clean lock schemas
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ demo: $(STAMP)
 	@echo "Review the removed items in your browser (keys: 1-9 answer, Enter save, j/k move):"
 	@echo "  $(VENV)/bin/curate review demo-out/workspace --decisions demo-out/decisions --queue removed --reviewer NAME"
 	@echo "  then open http://127.0.0.1:8000/"
+
+# Rewrite the schema files built from code: schemas/rules.schema.json from the condition kinds
+# (curate/filter/kinds/), the audit schema's benchmark list from the adapters (a test checks both).
+schemas: $(STAMP)
+	$(PY) -m curate.schema_files
 
 # Renew constraints.txt: resolve pyproject.toml's ranges afresh in a scratch venv and pin the result.
 # Run `make test` after it; commit constraints.txt only when the tests pass on the new versions.

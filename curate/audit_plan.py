@@ -116,34 +116,12 @@ class Need:
 
 
 def needs(rules: dict, default_formulation: str = "cloze") -> list[Need]:
-    """What the rules read; a score read in no named formulation is in ``default_formulation``."""
-    out: list[Need] = []
+    """What the rules read, as each condition kind declares it (``curate.filter.kinds``); a
+    score read in no named formulation is in ``default_formulation``."""
+    from curate.filter.conditions import needs as condition_needs
 
-    def walk(stage: str, cond: dict) -> None:
-        (kind, spec), = cond.items()
-        if kind in ("all", "any"):
-            for c in spec:
-                walk(stage, c)
-        elif kind == "not":
-            walk(stage, spec)
-        elif kind == "labels":
-            out.append(Need(stage, "annotation", (spec["annotator"], (1,))))
-        elif kind == "answer":
-            out.append(Need(stage, "annotation", (spec["annotator"], (2,))))
-        elif kind == "status":  # reads the rounds named (both by default); records in one of them will do
-            out.append(Need(stage, "annotation", (spec["annotator"], (spec["round"],) if "round" in spec else (1, 2))))
-        elif kind in ("correct", "rotated_correct"):
-            formulation = ALL_ROTATIONS if kind == "rotated_correct" else spec.get("formulation", default_formulation)
-            out.extend(Need(stage, "scores", (m, spec["mode"], spec["normalization"], formulation))
-                       for m in spec["models"])
-        elif kind == "seeds_correct":
-            out.append(Need(stage, "generations", (spec["model"], spec["mode"])))
-        elif kind in ("length_spread", "gold_longest") and spec["unit"] == "tokens":
-            out.append(Need(stage, "tokenizer", (spec["tokenizer"],)))
-
-    for stage in rules["stages"]:
-        walk(stage["name"], stage["when"])
-    return out
+    return [Need(stage["name"], kind, what) for stage in rules["stages"]
+            for kind, what in condition_needs(stage["when"], default_formulation=default_formulation)]
 
 
 # --- models and tokenizers that must be found -------------------------------------------------

@@ -22,7 +22,11 @@ def load(name: str) -> dict:
 
 @cache
 def validator(name: str) -> jsonschema.protocols.Validator:
-    schema = load(name)
+    return compiled(load(name))
+
+
+def compiled(schema: dict) -> jsonschema.protocols.Validator:
+    """A validator of ``schema`` (a schema document, also one built in code: the rules')."""
     base = jsonschema.validators.validator_for(schema)
     base.check_schema(schema)
     # JSON Schema counts 1.0 as an integer; Python code does not (a limit of 3.0 fails in islice,
@@ -37,10 +41,15 @@ def errors(name: str, instance) -> list[str]:
 
     Each message starts with the JSON path of the offending value, e.g. ``options/2: ...``.
     """
+    return problems(validator(name), instance)
+
+
+def problems(checker: jsonschema.protocols.Validator, instance) -> list[str]:
+    """``errors`` against a compiled validator (``compiled``), most telling first."""
     # "Unevaluated properties" follows from any failed check in an allOf branch ("unit" is
     # unexpected because its value was wrong), and "not valid under any of the given schemas"
     # from any failed branch of a oneOf, so the errors that say what is wrong go first.
-    found = sorted(validator(name).iter_errors(instance),
+    found = sorted(checker.iter_errors(instance),
                    key=lambda e: (e.validator in ("unevaluatedProperties", "oneOf", "anyOf"),
                                   list(map(str, e.absolute_path))))
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
@@ -50,15 +59,9 @@ def read_checked(path, name: str, *, missing: str = "file not found") -> dict:
     """The JSON document in ``path``, checked against schema ``name``. Raises InputError naming
     the file, and the field at fault, when it is absent, not JSON, or does not fit the schema."""
     from curate.errors import InputError
+    from curate.reading import read_json
 
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(missing, path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}", path=str(path)) from None
-    except (UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"cannot be read: {exc}", path=str(path)) from None
+    document = read_json(path, f"a {name} file", missing=missing)  # bounded in size and depth
     problems = errors(name, document)
     if problems:
         field, _, message = problems[0].partition(": ")

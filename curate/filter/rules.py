@@ -1,5 +1,6 @@
-"""Rules files: UTF-8 YAML read safely (a key written twice is refused), checked against
-``schemas/rules.schema.json``, defaults applied.
+"""Rules files: UTF-8 YAML read safely (a key written twice is refused), checked against the
+rules schema (built from the condition kinds, ``curate.filter.kinds``; written out as
+``schemas/rules.schema.json``), defaults applied.
 
 A rules file is data, never code: conditions are mappings of a known kind (see the schema), so a
 rules file cannot run anything. Errors name the file and the path of the bad key
@@ -7,7 +8,6 @@ rules file cannot run anything. Errors name the file and the path of the bad key
 """
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import yaml
@@ -15,11 +15,10 @@ import yaml
 import schemas
 from curate import strict_yaml
 from curate.errors import InputError
+from curate.filter import conditions
+from curate.filter.kinds import rules_validator
 from curate.items import sha256_text
-
-#: Condition kinds that read an annotator's records, and those that may count tokens.
-ANNOTATION_KINDS = ("labels", "answer", "status")
-LENGTH_KINDS = ("length_spread", "gold_longest")
+from curate.reading import CONFIG_LIMIT, read_text
 
 
 def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str | None = None) -> dict:
@@ -30,16 +29,7 @@ def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str
     ``annotator``/``tokenizer`` override the file's ``defaults``.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read rules file: {exc.strerror}", path=str(path)) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise InputError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (save the file as UTF-8)",
-                         path=str(path)) from None
+    text = read_text(path, CONFIG_LIMIT, "a rules file")
     try:
         doc = strict_yaml.load(text)
     except strict_yaml.DuplicateKey as exc:
@@ -50,7 +40,7 @@ def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise InputError(f"not valid YAML{where}: {getattr(exc, 'problem', exc)}", path=str(path)) from None
-    problems = schemas.errors("rules", doc)
+    problems = schemas.problems(rules_validator(), doc)
     if problems:
         field, _, message = problems[0].partition(": ")
         raise InputError(message, path=str(path), field=field)
@@ -70,56 +60,11 @@ def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str
             "defaults": defaults, "text": text, "sha256": sha256_text(text), "path": str(path)}
 
 
+
 def _fill(cond: dict, defaults: dict, where: str, path: Path) -> dict:
-    """A copy of ``cond`` with the annotator/tokenizer defaults filled in where needed."""
-    (kind, spec), = cond.items()
-    if kind in ("all", "any"):
-        return {kind: [_fill(c, defaults, f"{where}/{kind}/{i}", path) for i, c in enumerate(spec)]}
-    if kind == "not":
-        return {kind: _fill(spec, defaults, f"{where}/not", path)}
-    spec = copy.deepcopy(spec)
-    if kind in ANNOTATION_KINDS:
-        spec.setdefault("annotator", defaults.get("annotator"))
-        if not spec["annotator"]:
-            raise InputError("no annotator named here and no defaults.annotator (or --annotator)",
-                             path=str(path), field=f"{where}/{kind}")
-    if kind in LENGTH_KINDS:
-        spec.setdefault("mode", "full")
-        if spec["unit"] == "tokens":
-            spec.setdefault("tokenizer", defaults.get("tokenizer"))
-            if not spec["tokenizer"]:
-                raise InputError("unit 'tokens' needs a tokenizer here, in defaults.tokenizer or --tokenizer",
-                                 path=str(path), field=f"{where}/{kind}")
-        elif "tokenizer" in spec:
-            raise InputError(f"a tokenizer only applies to unit 'tokens', not {spec['unit']!r}",
-                             path=str(path), field=f"{where}/{kind}/tokenizer")
-    if kind == "length_spread":
-        _check_spread_bounds(spec, path, f"{where}/{kind}")
-    if kind in ("correct", "seeds_correct"):
-        lo, hi = spec.get("at_least"), spec.get("at_most")
-        named = spec.get("models") or spec.get("seeds")
-        if lo is not None and named and lo > len(named):
-            what = "models" if kind == "correct" else "seeds"
-            raise InputError(f"at_least {lo} exceeds the {len(named)} {what} named",
-                             path=str(path), field=f"{where}/{kind}/at_least")
-        if lo is not None and hi is not None and lo > hi:
-            raise InputError(f"at_least {lo} is above at_most {hi}", path=str(path), field=f"{where}/{kind}")
-    return {kind: spec}
-
-
-def _check_spread_bounds(spec: dict, path: Path, where: str) -> None:
-    """Bounds that no spread can meet (NaN, infinite, contradictory, outside [0, 1]) would
-    silently match nothing; they are refused instead."""
-    import math
-    for key in ("gt", "ge", "lt", "le"):
-        if key in spec and not math.isfinite(spec[key]):
-            raise InputError(f"{key} {spec[key]} is not a finite number", path=str(path), field=f"{where}/{key}")
-    lower = max(((spec[k], k) for k in ("gt", "ge") if k in spec), default=(-math.inf, "ge"))
-    upper = min(((spec[k], k) for k in ("lt", "le") if k in spec), default=(math.inf, "le"))
-    strict = lower[1] == "gt" or upper[1] == "lt"
-    if lower[0] > upper[0] or (lower[0] == upper[0] and strict):
-        raise InputError(f"{lower[1]} {lower[0]} and {upper[1]} {upper[0]} leave no value between them",
-                         path=str(path), field=where)
-    if lower[0] > 1 or (lower[0] == 1 and lower[1] == "gt") or upper[0] < 0 or (upper[0] == 0 and upper[1] == "lt"):
-        raise InputError("a relative spread lies between 0 and 1; these bounds leave none of it",
-                         path=str(path), field=where)
+    """A copy of ``cond`` with the defaults filled in; a condition they cannot complete is
+    refused naming the file and the path of the key."""
+    try:
+        return conditions.fill(cond, defaults, where)
+    except conditions.FillError as exc:
+        raise InputError(str(exc), path=str(path), field=exc.field) from None

@@ -1,0 +1,21 @@
+"""gold_longest: the gold option is the longest of the item's options."""
+from __future__ import annotations
+
+import numpy as np
+
+from curate.filter import features
+from curate.filter.kinds._common import fill_length, length_needs, lengths
+
+SCHEMA = {
+    "description": "The gold option is the longest (ties count unless strict).",
+    "allOf": [{"$ref": "#/$defs/length_unit"}],
+    "unevaluatedProperties": False,
+    "properties": {"strict": {"type": "boolean"}},
+}
+
+fill = fill_length
+needs = length_needs
+
+
+def evaluate(spec: dict, inputs) -> np.ndarray:
+    return features.gold_is_longest(lengths(spec, inputs), inputs.gold, strict=spec.get("strict", False))

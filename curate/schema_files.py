@@ -1,0 +1,79 @@
+"""The schema files written from code, so editors and other tools can read them as files.
+
+- ``schemas/rules.schema.json``: the rules schema built from the condition kinds
+  (``curate.filter.kinds.rules_schema``; `curate filter` validates against that, not the file).
+- the built-in benchmark list of ``schemas/audit.schema.json`` (``benchmark.adapter``): the
+  adapters' registry (``curate.adapters.known``), the list `curate init --benchmark` offers.
+
+``python -m curate.schema_files`` (``make schemas``) rewrites what is stale; ``--check`` only
+names it (exit 1). A test fails while either file differs from the code.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from schemas import SCHEMA_DIR
+
+RULES, AUDIT = SCHEMA_DIR / "rules.schema.json", SCHEMA_DIR / "audit.schema.json"
+#: Lines up to this width keep a JSON object or list on one line.
+WIDTH = 118
+
+
+def expected() -> dict[Path, str]:
+    """Each generated file's text as the code makes it."""
+    from curate.adapters import known
+    from curate.filter.kinds import rules_schema
+
+    return {RULES: dump(rules_schema()) + "\n", AUDIT: with_benchmarks(AUDIT.read_text(encoding="utf-8"), known())}
+
+
+def dump(value, indent: int = 0) -> str:
+    """JSON with two-space indents, each object or list on one line when it fits in ``WIDTH``."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, (dict, list)) or not value or 2 * indent + len(flat) <= WIDTH:
+        return flat
+    pad, inner = "  " * indent, "  " * (indent + 1)
+    if isinstance(value, list):
+        parts = [inner + dump(v, indent + 1) for v in value]
+        return "[\n" + ",\n".join(parts) + "\n" + pad + "]"
+    parts = [f"{inner}{json.dumps(k)}: {dump(v, indent + 1)}" for k, v in value.items()]
+    return "{\n" + ",\n".join(parts) + "\n" + pad + "}"
+
+
+def with_benchmarks(text: str, names: list[str]) -> str:
+    """The audit schema's text with ``names`` as benchmark.adapter's enum, the rest of the
+    (hand-written) file exactly as it is."""
+    adapter = json.loads(text)["$defs"]["benchmark"]["properties"]["adapter"]
+    old = json.dumps(adapter["enum"])
+    if text.count(old) != 1:
+        raise SystemExit(f"{AUDIT}: benchmark.adapter's enum is not written as one line {old}")
+    return text.replace(old, json.dumps(list(names)))
+
+
+def stale() -> list[Path]:
+    """The generated files whose text is not what the code makes."""
+    return [path for path, text in expected().items() if path.read_text(encoding="utf-8") != text]
+
+
+def main(argv: list[str]) -> int:
+    if argv not in ([], ["--check"]):
+        print("usage: python -m curate.schema_files [--check]", file=sys.stderr)
+        return 2
+    found = stale()
+    if argv == ["--check"]:
+        for path in found:
+            print(f"{path}: stale; run `make schemas`")
+        return 1 if found else 0
+    from curate.atomic import write_text
+
+    texts = expected()
+    for path in found:
+        write_text(path, texts[path])
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
