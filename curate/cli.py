@@ -32,6 +32,10 @@ class Group(click.Group):
         except CurateError as exc:
             click.echo(f"error: {exc}", err=True)
         except (OSError, sqlite3.DatabaseError) as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.EROFS:  # e.g. a workspace's lock folder
+                click.echo(f"error: {exc.filename or 'a file'}: cannot be written: it is on a read-only file system "
+                           f"(commands that only read a workspace work there)", err=True)
+                sys.exit(2)
             if not disk_full(exc) and not isinstance(exc, sqlite3.DatabaseError):
                 raise
             if disk_full(exc):
@@ -235,6 +239,8 @@ from scoring.cli import score  # noqa: E402  (stage commands register themselves
 main.add_command(score)
 from generate.cli import generate  # noqa: E402
 main.add_command(generate)
+from curate.duplicates.cli import duplicates  # noqa: E402
+main.add_command(duplicates)
 from curate.export_cli import export  # noqa: E402
 main.add_command(export)
 from curate.review.cli import COMMANDS as _review_commands  # noqa: E402

@@ -45,6 +45,13 @@ def _generations(workspace: Path) -> list[dict]:
     return generation_records(workspace)
 
 
+@register("duplicates", "curate.duplicates.store")
+def _duplicates(workspace: Path) -> list[dict]:
+    from curate.duplicates.store import open_duplicates, records
+    with open_duplicates(workspace) as ws:
+        return records(ws)
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("kind", type=click.Choice(sorted([*EXPORTS, "review"]), case_sensitive=False), metavar="KIND")
@@ -58,7 +65,7 @@ def _generations(workspace: Path) -> list[dict]:
 @click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="review: a `curate filter --out` folder (for the removed queues).")
 def export(workspace, kind, out, fmt, queue, decisions):
-    """Export a table of WORKSPACE (KIND: scores, annotations, generations, or review: a review queue)."""
+    """Export a table of WORKSPACE (KIND: scores, annotations, generations, duplicates, or review: a review queue)."""
     from curate.exports import write_records
 
     if kind == "review":

@@ -1,0 +1,84 @@
+"""Duplicate pairs in the workspace: the last search's result, replaced whole by the next one.
+
+One row per pair (``detect.Pair`` plus its cluster number); the search's settings, what it
+compared and the counts are kept in meta ``duplicates``, so a report can say what was searched.
+"""
+from __future__ import annotations
+
+from curate.duplicates.detect import Pair
+from curate.store import Workspace, now
+
+MIGRATIONS = [
+    ("duplicates-001-pairs", """
+        CREATE TABLE duplicate_pairs (
+            item_a              TEXT NOT NULL,
+            collection_a        TEXT NOT NULL,
+            item_b              TEXT NOT NULL,
+            collection_b        TEXT NOT NULL,
+            similarity          REAL NOT NULL,
+            question_similarity REAL NOT NULL,
+            options_similarity  REAL NOT NULL,
+            field               TEXT NOT NULL,    -- both | question
+            exact               INTEGER NOT NULL,
+            cluster             INTEGER,          -- connected component of the 'both' pairs; NULL for question-only
+            PRIMARY KEY (collection_a, item_a, collection_b, item_b)
+        );
+    """),
+]
+
+COLUMNS = ["item_a", "collection_a", "item_b", "collection_b", "similarity", "question_similarity",
+           "options_similarity", "field", "exact", "cluster"]
+
+
+def open_duplicates(root) -> Workspace:
+    ws = Workspace.open(root)
+    try:
+        ws.migrate(MIGRATIONS)
+    except BaseException:
+        ws.close()
+        raise
+    return ws
+
+
+def save(ws: Workspace, pairs: list[Pair], clusters: dict, info: dict) -> None:
+    """Replace the stored search with this one, in one transaction."""
+    rows = [(p.a, p.collection_a, p.b, p.collection_b, p.similarity, p.question_similarity, p.options_similarity,
+             p.field, int(p.exact), clusters.get((p.collection_a, p.a)) if p.field == "both" else None)
+            for p in pairs]
+    with ws.transaction() as conn:
+        conn.execute("DELETE FROM duplicate_pairs")
+        conn.executemany(f"INSERT INTO duplicate_pairs VALUES ({', '.join('?' * len(COLUMNS))})", rows)
+        ws.set_meta("duplicates", {**info, "pairs": len(rows), "created_at": now()})
+
+
+def records(ws: Workspace) -> list[dict]:
+    cur = ws.conn.execute(f"SELECT {', '.join(COLUMNS)} FROM duplicate_pairs "
+                          "ORDER BY similarity DESC, collection_a, item_a, collection_b, item_b")
+    return [dict(zip(COLUMNS, r)) | {"exact": bool(r[8])} for r in cur]
+
+
+def flagged(ws: Workspace, scopes: set[str], fields: set[str], min_similarity: float) -> dict[str, dict]:
+    """The workspace's items in a pair of these ``scopes`` (``within``: both items in the
+    workspace, ``split``: the other is in another split of its benchmark, ``cross``: in another
+    benchmark) and ``fields``: item id -> the closest such pair, for decisions and review."""
+    out: dict[str, dict] = {}
+    for r in records(ws):
+        if r["field"] not in fields or r["similarity"] < min_similarity:
+            continue
+        for mine, other, other_collection in ((r["item_a"], r["item_b"], r["collection_b"]),
+                                              (r["item_b"], r["item_a"], r["collection_a"])):
+            me = r["collection_a"] if mine == r["item_a"] else r["collection_b"]
+            if me != "workspace" or scope_of(r) not in scopes:
+                continue
+            if mine not in out or r["similarity"] > out[mine]["similarity"]:
+                out[mine] = {"other": other, "collection": other_collection, "similarity": r["similarity"],
+                             "field": r["field"], "scope": scope_of(r)}
+    return out
+
+
+def scope_of(record: dict) -> str:
+    collections = {record["collection_a"], record["collection_b"]}
+    if collections == {"workspace"}:
+        return "within"
+    other = (collections - {"workspace"}).pop() if "workspace" in collections else record["collection_a"]
+    return "split" if other.startswith("split:") else "cross"
