@@ -7,6 +7,8 @@ comparisons is corrected with Holm and Bonferroni side by side.
 """
 from __future__ import annotations
 
+import decimal
+
 import numpy as np
 import pandas as pd
 from scipy import optimize
@@ -21,8 +23,11 @@ INTERVAL = "wilson"
 
 
 def level(alpha: float) -> str:
-    """The confidence level of intervals at ``alpha``, as the report states it ("95%")."""
-    return f"{100 * (1 - alpha):g}%"
+    """The confidence level of intervals at ``alpha``, as the report states it ("95%"), exact
+    for any 0 < alpha < 1: decimal arithmetic on alpha as typed, so 0.07 reads 93% (not
+    93.00000000000001%) and 1e-9 reads 99.9999999% (six significant digits said 100%)."""
+    with decimal.localcontext(prec=400):  # enough digits for 1 - the smallest float
+        return f"{((1 - decimal.Decimal(repr(alpha))) * 100).normalize():f}%"
 
 
 def wilson(correct: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
@@ -175,12 +180,29 @@ def mdd_independent(n: int, baseline: float, *, alpha: float = 0.05, power: floa
 
     None when no gain is detectable: even an accuracy of 1 is less than the effect needed (a
     high baseline, or few items). Returning 1 - baseline there would claim a detectable gain.
+    0 when ``alpha >= power`` (see ``smallest_detectable``).
     """
-    h = NormalIndPower().solve_power(effect_size=None, nobs1=n, alpha=alpha, power=power, ratio=1.0)
-    target = np.arcsin(np.sqrt(baseline)) + h / 2
-    if target > np.pi / 2:
+    start = np.arcsin(np.sqrt(baseline))
+    h = smallest_detectable(lambda h: NormalIndPower().power(h, nobs1=n, alpha=alpha, ratio=1.0),
+                            np.pi - 2 * start, power)  # the largest h: from baseline to an accuracy of 1
+    if h is None or h == 0:  # 0 exactly, not sin(arcsin(x)) ** 2 - x's rounding residue
+        return h
+    return float(np.sin(start + h / 2) ** 2 - baseline)
+
+
+def smallest_detectable(power_at, largest: float, power: float) -> float | None:
+    """The smallest effect in [0, ``largest``] at which ``power_at(effect)`` reaches ``power``
+    (None if even ``largest`` falls short).
+
+    A two-sided test rejects with probability alpha when there is no effect at all, so when
+    alpha >= power the answer is 0: any difference, none included, is "detected" that often.
+    Solving for a positive effect there has no root (statsmodels' solve_power and brentq raise).
+    """
+    if power_at(0.0) >= power:
+        return 0.0
+    if power_at(largest) < power:
         return None
-    return float(np.sin(target) ** 2 - baseline)
+    return float(optimize.brentq(lambda e: power_at(e) - power, 0.0, largest, xtol=1e-12))
 
 
 def paired_power(n: int, discordant: float, difference: float, *, alpha: float = 0.05) -> float:
@@ -188,14 +210,17 @@ def paired_power(n: int, discordant: float, difference: float, *, alpha: float =
     of items is right under exactly one condition and the accuracies differ by ``difference``.
 
     Connor (1987): per item the paired difference has variance ``discordant`` under the null
-    and ``discordant - difference**2`` under the alternative, so
-    power = Phi((sqrt(n) |d| - z_{1-alpha/2} sqrt(psi)) / sqrt(psi - d**2)).
+    and ``discordant - difference**2`` under the alternative, so with s = sqrt(psi - d**2)
+    power = Phi((sqrt(n) |d| - z sqrt(psi)) / s) + Phi((-sqrt(n) |d| - z sqrt(psi)) / s), z = z_{1-alpha/2}.
+    Connor drops the second term (rejecting in the wrong direction), negligible at the usual
+    alpha; kept here, the power at d = 0 is alpha, as it must be, for any alpha up to 1.
     """
     d, psi = abs(difference), discordant
     spread = np.sqrt(max(psi - d * d, 0.0))
+    shift, critical = np.sqrt(n) * d, sps.norm.ppf(1 - alpha / 2) * np.sqrt(psi)
     if spread == 0:
-        return 1.0 if np.sqrt(n) * d > sps.norm.ppf(1 - alpha / 2) * np.sqrt(psi) else 0.0
-    return float(sps.norm.cdf((np.sqrt(n) * d - sps.norm.ppf(1 - alpha / 2) * np.sqrt(psi)) / spread))
+        return 1.0 if shift > critical else 0.0
+    return float(sps.norm.cdf((shift - critical) / spread) + sps.norm.cdf((-shift - critical) / spread))
 
 
 def mdd_paired(n: int, discordant: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
@@ -205,14 +230,12 @@ def mdd_paired(n: int, discordant: float, *, alpha: float = 0.05, power: float =
     1987's sample-size formula inverted).
 
     NaN when no item is discordant (nothing to compare); None when no difference is detectable
-    (the accuracies can differ by at most ``discordant``, and even that falls short of ``power``).
+    (the accuracies can differ by at most ``discordant``, and even that falls short of ``power``);
+    0 when ``alpha >= power`` (see ``smallest_detectable``).
     """
     if discordant <= 0:
         return float("nan")
-    if paired_power(n, discordant, discordant, alpha=alpha) < power:
-        return None
-    return float(optimize.brentq(lambda d: paired_power(n, discordant, d, alpha=alpha) - power,
-                                 0.0, discordant, xtol=1e-12))
+    return smallest_detectable(lambda d: paired_power(n, discordant, d, alpha=alpha), discordant, power)
 
 
 def cohens_kappa(pred_a, pred_b, n_categories: int) -> float:
