@@ -95,17 +95,25 @@ def parse_letter(text, n: int, *, path, row, field) -> int:
     return ord(letter) - ord("A")
 
 
-def parse_round2(row: dict, n: int, *, path, index) -> dict:
+def parse_round2(row: dict, item: dict, *, path, index) -> dict:
+    """One round-2 answer. An option named both best and worst is refused: the study's protocol
+    asks for two different options, so such a row is a damaged file, not an answer (an LLM
+    reply that does it is kept and counted as ``best_is_worst``; a file is fixed at its source)."""
+    n = len(item["options"])
     equal = str(row["equally_good_options"]).strip()
     letters = [] if equal.lower() in ("none", "", "[]") else [x for x in re.split(r"[\s,;\[\]'\"]+", equal) if x]
     flag = str(row["all_implausible"]).strip().lower()
     if flag not in ("yes", "no", "true", "false"):
         raise InputError(f"{row['all_implausible']!r} is not Yes or No", path=path, row=index, field="all_implausible")
-    return {"best": parse_letter(row["best_option"], n, path=path, row=index, field="best_option"),
-            "equally_good": sorted({parse_letter(x, n, path=path, row=index, field="equally_good_options")
-                                    for x in letters}),
-            "all_implausible": flag in ("yes", "true"),
-            "worst": parse_letter(row["worst_option"], n, path=path, row=index, field="worst_option")}
+    result = {"best": parse_letter(row["best_option"], n, path=path, row=index, field="best_option"),
+              "equally_good": sorted({parse_letter(x, n, path=path, row=index, field="equally_good_options")
+                                      for x in letters}),
+              "all_implausible": flag in ("yes", "true"),
+              "worst": parse_letter(row["worst_option"], n, path=path, row=index, field="worst_option")}
+    if result["best"] == result["worst"]:
+        raise InputError(f"item {item['item_id']}: worst_option {row['worst_option']!r} is also its best_option; "
+                         "an option cannot be both the best and the worst", path=path, row=index, field="worst_option")
+    return result
 
 
 def study_records(items: list[dict], path, round: int, annotator: str, *, missing: str = "skip") -> list[dict]:
@@ -138,7 +146,7 @@ def study_records(items: list[dict], path, round: int, annotator: str, *, missin
         if round == 1:
             result = {"labels": parse_labels(row["quality_label"], path=str(path), row=index)}
         else:
-            result = parse_round2(row, len(item["options"]), path=str(path), index=index)
+            result = parse_round2(row, item, path=str(path), index=index)
         raw = json.dumps({k: str(v) for k, v in row.items()}, ensure_ascii=False)
         records.append(record(item, round, annotator, "valid", result, raw, source))
     if missing == "refused":

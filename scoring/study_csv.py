@@ -91,7 +91,16 @@ def imported(root_ws, directory: str | Path) -> bool:
 
 def read_matrix(path: Path, items: list[dict]) -> np.ndarray:
     """The file's values as a frame, checked against the workspace's items: one row per item,
-    one ``nll_j`` column per option, finite numbers only."""
+    one ``nll_j`` column per option, each a possible log-likelihood: finite and <= 0.
+
+    Every study file holds log-likelihoods despite the ``nll_`` name (the mean, the sum or the
+    per-byte mean over tokens; higher = more likely; the released files range from -519 to
+    -0.35). A token's log-probability from a log-softmax is <= 0 exactly, even in floating
+    point (the largest logit's term is exp(0) = 1, so the log of the sum is >= 0), and a sum or
+    mean of such terms stays <= 0; 0 itself is a probability of 1, possible. So a value above 0
+    is no log-likelihood: a file of negative log-likelihoods (signs flipped), or a corrupt
+    number such as 1e300, which would otherwise win every argmax. There is no lower bound short
+    of -inf: an option may be arbitrarily unlikely."""
     try:
         frame = pd.read_csv(path)
     except Exception as exc:
@@ -111,12 +120,20 @@ def read_matrix(path: Path, items: list[dict]) -> np.ndarray:
         raise InputError(f"has {len(cols)} option columns but items have {sorted(n_options)} options",
                          path=str(path))
     values = frame.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
+    _refuse_first(~np.isfinite(values), frame, path, "not a finite number: {}")
+    _refuse_first(values > 0, frame, path, "{} is above 0, which no log-likelihood is (a probability above 1); "
+                  "these files hold log-likelihoods (higher = more likely, <= 0), not negative log-likelihoods")
+    return values
+
+
+def _refuse_first(bad: np.ndarray, frame: pd.DataFrame, path: Path, message: str) -> None:
+    """One line naming the file, row and column of the first ``bad`` value, if any (text quoted,
+    a number as written: 1e+300, not np.float64(1e+300))."""
     if bad.any():
         row, col = next(zip(*bad.nonzero()))
-        raise InputError(f"not a finite number: {frame.iat[row, col]!r}", path=str(path), row=int(row),
-                         field=str(cols[col]))
-    return values
+        value = frame.iat[row, col]
+        raise InputError(message.format(repr(value) if isinstance(value, str) else value), path=str(path), row=int(row),
+                         field=str(frame.columns[col]))
 
 
 def import_study_csv(root_ws, directory: str | Path, *, progress=None, replace: bool = False) -> list[dict]:

@@ -174,3 +174,20 @@ def test_an_empty_export_has_its_columns(base_ws, tmp_path):
             assert f"wrote 0 {kind} rows" in run_cli("export", ws, kind, "--out", out).stdout
             frame = pd.read_csv(out) if ext == "csv" else pd.read_parquet(out)
             assert list(frame.columns) == list(columns) and frame.empty
+
+
+def test_import_refuses_an_option_named_both_best_and_worst(base_ws, tmp_path):
+    """Round 2 asks for two different options: a row naming one option best and worst is a
+    damaged file, refused in one line naming the file, row, item and field; nothing is stored
+    (`curate agreement --human` reads files the same way)."""
+    from conftest import one_line_error
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    frame = round2_frame()
+    frame.loc[6, "worst_option"] = frame.loc[6, "best_option"]  # C and C
+    frame.to_csv(tmp_path / "r2.csv", index=False)
+    proc = run_cli("import-annotations", ws, "--format", "study", "--round", "2", "--file", tmp_path / "r2.csv",
+                   check=False)
+    one_line_error(proc, "r2.csv, row 6, field 'worst_option'", "item hellaswag/validation/6",
+                   "'C' is also its best_option")
+    assert records(ws).empty

@@ -135,3 +135,25 @@ def test_an_import_refuses_a_label_being_scored(tmp_path):
     with open_scores(ws) as w:
         assert w.tables()["scores"] == 0
     run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s")
+
+
+def test_a_value_no_log_likelihood_can_have_is_refused(tmp_path):
+    """Study files hold log-likelihoods (<= 0; the released ones range from -519 to -0.35). A value
+    above 0 (1e300, or a file of negative log-likelihoods) is one line naming file, row and column,
+    and nothing is stored; 0 (a probability of 1) and a very unlikely -1e300 are kept as written."""
+    from conftest import one_line_error
+
+    ws = _three_items(tmp_path)
+    for bad, shown in (("1e300", "1e+300"), ("0.5", "0.5")):
+        _study_file(tmp_path / "s" / "zero_prompt", "org--m.csv", "nll_0,nll_1,nll_2,nll_3",
+                    ((-1, -2, -3, -4), (-1, -2, bad, -4), (-1, -2, -3, -4)))
+        proc = run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s", check=False)
+        one_line_error(proc, "org--m.csv, row 1, field 'nll_2'", f"{shown} is above 0", "not negative log-likelihoods")
+        with open_scores(ws) as w:
+            assert w.tables()["scores"] == 0
+    _study_file(tmp_path / "s" / "zero_prompt", "org--m.csv", "nll_0,nll_1,nll_2,nll_3",
+                ((-1, -2, -3, -4), (0, -2, "-1e300", -4), (-1, -2, -3, -4)))
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", tmp_path / "s")
+    with open_scores(ws) as w:
+        row = read_scores(w).query("row_index == 1")["seq_mean"].tolist()
+    assert row == [0.0, -2.0, -1e300, -4.0]
