@@ -36,10 +36,11 @@ from annotate import claude, prices
 from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
     open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
+from curate.clock import now
 from curate.errors import CurateError
 from curate.items import canonical_json, sha256_text
 from curate.lock import work_lock
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 BACKENDS = ("anthropic", "local")
 

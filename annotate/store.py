@@ -14,9 +14,10 @@ import json
 import pandas as pd
 
 import schemas
+from curate.clock import now
 from curate.errors import CurateError
 from curate.secrets import redact, redact_data
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 MIGRATIONS = [
     ("annotations-001-tables", """

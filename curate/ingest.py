@@ -7,11 +7,13 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import curate
-from curate.adapters import FieldError, default_formulation
+from curate.adapters import default_formulation
+from curate.adapters.fields import FieldError
+from curate.clock import now
 from curate.errors import InputError
 from curate.items import validation_errors
 from curate.sources import open_source, parse_copy_of
-from curate.store import check_new_workspace, create_workspace, now
+from curate.store import check_new_workspace, create_workspace
 
 
 def build_items(rows, adapter, *, split: str, where: str, limit: int | None = None) -> tuple[list[dict], list[dict]]:

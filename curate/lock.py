@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.atomic import check_writable, unwritable
+from curate.clock import now
 from curate.errors import CurateError
-from curate.store import now
 
 LOCK_DIR = ".locks"
 #: Folders this process holds with ``folder_lock`` (real path -> depth), for re-entry.

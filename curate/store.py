@@ -26,13 +26,14 @@ import shutil
 import sqlite3
 import time
 from contextlib import closing, contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import curate
 from curate.atomic import temp_folder
+from curate.clock import now
 from curate.errors import CurateError
+from curate.lock import claimed, remove_stale
 
 DB_NAME = "workspace.db"
 
@@ -59,10 +60,6 @@ MIGRATIONS = [
         CREATE INDEX items_content_hash ON items(content_hash);
     """),
 ]
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 #: How long a write waits for another process's transaction before SQLite gives up ("database is locked").
@@ -280,8 +277,6 @@ def create_workspace(root: str | os.PathLike, *, meta: dict, items: list[dict], 
     The temporary folder is named after this process and held while it is built, so what a
     ``kill -9`` leaves is removed by the next run (``remove_stale``).
     """
-    from curate.lock import claimed, remove_stale
-
     root = Path(root)
     check_new_workspace(root)
     target = Path(os.path.abspath(root))  # "." or "sub/.." name a folder, not a name to rename onto

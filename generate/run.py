@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
+from curate.clock import now
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
 from curate.lock import work_lock
-from curate.store import now
 from generate.parse import Parsed, parse_reply
 from generate.prompts import DEFAULT_TEMPLATE, load_template, render, shown_options, shuffle_order
 from generate.store import (add_ledger, add_run, done_keys, ledger_totals, open_generations, settings_label,

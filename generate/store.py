@@ -20,8 +20,9 @@ import pandas as pd
 
 from annotate import store as annotation_store
 from annotate.store import LEDGER_TOKENS
+from curate.clock import now
 from curate.secrets import redact, redact_data
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 STATUSES = ("strict", "lenient", "unparsed")
 

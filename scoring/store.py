@@ -22,9 +22,10 @@ import json
 
 import pandas as pd
 
+from curate.clock import now
 from curate.errors import CurateError
 from curate.secrets import redact_data
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 MIGRATIONS = [
     ("scores-001-tables", """

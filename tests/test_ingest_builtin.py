@@ -135,7 +135,7 @@ def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field
     the benchmark's own field (not the canonical item's 'options/1'), as MMLU and generic do."""
     import copy
 
-    from curate.adapters import FieldError
+    from curate.adapters.fields import FieldError
     from curate.sources import open_source
 
     data, split = data_file(name)
@@ -152,7 +152,7 @@ def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field
 def test_an_mmlu_answer_letter_beyond_the_options_is_named_as_given():
     import copy
 
-    from curate.adapters import FieldError
+    from curate.adapters.fields import FieldError
     from curate.sources import open_source
 
     data, split = data_file("mmlu")

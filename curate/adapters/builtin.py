@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from curate.adapters import FieldError, blank, is_index_text, option, require
+from curate.adapters.fields import FieldError, blank, is_index_text, option, require
 from curate.formulations import LABELS
 from curate.items import PLACEHOLDER, letters_from, make_item, prompts_from
 

@@ -12,7 +12,7 @@ import ast
 import json
 import string
 
-from curate.adapters import FieldError, is_index_text, option
+from curate.adapters.fields import FieldError, is_index_text, option
 
 ANSWER_FORMATS = ("auto", "index", "index1", "letter", "text")
 LETTERS = string.ascii_uppercase

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from curate.adapters import FieldError, blank
+from curate.adapters.fields import FieldError, blank
 from curate.adapters.cells import ANSWER_FORMATS, answer_index, match_label, option_text, parse_list
 from curate.formulations import FORMULATIONS
 from curate.items import letters_from, make_item, prompts_from

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from curate.adapters import FieldError, is_index_text, require
+from curate.adapters.fields import FieldError, is_index_text, require
 from curate.items import make_item, prompts_from
 
 _BRACKET_TAG = re.compile(r"\[.*?\]")

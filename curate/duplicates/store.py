@@ -5,8 +5,9 @@ compared and the counts are kept in meta ``duplicates``, so a report can say wha
 """
 from __future__ import annotations
 
+from curate.clock import now
 from curate.duplicates.detect import Pair
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 MIGRATIONS = [
     ("duplicates-001-pairs", """

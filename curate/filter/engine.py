@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 import curate
 from curate.atomic import atomic_path, check_writable, unwritable, write_text
+from curate.clock import now
 from curate.errors import CurateError, InputError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
@@ -20,7 +21,7 @@ from curate.filter.inputs import Inputs
 from curate.filter.rules import load_rules
 from curate.lock import folder_lock
 from curate.sources import file_sha256
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
 

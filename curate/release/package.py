@@ -17,6 +17,7 @@ import pandas as pd
 import curate
 import schemas
 from curate.atomic import write_text
+from curate.clock import now
 from curate.errors import CurateError, InputError
 from curate.filter.decisions import stage_table
 from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
@@ -25,7 +26,7 @@ from curate.items import sha256_text
 from curate.release.card import dataset_card, license_for
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
 from curate.sources import bytes_sha256, public_provenance
-from curate.store import Workspace, now
+from curate.store import Workspace
 
 
 def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
