@@ -48,6 +48,16 @@ class Request:
 
 
 @dataclass
+class Result:
+    """What scoring one ``Request`` gives (by the engine and by the plain reference alike): sum of
+    the prefix tokens' log-probs (from the second token on; 0 when not asked), and each
+    continuation's log-prob sum and whether it is the greedy continuation."""
+    prefix_sum: float
+    cont_sums: list[float]
+    cont_greedy: list[bool]
+
+
+@dataclass
 class Unit:
     """Everything scored for one (item, mode, formulation): requests plus how to assemble the
     results. ``options`` are the continuation texts (without the delimiter)."""

@@ -33,22 +33,13 @@ import numpy as np
 import torch
 
 from curate.errors import CurateError
-from scoring import layout, llama
-from scoring.encode import Request
-from scoring.logits import decoder_name, own_logits
+from scoring import layout, llama, reference
+from scoring.encode import Request, Result
+from scoring.logits import decoder_name, input_device, own_logits
 
 HEAD_LOGITS = 256 * 49152  # logits per head call (256 rows of a 49k vocabulary): fast, and ~50 MB
 REDUCE_ROWS = 8            # logit rows per softmax: 8 x vocabulary floats stay in a core's L2 cache
 RUNNERS = ("llama", "packed", "padded", "sequences")
-
-
-@dataclass
-class Result:
-    """Per request: sum of the prefix tokens' log-probs (from the second token on; 0 when not
-    asked), and each continuation's log-prob sum and whether it is the greedy continuation."""
-    prefix_sum: float
-    cont_sums: list[float]
-    cont_greedy: list[bool]
 
 
 @dataclass
@@ -102,13 +93,6 @@ def base_model(model):
     return getattr(model, decoder_name(model))
 
 
-def input_device(model) -> torch.device:
-    """Where input ids go: the embedding's device (CPU when accelerate keeps it offloaded; its
-    hooks move inputs to each layer)."""
-    device = model.get_input_embeddings().weight.device
-    return torch.device("cpu") if device.type == "meta" else device
-
-
 def dispatched(model) -> bool:
     """Whether accelerate placed the model over several devices (``device_map``)."""
     return bool(getattr(model, "hf_device_map", None)) and len(set(model.hf_device_map.values())) > 1
@@ -154,8 +138,6 @@ def runner_for(model) -> str:
     synthetic requests (decided once per model); a CurateError when none does."""
     if model in _CHOSEN:
         return _CHOSEN[model]
-    from scoring import reference
-
     requests = probe_requests(model.get_input_embeddings().num_embeddings)  # not every config has vocab_size
     try:
         expected = reference.score(model, requests)

@@ -10,6 +10,9 @@ for directly.
 
 ``scoring.llama_folder.LlamaWeights`` (our own load of a plain Llama) has no transformers
 ``forward``: its head is the projection alone, as in LlamaForCausalLM, so it is applied directly.
+
+``input_device`` and ``decoder_name`` say where a model's input ids go and where its decoder sits,
+for the engine and the plain reference (``scoring.reference``) alike.
 """
 from __future__ import annotations
 
@@ -52,6 +55,13 @@ class GivenStates(nn.Module):
 
     def forward(self, *args, **kwargs) -> DecoderOutput:
         return DecoderOutput(self.states)
+
+
+def input_device(model) -> torch.device:
+    """Where input ids go: the embedding's device (CPU when accelerate keeps it offloaded; its
+    hooks move inputs to each layer)."""
+    device = model.get_input_embeddings().weight.device
+    return torch.device("cpu") if device.type == "meta" else device
 
 
 def decoder_name(model) -> str:

@@ -1,9 +1,10 @@
 """The plain reference: each continuation scored alone by the model's own one-sequence forward.
 
 ``model(prefix + continuation, use_cache=False).logits``, log-softmax in float32, the continuation's tokens read
-off: no packing, no shared prefix, no block mask, no head of ours. The engine's numbers are checked
-against it by the probe that picks a runner (``scoring.engine.runner_for``) and by the self-check
-on every scoring run (``scoring.run``); tests check it against lm-evaluation-harness.
+off: no packing, no shared prefix, no block mask, no head of ours. It is the independent oracle and
+uses nothing of the engine it checks. The engine's numbers are checked against it by the probe that
+picks a runner (``scoring.engine.runner_for``) and by the self-check before a scoring run stores
+anything (``scoring.self_check``); tests check it against lm-evaluation-harness.
 
 ``TOLERANCE`` is how far the engine may be from it per predicted token, plus ``RELATIVE`` of the
 reference's own size. Float32 differs only by the order of additions; in bfloat16 and float16
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 import torch
 
+from scoring.encode import Result
+from scoring.logits import input_device
+
 TOLERANCE = {"float32": 2e-4, "bfloat16": 0.08, "float16": 0.03}  # nats per predicted token
 FLOOR = {"float32": 1e-3, "bfloat16": 0.3, "float16": 0.1}       # nats per continuation, at least
 RELATIVE = {"float32": 0.0, "bfloat16": 0.03, "float16": 0.005}   # of the reference's |log-probability|
@@ -23,9 +27,8 @@ RELATIVE = {"float32": 0.0, "bfloat16": 0.03, "float16": 0.005}   # of the refer
 
 @torch.inference_mode()
 def score(model, requests) -> list:
-    """``scoring.engine.Result`` for each request, from one plain forward per continuation."""
-    from scoring.engine import Result, input_device
-
+    """A ``Result`` for each request (a ``scoring.encode.Request``), from one plain forward per
+    continuation."""
     device, results = input_device(model), []
     for req in requests:
         p, sums, greedy, prefix_sum = len(req.prefix), [], [], 0.0
@@ -71,24 +74,3 @@ def worst_difference(requests, ours, theirs, dtype: str, names=None) -> str | No
 def largest_difference(ours, theirs) -> float:
     return max((abs(x - y) for a, b in zip(ours, theirs)
                 for x, y in zip([a.prefix_sum, *a.cont_sums], [b.prefix_sum, *b.cont_sums])), default=0.0)
-
-
-def self_check(model, units, dtype: str, *, pad_id: int, names) -> dict:
-    """Score ``units`` (a few, before a run stores anything) by the engine and by the plain
-    reference, and stop with a CurateError naming the architecture and both numbers when they
-    differ by more than the dtype's tolerance. Returns what the run records: items, largest
-    difference, tolerance, runner."""
-    from curate.errors import CurateError
-    from scoring.engine import architecture, runner_for, score_requests
-
-    requests = [r for u in units for r in u.requests]
-    labels = [f"{names(u)} request {k}" for u in units for k in range(len(u.requests))]
-    ours = score_requests(model, requests, pad_id=pad_id)
-    theirs = score(model, requests)
-    line = worst_difference(requests, ours, theirs, dtype, labels)
-    if line:
-        raise CurateError(f"self-check failed: {architecture(model)} in {dtype} through the {runner_for(model)} runner, "
-                          f"{line}; nothing was stored")
-    return {"items": len(units), "max_abs_diff": largest_difference(ours, theirs), "dtype": dtype,
-            "tolerance_per_token": TOLERANCE[dtype],
-            "tolerance_relative": RELATIVE[dtype], "runner": runner_for(model)}

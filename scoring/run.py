@@ -29,7 +29,7 @@ from scoring import ENGINE_VERSION
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.models import DTYPES, check_device, load, placement, resolve
-from scoring.reference import self_check
+from scoring.self_check import self_check
 from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
                            write_scores)
 
@@ -206,7 +206,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
 
     Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
     that fit one batch) are also scored by the model's own plain forward
-    (``scoring.reference.self_check``); a difference over the dtype's tolerance stops the run.
+    (``scoring.self_check``); a difference over the dtype's tolerance stops the run.
     ``device="auto"`` places the model over the visible GPUs (``max_memory``: where it may go,
     see ``scoring.models.parse_max_memory``). Returns a summary: items, options, computed and
     cached unit counts (one unit = one item in one mode and formulation), input tokens, seconds,
@@ -293,16 +293,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32
             planned = [u for b in plan for u in b]
             refuse_unscorable(lm, planned, items, limit_len)
             refuse_inexact(lm, planned, items)
-            # Only units within --batch-tokens: the plain forward holds a row's whole attention and
-            # logits, so a longer row would break the memory bound that option sets. When none fits,
-            # the run says so (``note``) rather than skipping the check without a word.
-            fitting = [u for u in planned if u.max_row <= batch_tokens]
-            checked = self_check(lm, fitting[:self_check_items],
-                                 dtype, pad_id=pad_id, names=lambda u: f"item {items[u.item_index]['item_id']} "
-                                 f"({u.mode}, {u.formulation})")
-            if self_check_items and not fitting:
-                checked["note"] = (f"not run: every row is longer than --batch-tokens {batch_tokens}, and the plain "
-                                   "forward it compares with would hold a whole row at once")
+            checked = self_check(lm, planned, dtype, items=self_check_items, batch_tokens=batch_tokens, pad_id=pad_id,
+                                 names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, {u.formulation})")
         # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
         # the label's scores and the others wait for it before they write.
         replaced = 0

@@ -1,0 +1,44 @@
+"""The self-check: before a scoring run stores anything, a few of its units are scored again by
+the model's own plain forward (``scoring.reference``), and the run stops when the two differ.
+
+The probe that picks a runner (``scoring.engine.runner_for``) uses short synthetic rows; this
+check uses the run's own rows, so what the probe cannot see (a sliding window shorter than the
+real rows, a long-context rotary rule) is caught before a wrong number is stored. Which units are
+checked is decided here: the first ``items`` of the plan (the longest rows) that fit within
+``--batch-tokens``, since the plain forward holds a whole row's attention and logits at once.
+"""
+from __future__ import annotations
+
+from curate.errors import CurateError
+from scoring import reference
+from scoring.engine import architecture, runner_for, score_requests
+
+
+def self_check(model, planned, dtype: str, *, items: int, batch_tokens: int, pad_id: int, names) -> dict:
+    """Check the first ``items`` units of ``planned`` that fit within ``batch_tokens`` (``names(unit)``
+    says which item a unit is, for the error). Returns what the run records; when ``items`` were
+    asked for and no unit fits, a ``note`` says the check was not run rather than skipping it
+    without a word."""
+    fitting = [u for u in planned if u.max_row <= batch_tokens]
+    checked = compare(model, fitting[:items], dtype, pad_id=pad_id, names=names)
+    if items and not fitting:
+        checked["note"] = (f"not run: every row is longer than --batch-tokens {batch_tokens}, and the plain "
+                           "forward it compares with would hold a whole row at once")
+    return checked
+
+
+def compare(model, units, dtype: str, *, pad_id: int, names) -> dict:
+    """Score ``units`` by the engine and by the plain reference, and stop with a CurateError naming
+    the architecture and both numbers when they differ by more than the dtype's tolerance.
+    Returns items, largest difference, dtype, tolerances and runner."""
+    requests = [r for u in units for r in u.requests]
+    labels = [f"{names(u)} request {k}" for u in units for k in range(len(u.requests))]
+    ours = score_requests(model, requests, pad_id=pad_id)
+    theirs = reference.score(model, requests)
+    line = reference.worst_difference(requests, ours, theirs, dtype, labels)
+    if line:
+        raise CurateError(f"self-check failed: {architecture(model)} in {dtype} through the {runner_for(model)} runner, "
+                          f"{line}; nothing was stored")
+    return {"items": len(units), "max_abs_diff": reference.largest_difference(ours, theirs), "dtype": dtype,
+            "tolerance_per_token": reference.TOLERANCE[dtype],
+            "tolerance_relative": reference.RELATIVE[dtype], "runner": runner_for(model)}
