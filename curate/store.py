@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import sqlite3
-import time
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -75,57 +74,89 @@ def connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
-def check_database_file(db: Path) -> None:
-    """Refuse, in one line, a database file that is empty, not SQLite, or shorter than its own
-    header says (truncated), before SQLite is let near it (it would recreate an empty file)."""
-    size = db.stat().st_size
-    if size == 0:
+def connect_read_only(db: Path) -> sqlite3.Connection:
+    """A connection that reads ``db`` and never writes (for a workspace on a read-only file system)."""
+    conn = sqlite3.connect(read_only_uri(db), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def check_database_file(db: Path) -> tuple[int, set[str]]:
+    """The workspace format and table names of database ``db``; refuses, in one line, a file
+    that is empty, not SQLite, or shorter than its header says (truncated).
+
+    The file is read through SQLite alone (read-only, so nothing is created or recreated): on
+    POSIX, closing any other descriptor of the file would drop every lock this process holds on
+    it, SQLite's included, and let another process write under a transaction this one has open.
+    Only a file SQLite has refused is opened directly, to say what is wrong with it."""
+    if db.stat().st_size == 0:  # stat opens no descriptor
         raise CurateError(f"{db}: the database file is empty (0 bytes): the workspace's data is gone; restore it "
                           f"from a copy, or create a new workspace with `curate init`")
-    with open(db, "rb") as fh:
-        header = fh.read(100)
-    if not header.startswith(SQLITE_HEADER):
-        raise CurateError(f"{db}: not a SQLite database (the file starts with {header[:16]!r}): not a benchcurate "
-                          f"workspace, or overwritten")
-    if len(header) < 100:
-        raise CurateError(f"{db}: truncated ({size} bytes, shorter than a SQLite header); restore it from a copy")
-    # Another process may be checkpointing this very moment (its header already counts pages it has
-    # not appended yet, and its WAL may be gone): only a shortfall that lasts is a truncated file.
-    deadline = time.monotonic() + TRUNCATION_GRACE_S
-    while (shortfall := _shortfall(db)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if shortfall:
-        size, expected = shortfall
-        raise CurateError(f"{db}: truncated ({size} bytes, its header says {expected}); restore it from a copy")
+    try:
+        with closing(sqlite3.connect(read_only_uri(db), uri=True)) as ro:
+            format_ = ro.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise CurateError(unreadable(db, exc)) from None
+    return format_, tables
 
 
-#: How long a database must stay shorter than its header says before it is called truncated.
-TRUNCATION_GRACE_S = 1.0
+def read_only_filesystem(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
-def _shortfall(db: Path) -> tuple[int, int] | None:
-    """(file size, size the header says) when the file is shorter than its header says, else None."""
-    with open(db, "rb") as fh:
-        header = fh.read(100)  # whole: the caller refused a shorter file
-        size = os.fstat(fh.fileno()).st_size
+def read_only_uri(db: Path) -> str:
+    """SQLite's read-only address of ``db``. On a read-only file system SQLite cannot make the
+    WAL index (``-shm``) it needs even to read, so the file is opened as immutable, which is exact
+    when there is no ``-wal`` file (all was checkpointed into the database when it was closed)."""
+    uri = f"{db.resolve().as_uri()}?mode=ro"
+    if read_only_filesystem(db.parent) and not db.with_name(db.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
+def unreadable(db: Path, exc: sqlite3.DatabaseError) -> str:
+    """Why SQLite could not read ``db``, in words. The header is read directly only when SQLite
+    found the file not a database or damaged (no lock of this process can matter on it then)."""
+    if getattr(exc, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        with open(db, "rb") as fh:
+            header = fh.read(100)
+            size = os.fstat(fh.fileno()).st_size
+        if not header.startswith(SQLITE_HEADER):
+            return (f"{db}: not a SQLite database (the file starts with {header[:16]!r}): not a benchcurate "
+                    f"workspace, or overwritten")
+        if len(header) < 100:
+            return f"{db}: truncated ({size} bytes, shorter than a SQLite header); restore it from a copy"
+        expected = _header_size(header)
+        if size < expected:
+            return f"{db}: truncated ({size} bytes, its header says {expected}); restore it from a copy"
+    if read_only_filesystem(db.parent):
+        return (f"{db}: cannot be read on this read-only file system ({exc}): SQLite needs to write its working "
+                f"files beside a database that has a {db.name}-wal file; open it once where it can be written")
+    return (f"{db}: the database cannot be read ({exc}): it is damaged (restore the workspace from a copy), or "
+            f"there is no room for SQLite's working files beside it")
+
+
+def _header_size(header: bytes) -> int:
+    """The database size a SQLite header states (0 when its page count is not valid)."""
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
     valid = header[24:28] == header[92:96]  # the page count is valid when the change counter matches it
-    try:  # a checkpoint may be half done: SQLite finishes it
-        pending = db.with_name(db.name + "-wal").stat().st_size > 0
-    except FileNotFoundError:  # no WAL, or the last connection has just removed it
-        pending = False
-    if valid and pages and not pending and size < pages * page_size:
-        return size, pages * page_size
-    return None
+    return int.from_bytes(header[28:32], "big") * page_size if valid else 0
 
 
 class Workspace:
-    """An open workspace. Use ``Workspace.open(dir)`` or ``create_workspace``."""
+    """An open workspace. Use ``Workspace.open(dir)`` or ``create_workspace``.
+
+    On a read-only file system it opens read-only: commands that read work, and a command that
+    would write is refused in one line when it first tries (``refuse_if_read_only``)."""
+
+    read_only = False
 
     def __init__(self, root: Path, conn: sqlite3.Connection):
         self.root, self.conn = root, conn
+        self._temp_migrations: set[str] = set()  # migrations applied to TEMP tables (read_only)
 
     @classmethod
     def open(cls, root: str | os.PathLike) -> "Workspace":
@@ -133,27 +164,23 @@ class Workspace:
         db = root / DB_NAME
         if not db.is_file():
             raise CurateError(f"{root}: not a benchcurate workspace (no {DB_NAME}); create one with `curate init`")
-        check_database_file(db)
-        try:  # read-only first: a database this toolkit must not use is left exactly as it was
-            with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as ro:
-                format_ = ro.execute("PRAGMA user_version").fetchone()[0]
-                tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as exc:
-            raise CurateError(f"{db}: the database cannot be read ({exc}): it is damaged (restore the workspace "
-                              f"from a copy), or there is no room for SQLite's working files beside it") from None
+        # read-only first: a database this toolkit must not use is left exactly as it was
+        format_, tables = check_database_file(db)
         if format_ > WORKSPACE_FORMAT:
             raise CurateError(f"{db}: workspace format {format_} was written by a newer benchcurate (this one reads "
                               f"up to format {WORKSPACE_FORMAT}, version {curate.__version__}); upgrade benchcurate")
         if not CORE_TABLES <= tables:
             raise CurateError(f"{db}: a SQLite database without the workspace tables "
                               f"({', '.join(sorted(CORE_TABLES - tables))} missing): not a benchcurate workspace")
-        conn = connect(db)
+        read_only = read_only_filesystem(db.parent)
+        conn = connect_read_only(db) if read_only else connect(db)
         ws = cls(root, conn)
+        ws.read_only = read_only
         try:
             ws.migrate(MIGRATIONS)
             for (key,) in conn.execute("SELECT key FROM meta"):  # every later read of meta can trust it
                 ws.meta(key)
-            if format_ == 0:
+            if format_ == 0 and not read_only:
                 conn.execute(f"PRAGMA user_version = {WORKSPACE_FORMAT}")
         except BaseException:
             conn.close()
@@ -182,16 +209,18 @@ class Workspace:
         ``foreign_keys=False`` skips SQLite's reference check on every row written, for bulk
         writes whose references hold by construction (rows made from the workspace's own items
         and a run added in the same transaction): on a million-row import it is 40% of the time."""
+        self.refuse_if_read_only("writes to the workspace")
         if not foreign_keys:
             self.conn.execute("PRAGMA foreign_keys=OFF")  # has no effect once a transaction is open
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:  # SQLite rolls back itself after some errors (a full disk)
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
         finally:
             if not foreign_keys:
                 self.conn.execute("PRAGMA foreign_keys=ON")
@@ -202,6 +231,8 @@ class Workspace:
         Safe when several processes open a fresh workspace at once: each migration's script
         first records its name, inside the write transaction, so a process that lost the race
         fails on that row before creating any table, rolls back and finds the migration done."""
+        if self.read_only:
+            return self._migrate_read_only(list(migrations))
         self.conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
         applied = []
@@ -225,6 +256,27 @@ class Workspace:
                 raise
             applied.append(name)
         return applied
+
+    def _migrate_read_only(self, migrations: list[tuple[str, str]]) -> list[str]:
+        """On a read-only file system, a stage never used in this workspace gets its tables, empty,
+        in this connection's TEMP schema (gone when it closes), so a command that reads finds no
+        rows there, as it would in a writable workspace. A stage stored by an older toolkit needs
+        its tables upgraded, which writes: refused."""
+        done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")} | self._temp_migrations
+        pending = [(name, sql) for name, sql in migrations if name not in done]
+        if len(pending) < len(migrations) and pending:
+            self.refuse_if_read_only(f"would upgrade tables an older benchcurate made (migration {pending[0][0]})")
+        self.conn.execute("PRAGMA temp_store = MEMORY")
+        for name, sql in pending:
+            self.conn.executescript(re.sub(r"\bCREATE\s+TABLE\b", "CREATE TEMP TABLE", sql, flags=re.IGNORECASE))
+            self._temp_migrations.add(name)
+        return [name for name, _ in pending]
+
+    def refuse_if_read_only(self, what: str) -> None:
+        """CurateError naming the read-only file system when this workspace was opened on one."""
+        if self.read_only:
+            raise CurateError(f"{self.root}: is on a read-only file system and this command {what}; commands that "
+                              f"only read work there: copy the workspace somewhere writable, or mount it read-write")
 
     # --- meta ------------------------------------------------------------------------------
 

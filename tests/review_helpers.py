@@ -1,14 +1,20 @@
 """A small real workspace for the review tests: the first HellaSwag rows, the study's released
 scores of three models in full and zero mode, round-1 labels from the local SmolLM2-135M
-annotator (a real LLM annotator that runs offline), and filter decisions."""
+annotator (a real LLM annotator that runs offline), and filter decisions; and a `curate review`
+process to drive."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
-from conftest import PAPER_SCORES
+from conftest import PAPER_SCORES, ROOT
 
 MODELS = ("EleutherAI--pythia-1b", "meta-llama--Llama-3.2-1B", "qwen-2.5-32b-instruct")
 LLM = "local:smollm2-135m"
@@ -71,3 +77,24 @@ def review_workspace(root: Path, n_items: int = 30, n_annotated: int = 8) -> tup
     (root / "rules.yaml").write_text(RULES)
     run_filter(root / "ws", root / "rules.yaml", root / "decisions")
     return root / "ws", root / "decisions"
+
+
+@contextmanager
+def review_server(root: Path, *args: str):
+    """A `curate review` process on any free port, stopped after the block: yields (port, the
+    page's review token)."""
+    proc = subprocess.Popen([sys.executable, "-m", "curate", "review", str(root), "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        line = ""
+        while "open http" not in line:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/", line).group(1))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            token = re.search(rb'name="review-token" content="([^"]+)"', page.read()).group(1).decode()
+        yield port, token
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -30,7 +30,7 @@ from curate.review.sections import ItemContext, item_sections, sections_html
 from curate.review.server import ReviewApp, make_server
 from curate.review.verdicts import LABEL_TEXT, annotator_name, reviewer_verdicts, save_verdict
 from headless import Browser, Tab, require_chromium
-from review_helpers import LLM, MODELS, one_torch_thread, review_workspace
+from review_helpers import LLM, MODELS, one_torch_thread, review_server, review_workspace
 
 
 @pytest.fixture(scope="module")
@@ -323,17 +323,7 @@ def test_two_reviewers_at_once_lose_nothing(ws_copy):
     """Two servers on one workspace (one a real `curate review` process), two reviewers posting
     every item at the same time; then one reviewer's stale edit is refused, not lost."""
     root, decisions = ws_copy
-    proc = subprocess.Popen([sys.executable, "-m", "curate", "review", str(root), "--port", "0", "--reviewer", "bob"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        url = ""
-        while "open http" not in url:
-            url = proc.stdout.readline()
-            assert url, proc.stderr.read()
-        port_b = int(re.search(r"127\.0\.0\.1:(\d+)/", url).group(1))
-        _, page = request(port_b, "GET", "/")
-        token_b = re.search(rb'name="review-token" content="([^"]+)"', page).group(1).decode()
+    with review_server(root, "--reviewer", "bob") as (port_b, token_b):
         with serving(root, reviewer="alice") as (app, port_a):
             items = app.data.items
             errors = []
@@ -354,9 +344,6 @@ def test_two_reviewers_at_once_lose_nothing(ws_copy):
             for t in threads:
                 t.join()
             assert errors == []
-    finally:
-        proc.terminate()
-        proc.wait(30)
     with open_annotations(root) as ws:
         for reviewer, labels in (("alice", LABELS), ("bob", LABELS[::-1])):
             got = reviewer_verdicts(ws, reviewer)

@@ -31,7 +31,11 @@ def review(workspace, queue, reviewer, port, decisions):
     """
     from curate.review.data import ReviewData
     from curate.review.server import ReviewApp, make_server
+    from curate.store import read_only_filesystem
 
+    if read_only_filesystem(workspace):  # verdicts could be read but never saved
+        raise CurateError(f"{workspace}: is on a read-only file system and `curate review` saves verdicts in the "
+                          f"workspace: copy it somewhere writable, or mount it read-write")
     data = ReviewData.load(workspace, decisions)
     app = ReviewApp(data, reviewer=reviewer, queue=queue or ("removed" if decisions else "all"))
     try:

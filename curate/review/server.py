@@ -120,7 +120,9 @@ class ReviewApp:
     def save(self, body: dict) -> dict:
         check_verdict(body)
         reviewer, item_id, round_ = body["reviewer"], body["item_id"], body["round"]
-        result, note, version = body["result"], body.get("note", ""), body.get("version")
+        # The version the page showed: a page that showed no verdict (0, null or no version) makes
+        # a first save, refused as stale once another tab or server has saved one.
+        result, note, version = body["result"], body.get("note", ""), body.get("version") or 0
         item = self.data.by_id.get(item_id)
         if item is None:
             raise ApiError(HTTPStatus.NOT_FOUND, f"no item {item_id!r} in this workspace")
