@@ -19,7 +19,7 @@ import krippendorff
 import numpy as np
 import pandas as pd
 from annotate.store import LABELS
-from curate.analyses.stats import cohens_kappa
+from curate.statistics import cohens_kappa
 
 ROUND2_FACETS = ("best", "worst", "gold_not_best", "any_equally_good", "all_implausible")
 
@@ -42,7 +42,7 @@ def facet_table(records: pd.DataFrame, golds: dict[str, int], round: int) -> pd.
 
 def cohen(a: np.ndarray, b: np.ndarray, categories: int) -> float:
     """Cohen's kappa; 0 when each annotator uses one category and they differ, NaN only when
-    both use one and the same category (see ``curate.analyses.stats.cohens_kappa``)."""
+    both use one and the same category (see ``curate.statistics.cohens_kappa``)."""
     return cohens_kappa(a, b, categories)
 
 

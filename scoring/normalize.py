@@ -1,4 +1,5 @@
-"""Option scores under each normalization, and the predictions they imply.
+"""Option scores under each normalization, the predictions they imply, and which normalization
+the analyses, the review and the filter use when none is named (``primary_normalization``).
 
 A normalization turns the stored columns of one option into one number, higher = more likely:
 
@@ -19,10 +20,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from curate.errors import CurateError
+
 NORMALIZATIONS = ("sum", "token", "char", "byte", "seq_mean", "study_sum", "study_byte_mean")
 
 #: The columns naming one set of predictions: which model, in which prompt mode and formulation.
 CONDITION = ["model", "mode", "formulation"]
+
+#: Which normalization drives agreement, the core and length analyses when none is named:
+#: the study's own score first, then lm-eval's acc_norm, then the rest.
+PREFERENCE = ("seq_mean", "char", "sum", "token", "byte", "study_sum", "study_byte_mean")
 
 
 def with_formulation(frame: pd.DataFrame) -> pd.DataFrame:
@@ -45,6 +52,49 @@ def option_values(scores: pd.DataFrame, normalization: str) -> pd.Series:
 def available(scores: pd.DataFrame) -> list[str]:
     """The normalizations every row of ``scores`` has a value for."""
     return [n for n in NORMALIZATIONS if len(scores) and option_values(scores, n).notna().all()]
+
+
+def groups_available(scores: pd.DataFrame) -> dict[tuple[str, str, str], list[str]]:
+    """The normalizations each (model, mode, formulation) has values for on every option."""
+    return {key: available(group) for key, group in with_formulation(scores).groupby(CONDITION, sort=True)}
+
+
+def primary_normalization(scores: pd.DataFrame, requested: str | None = None) -> str:
+    """The one normalization every (model, mode, formulation) in ``scores`` has (``requested``
+    if given)."""
+    groups = groups_available(scores)
+    if not groups:
+        raise CurateError("the workspace has no scores; import or score some first (curate import-scores)")
+    common = set.intersection(*(set(v) for v in groups.values()))
+    if requested is not None:
+        if requested not in NORMALIZATIONS:
+            raise CurateError(f"unknown normalization {requested!r}; known: {', '.join(NORMALIZATIONS)}")
+        lacking = _gaps(scores, requested)
+        if lacking:
+            raise CurateError(f"normalization {requested!r} is missing for {_listed(lacking)}")
+        return requested
+    for norm in PREFERENCE:
+        if norm in common:
+            return norm
+    closest = min((n for n in PREFERENCE if any(n in v for v in groups.values())),
+                  key=lambda n: len(_gaps(scores, n)), default=None)
+    hint = f"; {closest!r} comes closest, missing for {_listed(_gaps(scores, closest))}" if closest else ""
+    raise CurateError("no normalization has a value on every option of every (model, mode, formulation)" + hint +
+                      ". Score or import the missing values, or leave those models or modes out (--model, --mode)")
+
+
+def _gaps(scores: pd.DataFrame, norm: str) -> list[str]:
+    """'model/mode/formulation (k of n options)' for each condition lacking ``norm`` values."""
+    out = []
+    for key, group in with_formulation(scores).groupby(CONDITION, sort=True):
+        missing = int(option_values(group, norm).isna().sum())
+        if missing:
+            out.append(f"{'/'.join(key)} ({missing} of {len(group)} options)")
+    return out
+
+
+def _listed(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def predictions(scores: pd.DataFrame, normalization: str) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import pytest
 
 from curate.analyses import accuracy, agreement, core, length
 from curate.errors import CurateError
+from scoring import normalize
 
 
 def test_agreement_five_parts_by_hand():
@@ -130,14 +131,14 @@ def scores_frame():
 
 def test_primary_normalization_and_predictions():
     s = scores_frame()
-    assert accuracy.primary_normalization(s) == "seq_mean"
-    assert accuracy.primary_normalization(s[s["model"] == "a"]) == "seq_mean"
+    assert normalize.primary_normalization(s) == "seq_mean"
+    assert normalize.primary_normalization(s[s["model"] == "a"]) == "seq_mean"
     with pytest.raises(CurateError, match="'char' is missing for b/full"):
-        accuracy.primary_normalization(s, "char")
+        normalize.primary_normalization(s, "char")
     with pytest.raises(CurateError, match="unknown normalization"):
-        accuracy.primary_normalization(s, "median")
+        normalize.primary_normalization(s, "median")
     with pytest.raises(CurateError, match="no scores"):
-        accuracy.primary_normalization(s.iloc[0:0])
+        normalize.primary_normalization(s.iloc[0:0])
     gold = pd.Series({"i0": 0, "i1": 1})
     preds = accuracy.all_predictions(s, gold)
     assert sorted(set(zip(preds["model"], preds["normalization"]))) == [

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import SHARED, run_cli, save_tiny
 from curate.analyses import position
+from scoring import rotations
 
 BENCHMARKS = SHARED / "benchmarks"
 
@@ -58,7 +59,7 @@ def test_rotation_table_by_hand():
     [row] = position.rotation_table(preds, sizes).to_dict("records")
     assert row["accuracy_over_rotations"] == 0.5 and row["right_in_every_rotation"] == 0.0
     assert row["picked_letter_shares"] == [1.0, 0.0] and row["accuracy_original_order"] == 0.5
-    counts = position.item_rotation_counts(preds, sizes)
+    counts = rotations.item_rotation_counts(preds, sizes)
     assert counts["right"].tolist() == [1, 1] and counts["complete"].all()
 
 
@@ -95,7 +96,7 @@ def test_sciq_workspace_report_and_rotation_filter(tmp_path):
     assert metrics["comparisons"]["formulations"]["families"][0]["formulation_b"] == "letters"
     run_cli("filter", ws, "--rules", rules, "--out", tmp_path / "d")
     decisions = pd.read_parquet(tmp_path / "d" / "decisions.parquet")
-    counts = position.item_rotation_counts(_preds(ws), pd.Series({f"sciq/validation/{i}": 4 for i in range(8)}))
+    counts = rotations.item_rotation_counts(_preds(ws), pd.Series({f"sciq/validation/{i}": 4 for i in range(8)}))
     assert list(~decisions["kept"]) == list(counts["right"] / 4 <= 0.5)
     summary = json.loads((tmp_path / "d" / "summary.json").read_text())
     assert "letters+r3" in json.dumps(summary)

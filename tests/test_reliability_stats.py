@@ -22,6 +22,7 @@ from statsmodels.stats.proportion import proportion_effectsize
 
 from annotate.agreement import agreement, cohen, gwet_ac1
 from conftest import HELLASWAG, run_cli
+from curate import statistics
 from curate.analyses import stats
 
 Z_A, Z_B = sps.norm.ppf(0.975), sps.norm.ppf(0.8)
@@ -31,10 +32,10 @@ def test_kappa_is_zero_when_each_annotator_uses_one_different_category():
     a, b = np.zeros(12, int), np.ones(12, int)
     # po = 0 and pe = 1*0 + 0*1 = 0, so kappa = (0 - 0) / (1 - 0) = 0; sklearn says the same.
     assert cohen_kappa_score(a, b) == 0.0
-    assert stats.cohens_kappa(a, b, 2) == 0.0
+    assert statistics.cohens_kappa(a, b, 2) == 0.0
     assert cohen(a, b, 2) == 0.0
     # Undefined only when both use one and the same category (pe = 1): NaN, as sklearn gives.
-    assert math.isnan(stats.cohens_kappa(a, a, 2)) and math.isnan(cohen(a, a, 2))
+    assert math.isnan(statistics.cohens_kappa(a, a, 2)) and math.isnan(cohen(a, a, 2))
     with pytest.warns(UserWarning):
         assert math.isnan(cohen_kappa_score(a, a))
 

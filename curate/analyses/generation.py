@@ -133,7 +133,7 @@ def loglikelihood_agreement(gens: pd.DataFrame, ll: pd.DataFrame) -> pd.DataFram
 def all_implausible_accuracy(gens: pd.DataFrame, ll: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFrame:
     """The study's "All Bad" column: per annotator and condition, accuracy on the items the
     annotator called all implausible and on its other items, by generation (mean over seeds) and
-    by log-likelihood for the same model and mode. ``flags``: ``annotations.item_flags`` rows."""
+    by log-likelihood for the same model and mode. ``flags``: ``annotate.flags.item_flags`` rows."""
     flagged = flags[flags["measure"] == "all_implausible"]
     rows = []
     if flagged.empty:

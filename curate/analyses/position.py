@@ -11,8 +11,8 @@
   original order, mean accuracy over rotations, the share of items answered right in every
   rotation and in none, and which letters the model picks (against a uniform spread: in the
   rotations every letter holds the gold equally often, so a skew is the model's position bias).
-- ``item_rotation_counts``: per item, rotations scored and answered right (the filter's
-  ``rotated_correct`` condition).
+  Which rotation a prediction came from, and per item how many rotations were scored and answered
+  right, are in ``scoring.rotations`` (the filter's ``rotated_correct`` condition counts them too).
 """
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from curate.errors import CurateError
-from curate.formulations import parse
-from scoring.normalize import with_formulation
+from scoring.rotations import item_rotation_counts, rotated
 
 
 def uniformity(counts) -> dict:
@@ -58,34 +56,6 @@ def gold_positions(items: list[dict], alpha: float = 0.05) -> pd.DataFrame:
                          "skewed": bool(test["p"] < alpha)})
     return pd.DataFrame(rows, columns=["subset", "n_options", "n", "counts", "shares", "most_common",
                                        "most_common_share", "chi2", "dof", "p", "log10_p", "skewed"])
-
-
-def rotated(preds: pd.DataFrame, n_options: pd.Series) -> pd.DataFrame:
-    """The predictions of rotated letters formulations, with ``rotation``, ``n_options`` and
-    ``shown`` (the position of the picked option in the list the model saw)."""
-    preds = with_formulation(preds)
-    base = preds["formulation"].map(lambda f: _rotation(f))
-    out = preds[base.notna()].assign(rotation=base[base.notna()].astype(int))
-    out = out.assign(n_options=out["item_id"].map(n_options).astype(int))
-    return out.assign(shown=(out["pred"] + out["rotation"]) % out["n_options"])
-
-
-def _rotation(formulation: str):
-    try:
-        kind, k = parse(formulation)
-    except CurateError:  # an imported or unknown formulation: not a rotation
-        return None
-    return k if kind == "letters" else None
-
-
-def item_rotation_counts(preds: pd.DataFrame, n_options: pd.Series) -> pd.DataFrame:
-    """Per model x mode x normalization x item: rotations scored, rotations right, and whether
-    every rotation of the item was scored (``complete``)."""
-    r = rotated(preds, n_options)
-    keys = ["model", "mode", "normalization", "item_id"] if "normalization" in r else ["model", "mode", "item_id"]
-    out = r.groupby(keys, sort=True).agg(rotations=("rotation", "nunique"), right=("correct", "sum"),
-                                         n_options=("n_options", "first")).reset_index()
-    return out.assign(complete=out["rotations"] == out["n_options"])
 
 
 def rotation_table(preds: pd.DataFrame, n_options: pd.Series, alpha: float = 0.05) -> pd.DataFrame:

@@ -30,6 +30,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import curate
+from annotate.flags import item_flags
 from annotate.store import open_annotations, read_annotations
 from curate import formulations as forms
 from curate.analyses import (accuracy, agreement, annotations, comparisons, core, generation, length, outdir, plots,
@@ -42,6 +43,7 @@ from curate.items import MODES
 from curate.lock import folder_lock
 from generate.store import open_generations, read_generations
 from generate.store import read_runs as read_generation_runs
+from scoring import normalize
 from scoring.store import open_scores, read_runs, read_scores, require_one_source, score_sources
 
 SCHEMA_VERSION = 1
@@ -101,7 +103,7 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = None, models
                       length_units=("chars",), core_mode: str = "zero", core_threshold: int | None = 7,
                       alpha: float = 0.05, n_resamples: int = 2000, seed: int = 0) -> dict:
     """Run every analysis on the workspace at ``root``; write the report into ``out_dir``;
-    return the metrics. ``normalization`` (default: the first of ``accuracy.PREFERENCE`` all
+    return the metrics. ``normalization`` (default: the first of ``scoring.normalize.PREFERENCE`` all
     (model, mode) pairs have) drives agreement, core, length, annotation and comparison
     results; accuracy is given under every normalization available."""
     out = Path(out_dir)
@@ -152,7 +154,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     sources = require_one_source(score_sources(scores, runs))  # one source per label; names the runs read
 
     gold = pd.Series({it["item_id"]: it["gold"] for it in items})
-    norm = accuracy.primary_normalization(scores, normalization)
+    norm = normalize.primary_normalization(scores, normalization)
     present = set(scores["mode"].unique())
     mode_order = [m for m in MODES if m in present] + sorted(present - set(MODES))
     formulation_order, base_forms = _formulations(scores)
@@ -280,7 +282,7 @@ def _generation(gens, runs, preds, round1, round2, gold, out: Path, *, alpha, n_
                                                          alpha=alpha),
     }
     if not round2.empty:
-        flags = annotations.item_flags(round1.iloc[0:0], round2, gold)
+        flags = item_flags(round1.iloc[0:0], round2, gold)
         result["all_implausible"] = _records(generation.all_implausible_accuracy(gens, preds, flags))
     files = {"generation_seeds": plots.seed_accuracy(seed_acc, out / "generation_seeds.png",
                                                                  stats.level(alpha)).name,
@@ -367,7 +369,7 @@ def _length(items, gold, scores, preds_all, unit, out, suffix) -> tuple[dict, di
     spread_opt, spread_ctx = length.item_spread(opt, gold), length.item_spread(ctx, gold)
     # The study's rule: spread over the scored texts, "gold is longest" over the options alone.
     spread_ctx["gold_longest"] = spread_ctx["item_id"].map(spread_opt.set_index("item_id")["gold_longest"])
-    groups = accuracy.groups_available(scores)
+    groups = normalize.groups_available(scores)
     result = {
         "spread": {"option": length.spread_summary(spread_opt),
                    "context+option (full-mode context)": length.spread_summary(spread_ctx)},
@@ -395,7 +397,7 @@ def _length(items, gold, scores, preds_all, unit, out, suffix) -> tuple[dict, di
 def _annotations(round1, round2, gold, preds, scores, norm, alpha) -> dict:
     if round1.empty and round2.empty:
         return {"present": False}
-    flags = annotations.item_flags(round1, round2, gold)
+    flags = item_flags(round1, round2, gold)
     result = {"present": True, "normalization": norm,
               "rates": _records(annotations.label_rates(flags)),
               "error_overlap": _records(overlap := annotations.error_overlap(flags, preds)),

@@ -236,24 +236,3 @@ def mdd_paired(n: int, discordant: float, *, alpha: float = 0.05, power: float =
     if discordant <= 0:
         return float("nan")
     return smallest_detectable(lambda d: paired_power(n, discordant, d, alpha=alpha), discordant, power)
-
-
-def cohens_kappa(pred_a, pred_b, n_categories: int) -> float:
-    """Cohen's kappa of two raters' category codes (0..n_categories-1) over the same items,
-    by statsmodels from their contingency table.
-
-    Convention: kappa = (po - pe) / (1 - pe) wherever pe < 1, so two raters who each use one
-    category, different ones, get 0 (po = pe = 0; sklearn's cohen_kappa_score agrees). Only
-    when both put every item in one and the same category is pe = 1 and kappa undefined: NaN.
-    """
-    from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
-
-    table = np.zeros((n_categories, n_categories))
-    np.add.at(table, (np.asarray(pred_a, int), np.asarray(pred_b, int)), 1)
-    n = table.sum()
-    if n == 0:
-        return float("nan")
-    chance = float((table.sum(0) / n) @ (table.sum(1) / n))
-    if chance >= 1 - 1e-12:
-        return float("nan")
-    return float(sm_kappa(table, return_results=False))

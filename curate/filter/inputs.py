@@ -92,8 +92,8 @@ class Inputs:
         """Per item (in row order): how many (model, rotation) pairs pick the gold option, and how
         many there are, over every cyclic rotation of the lettered list; every model must have
         every rotation of every item."""
-        from curate.analyses.position import item_rotation_counts
         from curate.formulations import rotations
+        from scoring.rotations import item_rotation_counts
 
         right, total = np.zeros(len(self.item_ids)), np.zeros(len(self.item_ids))
         sizes = pd.Series({it["item_id"]: len(it["options"]) for it in self.items})

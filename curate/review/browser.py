@@ -37,7 +37,7 @@ box.addEventListener('input', () => {
 def flag_reasons(round1: pd.DataFrame, round2: pd.DataFrame, gold: pd.Series) -> dict[str, list[str]]:
     """item_id -> "annotator: measure" for every flag any annotator raised (problem labels,
     round-2 flags, refusals), in row order of the records."""
-    from curate.analyses.annotations import item_flags
+    from annotate.flags import item_flags
 
     flags = item_flags(round1, round2, gold)
     flags = flags[flags["flagged"] & (flags["measure"] != "high_quality")]

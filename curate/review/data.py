@@ -110,8 +110,8 @@ class ReviewData:
     @cached_property
     def normalization(self) -> str | None:
         """The normalization the report uses for predictions (None without scores)."""
-        from curate.analyses.accuracy import primary_normalization
         from curate.errors import CurateError
+        from scoring.normalize import primary_normalization
 
         if self.scores.empty:
             return None
