@@ -30,11 +30,11 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except CurateError as exc:
-            click.echo(f"error: {exc}", err=True)
+            _error(str(exc))
         except (OSError, sqlite3.DatabaseError) as exc:
             if isinstance(exc, OSError) and exc.errno == errno.EROFS:  # e.g. a workspace's lock folder
-                click.echo(f"error: {exc.filename or 'a file'}: cannot be written: it is on a read-only file system "
-                           f"(commands that only read a workspace work there)", err=True)
+                _error(f"{exc.filename or 'a file'}: cannot be written: it is on a read-only file system "
+                       f"(commands that only read a workspace work there)")
                 sys.exit(2)
             if not disk_full(exc) and not isinstance(exc, sqlite3.DatabaseError):
                 raise
@@ -44,9 +44,21 @@ class Group(click.Group):
             else:
                 what = f"the workspace database failed ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')}: {exc}; " \
                        f"a full disk, a damaged file or a failing device)"
-            click.echo(f"error: {what}; the step that failed was rolled back and nothing is half-written "
-                       f"(work committed before it stays): fix the cause and run the command again", err=True)
+            _error(f"{what}; the step that failed was rolled back and nothing is half-written "
+                   f"(work committed before it stays): fix the cause and run the command again")
         sys.exit(2)
+
+
+def _error(message: str) -> None:
+    """Print ``error: message`` on a line of its own. A progress bar the failure left open (its
+    iterator still held by the traceback) has no line end yet, so the error would run on from
+    it, and the bar would redraw itself after the error at exit: close every open bar first
+    (``leave`` bars end their line showing where they stopped)."""
+    from tqdm import tqdm
+
+    for bar in list(tqdm._instances):  # tqdm's registry of open bars, every subclass's included
+        bar.close()
+    click.echo(f"error: {message}", err=True)
 
 
 def _exit_on_sigterm(signum, frame):
