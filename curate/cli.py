@@ -183,6 +183,9 @@ def info(workspace):
         where = src.get("path") or src.get("repo_id")
         pin = src.get("sha256") or src.get("resolved_revision") or src.get("revision") or "unpinned"
         click.echo(f"source      {where} [{pin}]")
+        if src.get("encoding"):  # as read: named with --encoding, or the one detected
+            encodings = src["encoding"] if isinstance(src["encoding"], list) else [src["encoding"]]
+            click.echo(f"encoding    {', '.join(encodings)}")
         if src.get("copy_of"):
             copy = src["copy_of"]
             click.echo(f"copy of     {copy['repo_id']}@{copy['revision'] or '(revision not recorded)'}")

@@ -1,9 +1,12 @@
 """Text data files as their authors wrote them: encoding, CSV delimiter, cells kept as text.
 
-- Encoding: the one given, else UTF-8 (a byte-order mark is dropped), else, for a file with no
-  UTF-8 multi-byte character at all (an 8-bit legacy file such as cp1252), charset-normalizer's
-  best reading among the common legacy encodings. A file that is UTF-8 but for a few bytes is refused with the line at fault rather
-  than guessed at, since any guess would garble its UTF-8 characters.
+- Encoding: the one given, else the one a byte-order mark names (UTF-8, UTF-16, UTF-32), else
+  UTF-8, else, for a file with no line of UTF-8 multi-byte text (an 8-bit legacy file such as
+  cp1252, or Shift-JIS), the one legacy encoding whose reading is unambiguous: several readings
+  that give different text (ISO-8859-2 and cp1250 share most Polish letters, a French file reads
+  as letters in cp1250 too) are refused, naming them and a word they disagree on, rather than
+  guessed between. A file that is UTF-8 but for some lines is refused with the lines at fault,
+  since any guess would garble its UTF-8 characters.
 - CSV delimiter: the one given, else the one candidate (, ; tab |) that splits every sampled
   record, header included, into the same number of fields (more than one). A header rarely
   holds a comma, so a semicolon file whose cells hold commas (list literals, prose) is still
@@ -14,23 +17,40 @@
 from __future__ import annotations
 
 import bz2
+import codecs
 import csv
+import functools
 import gzip
+import hashlib
 import io
 import lzma
 import re
+import unicodedata
 import zlib
+from collections import Counter
 from pathlib import Path
 
 from curate.errors import InputError
 
 DELIMITERS = (",", ";", "\t", "|")
 #: The 8-bit and East Asian legacy encodings a file may be in, most common first.
-LEGACY = ("cp1252", "latin_1", "iso8859_15", "cp1250", "cp1251", "cp1253", "cp1254", "cp1255", "cp1256", "cp1257",
-          "cp1258", "mac_roman", "koi8_r", "cp437", "cp850", "shift_jis", "cp932", "gb18030", "big5", "euc_kr",
+LEGACY = ("cp1252", "latin_1", "iso8859_15", "cp1250", "iso8859_2", "cp1251", "cp1253", "cp1254", "cp1255", "cp1256",
+          "cp1257", "cp1258", "mac_roman", "koi8_r", "cp437", "cp850", "shift_jis", "cp932", "gb18030", "big5", "euc_kr",
           "euc_jp")
 SAMPLE_RECORDS = 200
-_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+#: Byte-order marks, the longer first (UTF-32-LE's begins with UTF-16-LE's).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # no text holds these (a form feed it may)
+#: A word holding a byte above 127, cut at white space and at the punctuation !"#$%&'()*+,-./:;<=>?,
+#: which never falls inside a character of a LEGACY encoding (a trail byte is 0x40 or more, or a digit).
+_WORD = re.compile(rb"(?<![^\s!-/:-?])[^\s!-/:-?\x80-\xff]*+[\x80-\xff][^\s!-/:-?]*")
+_MULTI_BYTE = {"shift_jis", "cp932", "gb18030", "big5", "euc_kr", "euc_jp"}
+_ASCII_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_CJK = ("CJK", "HIRAGANA", "KATAKANA", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC")
+_MIXABLE = (frozenset(("LATIN", "CJK")), frozenset(("LATIN", "HANGUL")))  # scripts written together in one word
+_SYMBOL_LETTERS = "ªºµ"  # letters to Unicode, written as symbols after numbers (1º, 5µm)
+_IN_WORD = "’‘ʼ′‐‑‒–—·…"  # punctuation that typography puts inside words (you’ve, l·l)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -71,32 +91,189 @@ def _zstd_decompress(raw: bytes, path: Path) -> bytes:
 
 
 def decode(raw: bytes, where: str, encoding: str | None = None) -> tuple[str, str]:
-    """(text, encoding used) of ``raw``; an InputError naming ``where`` and the line at fault."""
+    """(text, encoding used) of ``raw``: the encoding named, else the one a byte-order mark
+    names, else UTF-8, else the one legacy encoding whose reading is unambiguous
+    (``plausible_readings``); an InputError naming ``where`` and the lines at fault otherwise."""
     if encoding:
-        try:
-            return raw.decode(encoding), encoding
-        except LookupError:
-            raise InputError(f"unknown encoding {encoding!r}", path=where, field="encoding") from None
-        except UnicodeDecodeError as exc:
-            line = raw.count(b"\n", 0, exc.start) + 1
-            raise InputError(f"line {line} is not valid {encoding} (byte {exc.start})", path=where) from None
+        return _decode_as(raw, where, encoding)
+    for bom, name in _BOMS:
+        if raw.startswith(bom):
+            return _decode_as(raw, where, name)
     try:
-        return raw.decode("utf-8-sig"), "utf-8"
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as exc:
+        error = exc
+    readings = plausible_readings(raw)
+    if _utf8_text_lines(raw) or not readings:  # UTF-8 but for some lines: a guess would garble the rest
+        raise InputError(not_utf8_message(raw, error, readings), path=where)
+    if len(readings) > 1:
+        line, word = _first_difference(raw, readings[:2])
+        shown = ", ".join(f"{r[0]} {word.decode(r[0])[:40]!r}" for r in readings)
+        raise InputError(f"is not UTF-8, and reads as text in {len(readings)} encodings that disagree (line {line}: "
+                         f"{shown}); name the right one with --encoding", path=where)
+    return raw.decode(readings[0][0]), codecs.lookup(readings[0][0]).name
+
+
+def _decode_as(raw: bytes, where: str, encoding: str) -> tuple[str, str]:
+    """``raw`` in ``encoding`` (a byte-order mark dropped), and the codec's own name for it."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        raise InputError(f"unknown encoding {encoding!r}", path=where, field="encoding") from None
+    try:
+        text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        if _UTF8_MULTIBYTE.search(raw):
-            raise InputError(f"line {line} is not valid UTF-8 (byte {exc.start}), though the rest of the file is; "
-                             "fix the file or name its encoding with --encoding", path=where) from None
-    from charset_normalizer import from_bytes
+        raise InputError(f"line {line} is not valid {encoding} (byte {exc.start})", path=where) from None
+    return text.removeprefix("\ufeff"), "utf-8" if name == "utf-8-sig" else name
 
-    # charset-normalizer ranks encodings by how garbled and how coherent the text reads; among
-    # equally good readings the more common legacy encoding wins (cp1252 before cp1250 or cp775).
-    matches = list(from_bytes(raw, cp_isolation=list(LEGACY)))
-    if not matches:
-        raise InputError("could not tell the file's encoding; name it with --encoding", path=where)
-    rank = {name: i for i, name in enumerate(LEGACY)}
-    best = min(matches, key=lambda m: (round(m.chaos, 3), -round(m.coherence, 3), rank.get(m.encoding, len(rank))))
-    return str(best), best.encoding
+
+def not_utf8_message(raw: bytes, error: UnicodeDecodeError, readings: list[list[str]] | None = None) -> str:
+    """What is wrong with ``raw`` as UTF-8, truly: the first bad line, how many others there are
+    and how many lines are UTF-8 text; and the legacy encodings it reads as text in, if any
+    (``readings``, when known)."""
+    lines = raw.split(b"\n")
+    bad = [i for i, line in enumerate(lines, start=1) if not _is_utf8(line)]
+    first = raw.count(b"\n", 0, error.start) + 1
+    if len(bad) == 1:
+        told = "though the rest of the file is"
+    else:
+        others = ", ".join(str(i) for i in bad[1:6]) + (", ..." if len(bad) > 6 else "")
+        good = len(_utf8_text_lines(raw))
+        told = (f"nor are {len(bad) - 1} other lines ({others})"
+                + (f"; {good} lines hold UTF-8 text" if good else "; the file is not UTF-8"))
+    readings = plausible_readings(raw) if readings is None else readings
+    hint = f" (it reads as text in {', '.join(r[0] for r in readings)})" if readings else ""
+    return (f"line {first} is not valid UTF-8 (byte {error.start}), {told}; fix the file, or name its "
+            f"encoding with --encoding{hint}")
+
+
+def _is_utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _utf8_text_lines(raw: bytes) -> list[bytes]:
+    """The lines of ``raw`` holding UTF-8 multi-byte characters: a legacy file seldom has one."""
+    return [line for line in raw.split(b"\n") if not line.isascii() and _is_utf8(line)]
+
+
+def plausible_readings(raw: bytes) -> list[list[str]]:
+    """The readings of ``raw`` that could be the right one, each as the LEGACY encodings that give
+    it. A reading is dropped when it decodes to control characters, when another reading is never
+    more garbled (``_garbled``) on the words where the two differ and sometimes less, and, among
+    those left, when charset-normalizer finds it messy (its own threshold: it tells readings in the
+    wrong script apart, not one Latin code page from another)."""
+    groups = _readings(raw)
+    if len(groups) < 2:
+        return groups
+    words = _sample_words(raw)
+    read = {g[0]: [w.decode(g[0], "replace") for w in words] for g in groups}
+    garbled = {g[0]: {i for i, word in enumerate(read[g[0]]) if _garbled(word)} for g in groups}
+
+    def beats(a: str, b: str) -> bool:
+        return bool(garbled[b] - garbled[a]) and not garbled[a] - garbled[b]
+
+    left = [g for g in groups if not any(beats(h[0], g[0]) for h in groups if h is not g)]
+    if len(left) > 1:
+        from charset_normalizer.md import mess_ratio
+
+        differ = [i for i in range(len(words)) if len({read[g[0]][i] for g in left}) > 1]
+        left = [g for g in left if mess_ratio(" ".join(read[g[0]][i] for i in differ)) < 0.2] or left
+    return left
+
+
+def _readings(raw: bytes) -> list[list[str]]:
+    """The LEGACY encodings that decode ``raw`` to text without control characters, grouped by the
+    text they give (most common encoding first). A one-byte encoding's reading is told by the
+    bytes above 127 that the file holds, so only the multi-byte ones decode the whole file."""
+    if _ASCII_CONTROL.search(raw):
+        return []
+    high = bytes(b for b in range(0x80, 0x100) if bytes((b,)) in raw)
+    groups: dict[object, list[str]] = {}
+    for name in LEGACY:
+        try:
+            text = raw.decode(name) if name in _MULTI_BYTE else high.decode(name)
+        except UnicodeDecodeError:
+            continue
+        if not _CONTROL.search(text):
+            key = hashlib.blake2b(text.encode("utf-8")).digest() if name in _MULTI_BYTE else text
+            groups.setdefault(key, []).append(name)
+    return list(groups.values())
+
+
+def _sample_words(raw: bytes, per_byte: int = 20) -> list[bytes]:
+    """Distinct words of ``raw`` holding bytes above 127, in file order, enough that every such
+    byte is in ``per_byte`` of them (or all it is in): where readings differ, they differ by
+    those bytes, so each difference is judged on as many words in a large file as in a small."""
+    seen: Counter = Counter()
+    met, words = set(), []
+    for word in _WORD.findall(raw):
+        if word in met:
+            continue
+        met.add(word)
+        high = {b for b in word if b > 0x7F}
+        if any(seen[b] < per_byte for b in high):
+            words.append(word)
+            seen.update(high)
+    return words
+
+
+def _first_difference(raw: bytes, groups: list[list[str]]) -> tuple[int, bytes]:
+    """The line and the first word of ``raw`` that ``groups`` do not all read alike."""
+    for match in _WORD.finditer(raw):
+        if len({match.group().decode(g[0], "replace") for g in groups}) > 1:
+            return raw.count(b"\n", 0, match.start()) + 1, match.group()
+    return 1, b""  # not reached: readings that differ differ on some byte above 127, so in some word
+
+
+def _garbled(word: str) -> bool:
+    """Whether ``word`` shows what a wrong code page makes of letters: a symbol between two
+    letters (gę¶l±), letters of two scripts run together (Schrцdinger), a capital after a small
+    letter (jaĽń), a letter or an accent glued to a number (25şC), an accent on no letter."""
+    before = previous = ""
+    last = ""
+    for ch in word:
+        kind = _kind(ch)
+        if kind == "accent":
+            if not _is_letter(previous):
+                return True
+            continue
+        if _is_letter(previous) and _is_letter(kind):
+            if previous != kind and frozenset((previous, kind)) not in _MIXABLE:
+                return True
+            if ch.isupper() and not ch.isascii() and last.islower():
+                return True
+        if previous == "digit" and _is_letter(kind) and not ch.isascii():
+            return True
+        if previous == "symbol" and _is_letter(before) and _is_letter(kind):
+            return True
+        before, previous, last = previous, kind, ch
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _kind(ch: str) -> str:
+    """A letter's script (``LATIN``, ``CYRILLIC``, ``CJK`` for Chinese characters and kana, ...),
+    or ``digit``, ``accent`` (a combining one), ``symbol`` (a non-ASCII symbol, number or
+    punctuation that does not belong inside a word), or "" (anything else)."""
+    name, category = unicodedata.name(ch, ""), unicodedata.category(ch)
+    if name.startswith(_CJK):
+        return "CJK" if category[0] in "LM" else ""
+    if category == "Mn":
+        return "accent" if name.startswith("COMBINING") else name.split()[0]
+    if ch.isalpha() and ch not in _SYMBOL_LETTERS and not name.startswith("MODIFIER LETTER"):
+        return name.split()[0]
+    if ch.isascii():
+        return "digit" if ch.isdigit() else ""
+    return "symbol" if category[0] in "SNPL" and ch not in _IN_WORD else ""
+
+
+def _is_letter(kind: str) -> bool:
+    return kind not in ("", "digit", "symbol", "accent")
 
 
 def sniff_delimiter(text: str, where: str) -> str:
