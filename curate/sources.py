@@ -10,9 +10,7 @@ line or row, and field.
 """
 from __future__ import annotations
 
-import codecs
 import hashlib
-import json
 import os
 import re
 from collections import Counter
@@ -166,9 +164,9 @@ def _open_local(path: Path, split: str, config: str | None = None, *, delimiter:
     if delimiter:
         raise InputError(f"--delimiter applies to CSV files, not {builder}", path=shown, field="delimiter")
     if builder == "json":
-        rows = [row for f in split_files for row in read_json(f, encoding)]
-        provenance["encoding"] = codecs.lookup(encoding or "utf-8").name  # read_json reads no other
-        return Source(rows, provenance)
+        if encoding:
+            provenance["encoding"] = encoding
+        return Source([row for f in split_files for row in read_json(f, encoding)], provenance)
     if encoding:
         raise InputError(f"--encoding applies to CSV and JSON files, not {builder}", path=shown, field="encoding")
     rows = _read_arrow_files(split_files, builder, shown)
@@ -313,7 +311,8 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
     and 1 taken for duplicates). Refused, naming the line or row and the field: bytes that
     are not UTF-8 (or ``encoding``), invalid JSON, a row that is not an object, a key written
     twice in one object, a string with a lone surrogate escape."""
-    from curate.textfiles import decode, not_utf8_message, read_bytes
+    from curate.reading import loads
+    from curate.textfiles import decode, read_bytes
 
     where, raw = str(path), read_bytes(path)
     if encoding:
@@ -322,32 +321,21 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise InputError(not_utf8_message(raw, exc), path=where) from None
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise InputError(f"line {line} is not valid UTF-8 (byte {exc.start}); if the file is in another "
+                             "encoding, name it with --encoding", path=where) from None
     if not text.strip():
         raise InputError("the file is empty", path=where)
     rows = []
     if text.lstrip().startswith("["):  # one JSON array document
-        try:
-            rows = json.loads(text, object_pairs_hook=_object)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-                             path=where) from None
-        except RecursionError:
-            raise InputError("nests values deeper than can be read", path=where) from None
+        rows = loads(text, where, object_pairs_hook=_object)
         lines = [None] * len(rows)
     else:  # JSON Lines: one object per line, blank lines skipped
         lines = []
         for lineno, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
-            try:
-                rows.append(json.loads(line, object_pairs_hook=_object))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"line {lineno} is not valid JSON: {exc.msg} at column {exc.colno}",
-                                 path=where, row=len(rows)) from None
-            except RecursionError:
-                raise InputError(f"line {lineno} nests values deeper than can be read", path=where,
-                                 row=len(rows)) from None
+            rows.append(loads(line, where, row=len(rows), line=lineno, object_pairs_hook=_object))
             lines.append(lineno)
     if not rows:
         raise InputError("the JSON array is empty: no rows", path=where)
