@@ -10,6 +10,7 @@ line or row, and field.
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import re
@@ -164,9 +165,9 @@ def _open_local(path: Path, split: str, config: str | None = None, *, delimiter:
     if delimiter:
         raise InputError(f"--delimiter applies to CSV files, not {builder}", path=shown, field="delimiter")
     if builder == "json":
-        if encoding:
-            provenance["encoding"] = encoding
-        return Source([row for f in split_files for row in read_json(f, encoding)], provenance)
+        rows = [row for f in split_files for row in read_json(f, encoding)]
+        provenance["encoding"] = codecs.lookup(encoding or "utf-8").name  # read_json reads no other
+        return Source(rows, provenance)
     if encoding:
         raise InputError(f"--encoding applies to CSV and JSON files, not {builder}", path=shown, field="encoding")
     rows = _read_arrow_files(split_files, builder, shown)
@@ -312,7 +313,7 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
     are not UTF-8 (or ``encoding``), invalid JSON, a row that is not an object, a key written
     twice in one object, a string with a lone surrogate escape."""
     from curate.reading import loads
-    from curate.textfiles import decode, read_bytes
+    from curate.textfiles import decode, not_utf8_message, read_bytes
 
     where, raw = str(path), read_bytes(path)
     if encoding:
@@ -321,9 +322,7 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            line = raw.count(b"\n", 0, exc.start) + 1
-            raise InputError(f"line {line} is not valid UTF-8 (byte {exc.start}); if the file is in another "
-                             "encoding, name it with --encoding", path=where) from None
+            raise InputError(not_utf8_message(raw, exc), path=where) from None
     if not text.strip():
         raise InputError("the file is empty", path=where)
     rows = []
