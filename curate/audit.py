@@ -22,6 +22,7 @@ from curate.audit_config import AuditConfig
 from curate.audit_plan import scoring_fit_problems
 from curate.errors import CurateError
 from curate.lock import folder_lock
+from curate.reading import read_json
 from curate.store import Workspace
 
 FINGERPRINT = ".audit-fingerprint"
@@ -197,7 +198,7 @@ def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
     stamp = fingerprint(state, {"stage": "filter", "rules": file_sha256(cfg.filter_rules), **cfg.filter_options})
     with folder_lock(cfg.filter_out, command="filter"):  # the output checked and stamped is this run's own
         if up_to_date(cfg.filter_out, "filter", stamp):
-            summary = json.loads((cfg.filter_out / "summary.json").read_text())
+            summary = read_json(cfg.filter_out / "summary.json", "a decisions summary")
             return Outcome("filter", "skipped", f"decisions up to date in {cfg.filter_out}", summary)
         summary = run_filter(cfg.workspace, cfg.filter_rules, cfg.filter_out, **cfg.filter_options)
         mark(cfg.filter_out, "filter", stamp)
@@ -216,8 +217,9 @@ def release_stage(cfg: AuditConfig) -> Outcome:
         target.check_new(r.name, r.version)
     except VersionExists:  # done if it holds exactly these decisions' items (other errors are raised)
         from curate.release import fetched
+        from curate.release.manifest import read_manifest
         with fetched(r.spec, r.name, r.version) as folder:
-            kept = set(json.loads((folder / "manifest.json").read_text())["kept"])
+            kept = set(read_manifest(folder)["kept"])
         decided = pd.read_parquet(cfg.filter_out / "decisions.parquet")
         if kept == set(decided.loc[decided["kept"], "item_id"]):
             return Outcome("release", "skipped", f"{r.name} {r.version} already released at {r.spec}")

@@ -23,6 +23,7 @@ import yaml
 import schemas
 from curate import strict_yaml
 from curate.errors import CurateError, InputError
+from curate.reading import CONFIG_LIMIT, read_text
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
 DEFAULT_CONFIG = Path(__file__).parent / "demo" / "audit.yaml"
@@ -135,7 +136,7 @@ def load_config(path: str | Path | None = None, *, cwd: str | Path | None = None
         more = f" (and {len(problems) - 1} more problem{'s' * (len(problems) > 2)})" if len(problems) > 1 else ""
         raise InputError(message + more, path=str(path), field=key)
     config = build(data, file=path.resolve(), cwd=Path(cwd) if cwd else Path.cwd())
-    clash = output_problems(config)
+    clash = stage_problems(config)
     if clash:
         raise InputError(clash[0][1], path=str(path), field=clash[0][0])
     if check_files:
@@ -148,12 +149,7 @@ def load_config(path: str | Path | None = None, *, cwd: str | Path | None = None
 
 def read_yaml(path: Path) -> dict:
     """The YAML mapping in ``path``; syntax errors and repeated keys are named with their line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("config file not found", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the config file: {exc}", path=str(path)) from None
+    text = read_text(path, CONFIG_LIMIT, "an audit config", missing="config file not found")
     try:
         data = strict_yaml.load(text)
     except strict_yaml.DuplicateKey as exc:
@@ -175,18 +171,31 @@ def config_problems(data: dict) -> list[tuple[str, str]]:
     return problems or _cross_key_problems(data)
 
 
+def stage_problems(config: AuditConfig) -> list[tuple[str, str]]:
+    """What a stage would refuse only after the stages before it were paid for, as (key,
+    message): output folders that clash or cannot take the output (``output_problems``), and a
+    release of a benchmark whose license is not known and not given."""
+    from curate.release.card import license_for
+
+    problems = output_problems(config)
+    benchmark = config.benchmark.make_adapter().name
+    if config.release and not license_for(benchmark, config.release.license):
+        problems.append(("release.license", f"missing: the license of benchmark {benchmark!r} is not known here, "
+                                            f"so the release needs one (a license id such as mit)"))
+    return problems
+
+
 def output_problems(config: AuditConfig) -> list[tuple[str, str]]:
-    """Folders the stages write that would collide, as (key, message): two stages writing one
-    folder, or a folder inside another stage's output (each refuses a folder holding what it did
-    not write, so the audit would stop half-way, or a release would land in the decisions); a
-    workspace path that is a file."""
-    folders = [("workspace", config.workspace), ("analyze.out", config.analyze_out), ("filter.out", config.filter_out)]
-    if config.release and config.release.target_kind != "hub":
-        folders.append((f"release.target.{config.release.target_kind}", config.release.target))
-    folders = [(key, p) for key, p in folders if p is not None]
+    """Folders the stages write that would collide or that a stage would refuse, as (key,
+    message). Every pair of output folders (workspace, analyze.out, filter.out, a local or git
+    release target) is compared: two stages writing one folder, or a folder inside another
+    stage's output, either way round (each refuses a folder holding what it did not write, so the
+    audit would stop half-way, or a release would land in the decisions); only a folder inside the
+    workspace's is allowed. Then each folder as its stage checks it before writing: a file where
+    a folder is expected (the path itself or a part of it), a folder holding something else
+    than that stage's earlier output, a release target that is no git work tree."""
+    folders = output_folders(config)
     problems = []
-    if config.workspace.exists() and not config.workspace.is_dir():
-        problems.append(("workspace", f"{config.workspace} is a file; name a folder for the workspace"))
     for i, (key, p) in enumerate(folders):
         for other, q in folders[:i]:
             if p == q:
@@ -195,14 +204,59 @@ def output_problems(config: AuditConfig) -> list[tuple[str, str]]:
                 problems.append((key, f"inside {other} ({q}), which that stage writes; give a folder outside it"))
             elif p in q.parents and key != "workspace":
                 problems.append((key, f"holds {other} ({q}), which that stage writes; give a folder outside it"))
+    for key, p in folders:
+        if (why := _refused_by_stage(config, key, p)) is not None:
+            problems.append((key, why))
     return problems
 
 
+def output_folders(config: AuditConfig) -> list[tuple[str, Path]]:
+    """(key, path) of every folder an audit writes (a Hub release writes none here)."""
+    folders = [("workspace", config.workspace), ("analyze.out", config.analyze_out), ("filter.out", config.filter_out)]
+    if config.release and config.release.target_kind != "hub":
+        folders.append((f"release.target.{config.release.target_kind}", config.release.target))
+    return [(key, p) for key, p in folders if p is not None]
+
+
+def _refused_by_stage(config: AuditConfig, key: str, folder: Path) -> str | None:
+    """What the stage writing ``folder`` would say when it came to write there (None: nothing),
+    with its command-line option named by the config key."""
+    from curate.analyses.outdir import check_report_dir
+    from curate.atomic import check_writable
+    from curate.filter.engine import check_out_dir
+    from curate.release.targets import VersionExists, parse_target
+    from curate.store import DB_NAME, check_new_workspace
+
+    try:
+        if key == "workspace" and folder.exists() and not folder.is_dir():
+            return f"{folder} is a file; name a folder for the workspace"
+        if key == "workspace":
+            if not (folder / DB_NAME).is_file():  # an existing workspace is resumed
+                check_new_workspace(folder)
+        elif key == "analyze.out":
+            check_report_dir(folder)
+        elif key == "filter.out":
+            check_out_dir(folder)
+        elif folder.exists() or config.release.target_kind == "local":  # a git target must exist: an input
+            r = config.release
+            try:
+                parse_target(r.spec).check_new(r.name, r.version)
+            except VersionExists:
+                pass  # the release stage checks that it holds these decisions' items
+        check_writable(folder)
+    except CurateError as exc:
+        return str(exc).replace("--out", key).replace("--to", key)
+    return None
+
+
 def missing_inputs(config: AuditConfig) -> list[tuple[str, Path]]:
-    """Input paths named by ``config`` that do not exist, as (key, path)."""
+    """Input paths named by ``config`` that do not exist, as (key, path); a git release target
+    is one (the repository is committed to, not made)."""
     imports = config.scoring.imports if config.scoring else ()
     wanted = [("benchmark.path", config.benchmark.path), ("filter.rules", config.filter_rules),
               *((f"scoring.imports[{i}].dir", imp.dir) for i, imp in enumerate(imports))]
+    if config.release and config.release.target_kind == "git":
+        wanted.append(("release.target.git", config.release.target))
     return [(key, p) for key, p in wanted if p is not None and not p.exists()]
 
 

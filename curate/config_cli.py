@@ -26,12 +26,13 @@ def check_config(config, no_files):
     if not problems:
         resolved = ac.build(data, file=path.resolve(), cwd=Path.cwd())
         missing = [(key, f"no such file or folder: {p}") for key, p in ac.missing_inputs(resolved)]
-        problems = [] if no_files else missing
+        # what `curate audit` refuses up front (outputs that clash, ...), then what it needs
+        problems = ac.stage_problems(resolved) + ([] if no_files else missing)
         if not missing:
-            problems = plan_problems(resolved)
+            problems += plan_problems(resolved)
             complete = not problems
         elif no_files:
-            problems = scoring_fit_problems(resolved)  # needs no input files
+            problems += scoring_fit_problems(resolved)  # needs no input files
     if problems:
         report(path, problems)
     click.echo(f"config     {path.resolve()}")

@@ -34,6 +34,7 @@ from typing import Iterator
 from curate.atomic import check_writable, unwritable
 from curate.clock import now
 from curate.errors import CurateError
+from curate.reading import loads
 
 LOCK_DIR = ".locks"
 #: Folders this process holds with ``folder_lock`` (real path -> depth), for re-entry.
@@ -106,10 +107,10 @@ def unclaimed(folder) -> bool:
 def holder(fd: int) -> str:
     """Who holds the lock, as far as its file says."""
     try:
-        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
-    except (OSError, ValueError):
+        info = loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}", "a lock file")
+    except (OSError, ValueError, CurateError):  # unreadable, not UTF-8, not JSON, nested too deep
         info = {}
-    if not info.get("pid"):
+    if not isinstance(info, dict) or not info.get("pid"):
         return "process unknown"
     return f"pid {info['pid']} on {info.get('host', '?')} since {info.get('since', '?')}"
 

@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 from curate.errors import CurateError
+from curate.reading import CONFIG_LIMIT, read_bounded
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 DEFAULT_TEMPLATE = "numbered"
@@ -46,7 +47,7 @@ def load_template(name: str) -> Template:
     path = TEMPLATE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise CurateError(f"unknown template {name!r}; known: {', '.join(template_names())}")
-    data = path.read_bytes()
+    data = read_bounded(path, CONFIG_LIMIT, "a prompt template")
     doc = yaml.safe_load(data)
     missing = [f for f in FIELDS if not isinstance(doc.get(f), str)]
     if missing:

@@ -15,7 +15,6 @@ that both loads give identical scores.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from curate.reading import read_json
 from scoring.llama import supports_config
 
 # LlamaConfig's defaults for the keys a config.json may leave out; the sizes must be present.
@@ -40,7 +40,7 @@ def read_config(folder: Path) -> SimpleNamespace | None:
     path = folder / "config.json"
     if not path.is_file():
         return None
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw = read_json(path, "a model's config.json")
     if raw.get("model_type") != "llama" or any(k not in raw for k in REQUIRED):
         return None
     config = {**DEFAULTS, **raw}
@@ -179,7 +179,7 @@ def checkpoint_files(folder: Path) -> list[Path] | None:
         return [single]
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        names = sorted(set(read_json(index, "a checkpoint index")["weight_map"].values()))
         return [folder / n for n in names]
     return None
 

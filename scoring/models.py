@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from curate.atomic import file_mode, temp_folder
 from curate.errors import CurateError
+from curate.reading import read_json
 from curate.sources import file_sha256
 
 BUILTINS = {
@@ -200,7 +200,7 @@ def load_tokenizer(ref: ModelRef):
     folder = Path(ref.path)
     settings = folder / "tokenizer_config.json"
     if ref.revision is None and settings.is_file() and (folder / "tokenizer.json").is_file():
-        if json.loads(settings.read_text(encoding="utf-8")).get("tokenizer_class") in FAST_TOKENIZER_CLASSES:
+        if read_json(settings, "a tokenizer's settings").get("tokenizer_class") in FAST_TOKENIZER_CLASSES:
             from transformers import PreTrainedTokenizerFast
             return PreTrainedTokenizerFast.from_pretrained(ref.path)
     from transformers import AutoTokenizer

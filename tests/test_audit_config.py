@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 
 import pytest
 import yaml
@@ -182,10 +183,11 @@ def test_bad_config_names_the_key(tmp_path, base, why, change, field, message):
 
 def test_release_targets_as_release_takes_them(tmp_path, base):
     specs = {}
-    for kind, value in (("local", "out/rel"), ("git", "../repo"), ("hub", "me/demo-clean")):
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)  # a git target must exist
+    for kind, value in (("local", "out/rel"), ("git", "repo"), ("hub", "me/demo-clean")):
         config = load_changed(tmp_path, base, _set("release", "target", {kind: value}))
         specs[kind] = config.release.spec
-    assert specs == {"local": str(tmp_path / "out" / "rel"), "git": f"git:{tmp_path.parent / 'repo'}",
+    assert specs == {"local": str(tmp_path / "out" / "rel"), "git": f"git:{tmp_path / 'repo'}",
                      "hub": "hf:me/demo-clean"}
     from curate.release.targets import GitTarget, HubTarget, LocalTarget, parse_target
     assert [type(parse_target(specs[k])) for k in ("local", "git", "hub")] == [LocalTarget, GitTarget, HubTarget]

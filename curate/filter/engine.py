@@ -20,6 +20,7 @@ from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
 from curate.filter.rules import load_rules
 from curate.lock import folder_lock
+from curate.reading import read_json
 from curate.sources import file_sha256
 from curate.store import Workspace
 
@@ -118,7 +119,7 @@ def _temp_file(name: str) -> bool:
 
 def _is_summary(path: Path) -> bool:
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = read_json(path, "a decisions summary")
+    except InputError:
         return False
     return isinstance(summary, dict) and {"rules", "stages", "workspace"} <= set(summary)

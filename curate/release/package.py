@@ -23,6 +23,7 @@ from curate.filter.decisions import stage_table
 from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
 from curate.filter.inputs import changed_inputs
 from curate.items import sha256_text
+from curate.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
 from curate.release.card import dataset_card, license_for
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
 from curate.sources import bytes_sha256, public_provenance
@@ -41,7 +42,7 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
         raise InputError(f"no {SUMMARY}: not a decisions folder (make one with `curate filter ... --out`)",
                          path=str(decisions_dir))
     try:
-        summary = json.loads(summary_bytes)
+        summary = loads(decode_utf8(summary_bytes, str(summary_path)), str(summary_path))
         names = [s["stage"] for s in summary["stages"]]
         recorded = [{k: s[k] for k in ("stage", "matched", "removed_here", "left")} for s in summary["stages"]]
         rules_sha, source = summary["rules"]["sha256"], summary["workspace"]["source"]
@@ -50,6 +51,9 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
         outputs = {name: summary["outputs"][name] for name in (DECISIONS, STAGES)}
         if not all(isinstance(d, str) for d in outputs.values()):
             raise TypeError("outputs must give the sha256 of each file")
+    except InputError as exc:  # not UTF-8, not JSON, or nested deeper than can be read
+        raise InputError(f"not a summary written by `curate filter` ({exc.detail}); run the filter again",
+                         path=str(summary_path)) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a summary written by `curate filter` ({type(exc).__name__}: {exc}); run the "
                          f"filter again", path=str(summary_path)) from None
@@ -80,13 +84,11 @@ def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:
 
 
 def _read(path: Path) -> bytes | None:
-    """The file's bytes; None when there is no such file."""
+    """The file's bytes, at most ``DOCUMENT_LIMIT``; None when there is no such file."""
     try:
-        return path.read_bytes()
+        return read_bounded(path, DOCUMENT_LIMIT, "a file of a decisions folder", missing=None)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise InputError(f"cannot be read: {exc.strerror or exc}", path=str(path)) from None
 
 
 def _check_decision_rows(decisions: pd.DataFrame, stages: list[str], path: Path) -> None:

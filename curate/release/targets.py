@@ -16,7 +16,6 @@ refused), publish a built release folder, and fetch a published version back int
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import shutil
@@ -27,8 +26,9 @@ from pathlib import Path
 from typing import Iterator
 
 from curate.atomic import check_writable, unwritable
-from curate.errors import CurateError
+from curate.errors import CurateError, InputError
 from curate.lock import claimed, folder_lock, remove_stale
+from curate.reading import read_json
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
 
@@ -144,9 +144,9 @@ class GitTarget:
             # Ours: a whole release folder (the copy lands by one rename, so there is no partial
             # one at this path) of this name and version, that no commit holds.
             try:
-                m = json.loads((self.repo / rel / MANIFEST).read_text(encoding="utf-8"))
+                m = read_json(self.repo / rel / MANIFEST, "a manifest file")
                 ours = (m.get("name"), m.get("version")) == (name, version) and not (self.repo / rel).is_symlink()
-            except (OSError, ValueError, AttributeError):
+            except (InputError, AttributeError):
                 ours = False
             tracked = self._out("ls-tree", "-r", "--name-only", "HEAD", "--", rel)
             return "leftover" if ours and not tracked else "other"
@@ -399,7 +399,7 @@ class HubTarget:
                 path = hf_hub_download(self.repo_id, MANIFEST, repo_type=self.repo_type, revision=parent, cache_dir=tmp)
             except EntryNotFoundError:
                 return []
-            return [MANIFEST, *json.loads(Path(path).read_text(encoding="utf-8"))["files"]]
+            return [MANIFEST, *read_json(path, "a manifest file")["files"]]
 
     def _drop_tag(self, tag: str) -> None:
         try:

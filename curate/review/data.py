@@ -6,7 +6,6 @@ output folders (decisions.parquet, summary.json) named on the command line.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from curate.errors import InputError
+from curate.reading import read_json
 from curate.store import Workspace
 
 
@@ -34,7 +34,7 @@ class Decisions:
         for f in files:
             if not f.is_file():
                 raise InputError(f"no {f.name} here (a `curate filter --out` folder holds one)", path=str(folder))
-        summary = json.loads(files[1].read_text(encoding="utf-8"))
+        summary = read_json(files[1], "a decisions summary")
         frame = pd.read_parquet(files[0]).set_index("item_id")
         return cls(folder.name, folder, summary["rules"]["name"], frame, summary["stages"],
                    (summary.get("workspace") or {}).get("source"))

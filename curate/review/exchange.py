@@ -37,6 +37,7 @@ from annotate.prompts import letters
 from annotate.store import LABELS, open_annotations, write_human_annotation
 from curate.atomic import check_writable, unwritable, write_text
 from curate.errors import CurateError, InputError
+from curate.reading import DOCUMENT_LIMIT, loads, read_json, read_text
 from curate.review import queues
 from curate.review.data import ReviewData, scorer_labels
 from curate.review.verdicts import LABEL_TEXT, VerdictError, annotator_name, verdict_record
@@ -282,17 +283,11 @@ def _answers(item: dict, got: dict, path: Path, row: int) -> list[tuple[int, dic
 
 
 def jsonl_verdicts(data: ReviewData, path: Path, reviewer: str | None):
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    lines = read_text(path, DOCUMENT_LIMIT, "a verdicts file").splitlines()
     for row, line in enumerate(lines):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"not JSON: {exc}", path=str(path), row=row) from None
+        obj = loads(line, str(path), row=row, line=row + 1)
         _check_shape(obj, JSONL_SHAPE, path, row)
         item = _item(data, obj.get("item_id"), obj.get("content_hash"), path, row)
         answers = _answers(item, obj, path, row)
@@ -310,10 +305,7 @@ def jsonl_verdicts(data: ReviewData, path: Path, reviewer: str | None):
 
 
 def argilla_verdicts(data: ReviewData, path: Path, users: dict):
-    try:
-        records = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read Argilla records: {exc}", path=str(path)) from None
+    records = read_json(path, "a file of Argilla records")
     if not isinstance(records, list):
         raise InputError("expected a JSON list of records (dataset.records.to_json)", path=str(path))
     for row, rec in enumerate(records):
