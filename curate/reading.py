@@ -37,7 +37,9 @@ MAX_DEPTH = 100
 
 
 def size_text(limit: int) -> str:
-    return f"{limit / MiB:g} MiB" if limit >= MiB else f"{limit / 1024:g} KiB"
+    if limit >= MiB:
+        return f"{limit / MiB:g} MiB"
+    return f"{limit / 1024:g} KiB" if limit >= 1024 else f"{limit} bytes"
 
 
 def read_bounded(path: str | os.PathLike, limit: int, what: str, *, missing: str | None = "no such file") -> bytes:

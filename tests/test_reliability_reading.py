@@ -149,6 +149,22 @@ def test_config_files_past_their_size_limit_are_refused_at_once(tmp_path):
         one_line_error(run_cli(command, big, check=False), "big.yaml: is larger than 1 MiB, the size limit of an audit config")
 
 
+def test_a_review_id_list_is_read_within_bounds(tmp_path, monkeypatch):
+    """`curate review --queue ids:FILE`: a file that is not UTF-8 (a traceback before) or over
+    the limit (lowered here) is one InputError naming it, read no further."""
+    from curate.errors import InputError
+    from curate.review import queues
+
+    latin = tmp_path / "ids.txt"
+    latin.write_bytes("caf\xe9/validation/1\n".encode("latin-1"))
+    with pytest.raises(InputError, match="ids.txt: not UTF-8 text: byte 0xe9 at line 1"):
+        queues.id_list(None, latin)
+    monkeypatch.setattr(queues, "DOCUMENT_LIMIT", 10, raising=False)
+    (tmp_path / "long.txt").write_text("x" * 11)
+    with pytest.raises(InputError, match="long.txt: is larger than 10 bytes, the size limit of a list of item ids"):
+        queues.id_list(None, tmp_path / "long.txt")
+
+
 # --- check-config refuses what audit would refuse -------------------------------------------
 
 @pytest.fixture

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from curate.errors import CurateError, InputError
+from curate.reading import DOCUMENT_LIMIT, read_text
 from curate.review.data import ReviewData, scorer_labels
 
 DEFAULT_SAMPLE, DEFAULT_STRONG = 50, 3
@@ -131,10 +132,7 @@ def sample(data: ReviewData, n: int, seed: int) -> list[str]:
 
 
 def id_list(data: ReviewData, path: Path) -> list[str]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    lines = read_text(path, DOCUMENT_LIMIT, "a list of item ids").splitlines()
     out, seen = [], set()
     for n, line in enumerate(lines, start=1):
         item_id = line.split("#", 1)[0].strip()
