@@ -33,18 +33,15 @@ def sha256_text(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: Optional item fields that change what is scored, so the content hash covers them when present.
-SCORED_EXTRAS = ("delimiter", "partial", "letters")
-
 #: What an item is scored as when it does not say: the cloze continuation follows one space.
 DEFAULT_DELIMITER = " "
 
 
 def content_hash(prompts: dict, options: list[str], gold: int, extras: dict | None = None) -> str:
     """Hash of exactly what is scored and annotated. Two items with equal hashes are
-    interchangeable for every cached score or annotation. ``extras`` (the optional fields of
-    ``SCORED_EXTRAS`` the item has) enter only when present, so an item without them keeps the
-    hash it always had."""
+    interchangeable for every cached score or annotation. ``extras`` (the optional fields that
+    change what is scored: ``delimiter``, ``partial``, ``letters``) enter only when present, so an
+    item without them keeps the hash it always had."""
     fields = {"prompts": prompts, "options": options, "gold": gold, **(extras or {})}
     return sha256_text(canonical_json(fields))
 
@@ -75,12 +72,6 @@ def make_item(*, benchmark: str, split: str, row_index: int, native_ids: dict, s
         **extras,
         "content_hash": content_hash(prompts, options, gold, extras),
     }
-
-
-def item_hash(item: dict) -> str:
-    """The content hash an item's own fields give (what ``make_item`` stored)."""
-    return content_hash(item["prompts"], item["options"], item["gold"],
-                        {k: item[k] for k in SCORED_EXTRAS if k in item})
 
 
 def prompts_from(full: str, zero: str) -> dict:

@@ -86,14 +86,10 @@ class LocalGenerator:
         # A local file is identified by its hash, so a run with nothing left to do never loads
         # the weights; a Hub id is identified by the commit its config was read from.
         self.identity = {
-            "model_hash": self.ref.weights_hash or self._hub_hash(), "tokenizer_hash": tokenizer_hash(self.tokenizer),
+            "model_hash": self.ref.weights_hash, "tokenizer_hash": tokenizer_hash(self.tokenizer),
             "chat_template": "sha256:" + hashlib.sha256(template.encode()).hexdigest() if template else None,
             "dtype": dtype,
         }
-
-    def _hub_hash(self) -> str:
-        from scoring.run import model_hash
-        return model_hash(self.ref, self.model)
 
     @cached_property
     def model(self):

@@ -24,8 +24,6 @@ from curate.clock import now
 from curate.secrets import redact, redact_data
 from curate.store import Workspace
 
-STATUSES = ("strict", "lenient", "unparsed")
-
 MIGRATIONS = [
     ("generations-001-tables", """
         CREATE TABLE generation_runs (

@@ -39,7 +39,6 @@ from scoring.logits import decoder_name, input_device, own_logits
 
 HEAD_LOGITS = 256 * 49152  # logits per head call (256 rows of a 49k vocabulary): fast, and ~50 MB
 REDUCE_ROWS = 8            # logit rows per softmax: 8 x vocabulary floats stay in a core's L2 cache
-RUNNERS = ("llama", "packed", "padded", "sequences")
 
 
 @dataclass
