@@ -2,9 +2,6 @@
 the audit's plan check are built from them, and the schema files are what the code builds."""
 from __future__ import annotations
 
-import sys
-import textwrap
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +9,7 @@ import pytest
 import schemas
 from annotate_helpers import small_workspace
 from conftest import HELLASWAG
+from plugin_helpers import module_in
 
 #: A kind written as a newcomer would, in one file: items whose round-1 record has at least N labels.
 EXAMPLE_KIND = '''
@@ -45,19 +43,12 @@ stages:
 
 
 @pytest.fixture
-def example_kind(tmp_path, monkeypatch):
+def example_kind(tmp_path):
     """label_count.py in a second folder of the kinds package, as if written into curate/filter/kinds/."""
     from curate.filter import kinds
 
-    folder = tmp_path / "more-kinds"
-    folder.mkdir()
-    (folder / "label_count.py").write_text(EXAMPLE_KIND)
-    monkeypatch.setattr(kinds, "__path__", [*kinds.__path__, str(folder)])
-    kinds.refresh()
-    yield
-    sys.modules.pop("curate.filter.kinds.label_count", None)
-    monkeypatch.undo()
-    kinds.refresh()
+    with module_in(kinds, "label_count", EXAMPLE_KIND, tmp_path / "more-kinds"):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -151,19 +142,12 @@ def test_schema_enums_are_the_codes():
     assert NORMALIZATION["enum"] == list(NORMALIZATIONS)
 
 
-def test_a_kind_module_without_evaluate_is_named(tmp_path, monkeypatch):
+def test_a_kind_module_without_evaluate_is_named(tmp_path):
     from curate.filter import kinds
 
-    (tmp_path / "broken.py").write_text("SCHEMA = {}\n")
-    monkeypatch.setattr(kinds, "__path__", [*kinds.__path__, str(tmp_path)])
-    kinds.refresh()
-    try:
-        with pytest.raises(TypeError, match="broken.py: a condition kind needs evaluate"):
-            kinds.registry()
-    finally:
-        sys.modules.pop("curate.filter.kinds.broken", None)
-        monkeypatch.undo()
-        kinds.refresh()
+    with module_in(kinds, "broken", "SCHEMA = {}\n", tmp_path), \
+            pytest.raises(TypeError, match="broken.py: a condition kind needs evaluate"):
+        kinds.registry()
 
 
 def test_one_walk_fills_lists_needs_and_evaluates_nested_conditions():
@@ -187,3 +171,44 @@ def test_one_walk_fills_lists_needs_and_evaluates_nested_conditions():
     assert list(conditions.evaluate({"not": {"ids": {"row_index": [0]}}}, Items())) == [False, True, True]
     assert np.array_equal(conditions.evaluate({"any": [{"ids": {"row_index": [0]}}, {"ids": {"row_index": [2]}}]},
                                               Items()), [True, False, True])
+
+
+def test_seeds_correct_reads_one_template_and_every_seed_named(ws, tmp_path):
+    """The kind's own reading of generations: one template and settings, or a named one; every
+    item answered under every seed; the runs read go into the decisions' summary."""
+    import shutil
+
+    from curate.errors import CurateError
+    from curate.filter import run_filter
+    from generate.store import add_run, open_generations, write_generations
+
+    root = shutil.copytree(ws, tmp_path / "ws")
+    with open_generations(root) as w, w.transaction():
+        items = w.items()
+        for template, seeds in (("numbered", (0, 1)), ("question", (0,))):
+            add_run(w, run_id=f"gen-{template}", model="g/a", backend="local", template=template,
+                    settings="t=0,p=1,n=8", info={})
+            write_generations(w, [{
+                "model": "g/a", "template": template, "settings": "t=0,p=1,n=8", "mode": "full", "seed": seed,
+                "item_id": it["item_id"], "order": [0, 1, 2, 3], "raw": "1", "status": "strict", "method": "number",
+                "detail": None, "shown": 1 + (i + seed) % 2 * it["gold"], "pred": (i + seed) % 2 * it["gold"],
+                "new_tokens": 1, "finish": "stop", "attempts": 1, "request_key": f"{it['item_id']}/{template}/{seed}",
+                "content_hash": it["content_hash"], "run_id": f"gen-{template}"}
+                for i, it in enumerate(items) for seed in seeds])
+
+    def run(spec: str, mode: str = "full"):
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(f"name: g\nstages:\n  - name: s\n    when: {{seeds_correct: {{model: g/a, mode: {mode}, {spec}}}}}\n")
+        return run_filter(root, rules, tmp_path / "out")
+
+    with pytest.raises(CurateError, match="has generations under templates numbered, question; name one with"):
+        run("at_least: 1")
+    with pytest.raises(CurateError, match=r"6 of 6 items lack a generation .* for some of seeds \[0, 1\]"):
+        run("template: question, seeds: [0, 1], at_least: 1")
+    with pytest.raises(CurateError, match="no generations of model 'g/a' in mode 'zero'"):
+        run("at_least: 1", mode="zero")
+    summary = run("template: numbered, at_least: 1")
+    right = [((i % 2) * g == g) + (((i + 1) % 2) * g == g) for i, g in enumerate(it["gold"] for it in items)]
+    assert summary["stages"][0]["matched"] == sum(r >= 1 for r in right)
+    assert summary["inputs"]["generation_runs"] == [{"run_id": "gen-numbered", "model": "g/a", "mode": "full",
+                                                     "template": "numbered", "settings": "t=0,p=1,n=8", "seeds": [0, 1]}]

@@ -21,19 +21,28 @@ from curate.errors import CurateError
 
 METRICS = "metrics.json"
 STAGING = ".analyze-staging"
-#: What `curate analyze` writes: the report, the core's items, the item pages and the plots.
-FILES = {METRICS, "report.md", "report.html", "core_items.csv"}
-FOLDERS = {"items"}
-PLOT = re.compile(r"(accuracy|core_curve|spread|value_vs_length|generation_seeds|generation_positions)(_\d+)?\.png")
+#: What `curate analyze` writes besides what its sections write (their FILES and FOLDERS).
+FILES = {METRICS, "report.md", "report.html"}
 TEMP = re.compile(r"\..+\.tmp")  # ``curate.atomic``'s temp files, left by a run killed while writing
+
+
+def _written() -> tuple[re.Pattern, set[str]]:
+    """The file names (a pattern) and folders the report's sections write: the core's items,
+    the item pages, the plots (read when a folder is checked: the sections import the analyses)."""
+    from curate.analyses.sections import registry
+
+    patterns = [p for section in registry() for p in getattr(section, "FILES", ())]
+    folders = {f for section in registry() for f in getattr(section, "FOLDERS", ())}
+    return re.compile("|".join(f"(?:{p})" for p in patterns) or "(?!)"), folders
 
 
 def ours(path: Path) -> bool:
     """Whether ``path`` in a report folder is something `curate analyze` wrote."""
     name = path.name
+    files, folders = _written()
     if path.is_dir():
-        return name in FOLDERS or name == STAGING
-    return name in FILES or bool(PLOT.fullmatch(name)) or bool(TEMP.fullmatch(name))
+        return name in folders or name == STAGING
+    return name in FILES or bool(files.fullmatch(name)) or bool(TEMP.fullmatch(name))
 
 
 def check_report_dir(out: Path) -> None:

@@ -1,8 +1,10 @@
 """What conditions read, loaded once per run through the stages' public read functions.
 
-``Inputs`` wraps an open workspace. It loads annotations, predictions and tokenizers lazily (a
-rules file without annotation conditions never touches the annotation tables) and remembers
-what it used, so the decisions record which annotators, score runs and tokenizers they rest on.
+``Inputs`` wraps an open workspace. It loads annotations, predictions, generations and tokenizers
+lazily (a rules file without annotation conditions never touches the annotation tables) and
+remembers what it used, so the decisions record which annotators, score runs, tokenizers and
+generation runs they rest on. What a condition kind derives from these (counts over rotations,
+right answers per seed) is in its own module (``curate.filter.kinds``), cached with ``cached``.
 """
 from __future__ import annotations
 
@@ -25,10 +27,11 @@ class Inputs:
         self.item_ids = [it["item_id"] for it in self.items]
         self.gold = np.array([it["gold"] for it in self.items])
         self._annotations: dict[tuple[str, int], dict] = {}
-        self._predictions: dict[tuple[str, str], pd.DataFrame] = {}
+        self._predictions: dict[tuple, pd.DataFrame] = {}
         self._lengths: dict[tuple, np.ndarray] = {}
         self._tokenizers: dict[str, object] = {}
-        self._generations: dict[tuple, np.ndarray] = {}
+        self._generations: dict[tuple[str, str], pd.DataFrame] = {}
+        self._derived: dict[tuple, object] = {}
         self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}, "generation_runs": {}}
 
     def provenance(self) -> dict:
@@ -41,6 +44,13 @@ class Inputs:
     @cached_property
     def _tables(self) -> set[str]:
         return set(self.ws.tables())
+
+    def cached(self, key: tuple, compute):
+        """``compute()``, worked out once per run for ``key`` (a kind's module name first): what
+        a condition derives, when a rules file reads it in several stages."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     # --- annotations -----------------------------------------------------------------------
 
@@ -80,39 +90,17 @@ class Inputs:
         workspace's); every model must have a prediction for every item, or the run stops naming
         what is missing."""
         formulation = formulation or self.ws.meta("formulation", "cloze")
-        out = []
-        for model in models:
-            key = (model, mode, normalization, formulation)
-            if key not in self._predictions:
-                self._predictions[key] = self._load_predictions(model, mode, normalization, [formulation])
-            out.append(self._predictions[key])
-        return pd.concat(out, ignore_index=True)
+        return pd.concat([self.predictions_in(model, mode, normalization, [formulation]) for model in models],
+                         ignore_index=True)
 
-    def rotation_counts(self, models: list[str], mode: str, normalization: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per item (in row order): how many (model, rotation) pairs pick the gold option, and how
-        many there are, over every cyclic rotation of the lettered list; every model must have
-        every rotation of every item."""
-        from curate.formulations import rotations
-        from scoring.rotations import item_rotation_counts
-
-        right, total = np.zeros(len(self.item_ids)), np.zeros(len(self.item_ids))
-        sizes = pd.Series({it["item_id"]: len(it["options"]) for it in self.items})
-        wanted = sorted({f for it in self.items for f in rotations(len(it["options"]))})
-        for model in models:
-            key = (model, mode, normalization, "rotations")
-            if key not in self._predictions:
-                self._predictions[key] = self._load_predictions(model, mode, normalization, wanted, complete=False)
-            preds = self._predictions[key]
-            counts = item_rotation_counts(preds.assign(correct=preds["pred"] == preds["item_id"].map(
-                dict(zip(self.item_ids, self.gold.tolist())))), sizes).set_index("item_id").reindex(self.item_ids)
-            lacking = counts.index[~counts["complete"].fillna(False).astype(bool)]
-            if len(lacking):
-                raise CurateError(f"model {model!r}, mode {mode!r}: {len(lacking)} of {len(self.item_ids)} items lack "
-                                  f"scores in some rotation of their options (first: {lacking[0]}); score them with "
-                                  f"curate score --formulations letters+rotations")
-            right += counts["right"].to_numpy(float)
-            total += counts["rotations"].to_numpy(float)
-        return right, total
+    def predictions_in(self, model: str, mode: str, normalization: str, formulations: list[str],
+                       complete: bool = True) -> pd.DataFrame:
+        """Argmax predictions of ``model`` in ``mode`` in any of ``formulations``; with
+        ``complete``, every item must have one, or the run stops naming what is missing."""
+        key = (model, mode, normalization, tuple(formulations), complete)
+        if key not in self._predictions:
+            self._predictions[key] = self._load_predictions(model, mode, normalization, formulations, complete)
+        return self._predictions[key]
 
     def _load_predictions(self, model: str, mode: str, normalization: str, formulations: list[str],
                           complete: bool = True) -> pd.DataFrame:
@@ -154,48 +142,26 @@ class Inputs:
 
     # --- generations -----------------------------------------------------------------------
 
-    def seeds_right(self, spec: dict) -> np.ndarray:
-        """Items x seeds: whether the model's generated answer is the gold (unparsed: not), in
-        item order. Every item must be answered under every seed asked for."""
-        key = (spec["model"], spec["mode"], spec.get("template"), spec.get("settings"), tuple(spec.get("seeds") or ()))
+    def generations(self, model: str, mode: str) -> pd.DataFrame:
+        """Every generated answer of ``model`` in ``mode`` (``generate.store.read_generations``;
+        empty when there are none)."""
+        key = (model, mode)
         if key not in self._generations:
-            self._generations[key] = self._load_generations(spec)
+            from generate.store import read_generations
+
+            self._generations[key] = (read_generations(self.ws, models=[model], modes=[mode])
+                                      if "generations" in self._tables else pd.DataFrame())
         return self._generations[key]
 
-    def _load_generations(self, spec: dict) -> np.ndarray:
-        from generate.store import read_generations
-
-        model, mode = spec["model"], spec["mode"]
-        gens = read_generations(self.ws, models=[model], modes=[mode]) if "generations" in self._tables else None
-        if gens is None or gens.empty:
-            raise CurateError(f"seeds_correct: no generations of model {model!r} in mode {mode!r} in this workspace "
-                              f"(curate generate)")
-        for field in ("template", "settings"):
-            present = sorted(gens[field].unique())
-            if spec.get(field) is None and len(present) > 1:
-                raise CurateError(f"seeds_correct: model {model!r} in mode {mode!r} has generations under "
-                                  f"{field}s {', '.join(present)}; name one with '{field}:'")
-            wanted = spec.get(field) or present[0]
-            if wanted not in present:
-                raise CurateError(f"seeds_correct: no generations of {model!r} in mode {mode!r} under {field} "
-                                  f"{wanted!r} (present: {', '.join(present)})")
-            gens = gens[gens[field] == wanted]
-        seeds = list(spec.get("seeds") or sorted(gens["seed"].unique()))
-        right = gens.assign(right=gens["correct"].fillna(False).astype(bool)).pivot(
-            index="item_id", columns="seed", values="right").reindex(index=self.item_ids, columns=seeds)
-        missing = right.isna().any(axis=1)
-        if missing.any():
-            first = right.index[missing.to_numpy()][0]
-            raise CurateError(f"seeds_correct: {int(missing.sum())} of {len(self.item_ids)} items lack a generation "
-                              f"of {model!r} in mode {mode!r} for some of seeds {seeds} (first: {first}); "
-                              f"generate them or name the seeds to use")
-        used = gens[gens["seed"].isin(seeds)]
+    def note_generations(self, used: pd.DataFrame, seeds: list[int]) -> None:
+        """Record the generation runs behind ``used`` (one model, mode, template and settings),
+        read under ``seeds``, for the decisions' summary."""
         for run_id in sorted(set(used["run_id"])):
+            mode = used["mode"].iloc[0]
             entry = self.used["generation_runs"].setdefault((run_id, mode), {
-                "model": model, "mode": mode, "template": used["template"].iloc[0],
+                "model": used["model"].iloc[0], "mode": mode, "template": used["template"].iloc[0],
                 "settings": used["settings"].iloc[0], "seeds": []})
             entry["seeds"] = sorted(set(entry["seeds"]) | {int(s) for s in seeds})
-        return right.to_numpy(bool)
 
     # --- lengths ---------------------------------------------------------------------------
 

@@ -1,0 +1,100 @@
+"""Report sections are one module each (curate/analyses/sections/): the report runs, numbers and
+renders them in their order, and a new section is one new file."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import small_workspace
+from plugin_helpers import module_in
+
+#: A section written as a newcomer would, in one file: items per option count, with a CSV of them.
+EXAMPLE_SECTION = '''
+"""option_counts: how many items have each number of options."""
+import pandas as pd
+
+ORDER = 75  # after the position audit
+ABOUT = {"option_counts": "rows (options, items): how many items have each number of options"}
+FILES = (r"option_counts\\.csv",)
+
+
+def compute(ctx):
+    rows = pd.Series([len(it["options"]) for it in ctx.items]).value_counts().sort_index()
+    table = pd.DataFrame({"options": rows.index, "items": rows.to_numpy()})
+    table.to_csv(ctx.out / "option_counts.csv", index=False)
+    return {"option_counts": table.to_dict("records")}
+
+
+def render(m, number, out):
+    return [("h2", f"{number}. Option counts"), ("table", pd.DataFrame(m["option_counts"]))]
+'''
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """12 real items; seeded random scores of two models in two modes (a test double for scoring)."""
+    from scoring.store import add_run, open_scores, write_scores
+
+    root = small_workspace(tmp_path_factory.mktemp("sections") / "ws", 12)
+    rng = np.random.default_rng(0)
+    with open_scores(root) as w, w.transaction():
+        items = w.items()
+        for model in ("m/a", "m/b"):
+            for mode in ("full", "zero"):
+                run_id = f"t-{model}-{mode}"
+                add_run(w, run_id=run_id, model=model, origin="imported:test", info={})
+                write_scores(w, [{"model": model, "mode": mode, "item_id": it["item_id"], "option_index": j,
+                                  "content_hash": it["content_hash"], "run_id": run_id,
+                                  "seq_mean": float(rng.normal())} for it in items for j in range(4)])
+    return root
+
+
+@pytest.fixture
+def example_section(tmp_path):
+    """option_counts.py in a second folder of the sections package, as if written into it."""
+    from curate.analyses import sections
+
+    with module_in(sections, "option_counts", EXAMPLE_SECTION, tmp_path / "more-sections"):
+        yield
+
+
+def headings(out) -> list[str]:
+    return [line for line in (out / "report.md").read_text().splitlines() if line.startswith("## ")]
+
+
+def test_a_new_report_section_is_one_new_file(example_section, ws, tmp_path):
+    """The example section's one file is all it takes: computed in its place, its metrics and
+    their description in metrics.json, rendered with its number, its file replaced by the next run."""
+    from curate.analyses.report import analyze_workspace
+
+    out = tmp_path / "report"
+    metrics = analyze_workspace(ws, out, n_resamples=50)
+    assert metrics["option_counts"] == [{"options": 4, "items": 12}]
+    assert json.loads((out / "metrics.json").read_text())["about"]["option_counts"].startswith("rows (options, items)")
+    assert headings(out)[-2:] == ["## 7. Position audit", "## 8. Option counts"]
+    assert "| 4 | 12 |" in (out / "report.md").read_text()
+    assert (out / "option_counts.csv").read_text() == "options,items\n4,12\n"
+    analyze_workspace(ws, out, n_resamples=50)  # its file is the report's own: the folder is replaced, not refused
+
+
+def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
+    from curate.analyses import sections
+    from curate.analyses.report import analyze_workspace
+
+    names = [sections.name(s) for s in sections.registry()]
+    assert names == ["accuracy", "agreement", "core", "length", "annotations", "comparisons", "position", "generation"]
+    analyze_workspace(ws, tmp_path / "report", n_resamples=50, core_threshold=2)
+    assert headings(tmp_path / "report") == [
+        "## 1. Accuracy", "## 2. Agreement between prompt modes", "## 3. Zero-prompt core", "## 4. Length bias",
+        "## 5. Annotations", "## 6. Paired comparisons", "## 7. Position audit"]  # no generations: no section 8
+
+
+def test_a_section_module_lacking_render_is_named(tmp_path):
+    from curate.analyses import sections
+
+    broken = "ORDER = 1\nABOUT = {}\n\n\ndef compute(ctx):\n    return {}\n"
+    with module_in(sections, "broken", broken, tmp_path), \
+            pytest.raises(TypeError, match="broken.py: a report section needs render"):
+        sections.registry()
