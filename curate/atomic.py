@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -90,10 +91,17 @@ def check_writable(path: str | os.PathLike) -> None:
         raise CurateError(f"{path}: cannot be written: {probe} is read-only for this user")
 
 
+def disk_full(exc: BaseException) -> bool:
+    """A write refused for lack of space or over the file size limit (errno, or SQLite's words)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("database or disk is full", "no space left on device", "file too large"))
+
+
 def unwritable(exc: OSError, where: str | os.PathLike) -> CurateError | OSError:
     """The one-line error for a write refused at ``where`` (permissions, a file in the way, a
     read-only file system). A full disk is returned as it is: the CLI words that one itself."""
-    import errno
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return exc
     at = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""

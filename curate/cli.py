@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 import curate
+from curate.atomic import disk_full
 from curate.errors import CurateError
 
 
@@ -66,14 +67,6 @@ def _exit_on_sigterm(signum, frame):
     exit instead, every ``finally`` runs (a workspace or release being built is removed, a
     transaction rolled back), as after Ctrl-C."""
     raise SystemExit(128 + signum)
-
-
-def disk_full(exc: BaseException) -> bool:
-    """A write refused for lack of space or over the file size limit (errno, or SQLite's words)."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return True
-    text = str(exc).lower()
-    return any(s in text for s in ("database or disk is full", "no space left on device", "file too large"))
 
 
 @click.group(cls=Group)
