@@ -1,10 +1,12 @@
 """`curate analyze`: run every analysis on a workspace and write the report.
 
 ``analyze_workspace(root, out_dir, **options)`` reads the items, the scores
-(``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``),
-runs the pure analyses of this package and writes into ``out_dir``:
+(``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``) and
+generations once, runs the report's sections in their order (``curate.analyses.sections``, one
+module each, computing with the pure analyses of this package) and writes into ``out_dir``:
 
-- ``metrics.json``   every number, keyed as in ``ABOUT`` (also stored in the file under "about")
+- ``metrics.json``   every number, keyed as in ``ABOUT`` and the sections' (also stored in the
+                     file under "about")
 - ``core_items.csv`` every item scored in the core mode with how many models got it right, and
                      which: the item ids behind the zero-prompt core at any k
 - ``report.md``, ``report.html`` (self-contained, plots embedded), and the PNG plots.
@@ -112,20 +114,13 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     out.mkdir(parents=True, exist_ok=True)
     if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
         sources = pd.DataFrame(columns=SOURCE_COLUMNS)
-        present = set(gens["mode"].unique())
-        settings = {"normalization": None, "modes": [m for m in MODES if m in present] + sorted(present - set(MODES)),
-                    "models": sorted(gens["model"].unique()), "alpha": alpha, "n_resamples": n_resamples, "seed": seed}
     else:
         sources = require_one_source(score_sources(scores, runs))  # one source per label; names the runs read
         _with_scores(ctx, scores, normalization, meta["formulation"])
-        settings = {"normalization": ctx.normalization, "modes": ctx.mode_order, "formulations": ctx.formulation_order,
-                    "primary_formulation": ctx.primary, "models": sorted(scores["model"].unique()),
-                    "alpha": alpha, "n_resamples": n_resamples, "seed": seed, "length_units": list(length_units),
-                    "core_mode": core_mode, "core_threshold": core_threshold}
     metrics = {
         "about": {**ABOUT, **sections.about(), **PLOTS_ABOUT}, "schema_version": SCHEMA_VERSION,
         "toolkit_version": curate.__version__, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "provenance": _provenance(root, items, meta, sources, pd.concat([round1, round2])), "settings": settings,
+        "provenance": _provenance(root, items, meta, sources, pd.concat([round1, round2])), "settings": _settings(ctx),
     }
     for section in sections.registry():
         with _stage(bar, sections.name(section)):
@@ -148,6 +143,18 @@ def _with_scores(ctx: sections.Context, scores: pd.DataFrame, normalization: str
     ctx.subsets = {"all": list(ctx.gold.index)}
     for source in sorted({it["source"] for it in ctx.items if it["source"]}):
         ctx.subsets[f"source={source}"] = [it["item_id"] for it in ctx.items if it["source"] == source]
+
+
+def _settings(ctx: sections.Context) -> dict:
+    """The run's options as metrics.json records them (fewer without scores)."""
+    common = {"alpha": ctx.alpha, "n_resamples": ctx.n_resamples, "seed": ctx.seed}
+    if ctx.scores is None:
+        present = set(ctx.gens["mode"].unique())
+        return {"normalization": None, "modes": [m for m in MODES if m in present] + sorted(present - set(MODES)),
+                "models": sorted(ctx.gens["model"].unique()), **common}
+    return {"normalization": ctx.normalization, "modes": ctx.mode_order, "formulations": ctx.formulation_order,
+            "primary_formulation": ctx.primary, "models": sorted(ctx.scores["model"].unique()), **common,
+            "length_units": list(ctx.length_units), "core_mode": ctx.core_mode, "core_threshold": ctx.core_threshold}
 
 
 def _write_report(bar, out: Path, metrics: dict) -> dict:
