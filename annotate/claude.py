@@ -7,9 +7,11 @@ Why each piece is here:
   ``cache_control`` and later requests read it from the prompt cache; below it the API would
   ignore the mark, so none is sent. The ledger keeps the cache reads the API reports, nothing else.
 - Spend is bounded before it happens: ``input_bound`` is an upper bound of a request's input
-  tokens that needs no API call, ``worst_case_usd`` prices a whole item (every re-ask included,
-  each with its longer conversation) at that bound and ``max_tokens`` per reply, and
-  ``count_tokens`` asks the endpoint for the exact count where it offers one (dry runs).
+  tokens that needs no API call, ``attempt_bounds`` prices each request of an item (every re-ask
+  included, each with its longer conversation) at that bound and ``max_tokens`` per reply,
+  ``worst_case_usd`` sums them, and ``count_tokens`` asks the endpoint for its count where it
+  offers one (dry runs). ``annotate/spend.py`` reserves them under ``--max-cost`` and keeps a
+  request the client gave up on counted as possibly billed.
 - The SDK's own retries are switched off (``max_retries=0``) and ``with_retries`` retries 408,
   409, 429, 5xx (529 included), timeouts and connection errors itself, with capped exponential
   backoff and the server's ``retry-after``, so the progress bar can count retries.
@@ -42,25 +44,11 @@ SPEND_WORDS = ("credit balance", "spend limit", "usage limit", "billing")
 
 
 class Stop(CurateError):
-    """An error that retrying cannot fix (bad key, no credit, bad request): end the run.
-    ``billed``: replies already paid for in this item's conversation (see ``keep_billed``)."""
-    billed: tuple = ()
+    """An error that retrying cannot fix (bad key, no credit, bad request): end the run."""
 
 
 class GaveUp(Exception):
-    """Transient errors outlasted the retry budget for one request; the item stays pending.
-    ``billed`` as for Stop."""
-    billed: tuple = ()
-
-
-def keep_billed(call, attempts: list[dict]):
-    """``call()``; when it raises Stop or GaveUp, the error carries ``attempts`` (the replies
-    already paid for before this request), so the caller can still enter them in the ledger."""
-    try:
-        return call()
-    except (Stop, GaveUp) as exc:
-        exc.billed = tuple(attempts)
-        raise
+    """Transient errors outlasted the retry budget for one request; the item stays pending."""
 
 
 @dataclass
@@ -106,6 +94,9 @@ def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anth
         raise CurateError(bad_base_url(str(exc))) from None
     if client.base_url.scheme not in ("http", "https") or not client.base_url.host:
         raise CurateError(bad_base_url("give http(s)://HOST[:PORT][/PATH]"))
+    port = client.base_url.port
+    if port is not None and not 0 < port < 65536:  # the HTTP library wraps it into another port
+        raise CurateError(bad_base_url(f"port {port} is not a TCP port (1-65535)"))
     return client
 
 
@@ -162,17 +153,20 @@ def input_bound(params: dict) -> int:
     return size + BLOCK_OVERHEAD * _blocks(params) + REQUEST_OVERHEAD + prices.model_info(params["model"]).tool_prompt
 
 
-def worst_case_usd(params: dict, input_tokens: int, *, attempts: int, batch: bool) -> float:
-    """The most an item can cost: ``attempts`` requests (the first ask and its re-asks), the k-th
-    carrying k earlier replies and repair notes, each reply ``max_tokens`` long, every input
-    token priced as a cache write when the prefix is marked for caching (the dearest way)."""
+def attempt_bounds(params: dict, input_tokens: int, *, attempts: int, batch: bool) -> list[float]:
+    """The most each request of an item can cost: ``attempts`` requests (the first ask and its
+    re-asks), the k-th carrying k earlier replies and repair notes, each reply ``max_tokens``
+    long, every input token priced as a cache write when the prefix is marked for caching (the
+    dearest way)."""
     cached = any("cache_control" in block for block in params["system"])
-    total = 0.0
-    for k in range(attempts):
-        tokens = input_tokens + k * REASK_GROWTH
-        total += prices.usd(params["model"], output_tokens=params["max_tokens"], batch=batch,
-                            **{"cache_write_tokens" if cached else "input_tokens": tokens})
-    return total
+    return [prices.usd(params["model"], output_tokens=params["max_tokens"], batch=batch,
+                       **{"cache_write_tokens" if cached else "input_tokens": input_tokens + k * REASK_GROWTH})
+            for k in range(attempts)]
+
+
+def worst_case_usd(params: dict, input_tokens: int, *, attempts: int, batch: bool) -> float:
+    """The most an item can cost: the sum of its ``attempt_bounds``."""
+    return sum(attempt_bounds(params, input_tokens, attempts=attempts, batch=batch))
 
 
 def count_tokens(client: anthropic.Anthropic, params: dict, *, retries: int, backoff: float,
@@ -192,7 +186,7 @@ def count_tokens(client: anthropic.Anthropic, params: dict, *, retries: int, bac
         n = getattr(counted, "input_tokens", None)
         return n if isinstance(n, int) else None
     try:
-        return with_retries(call, retries=retries, backoff=backoff, counters=counters)
+        return with_retries(call, client=client, retries=retries, backoff=backoff, counters=counters)
     except GaveUp:
         return None
 
@@ -281,14 +275,16 @@ def stop_message(exc: anthropic.APIStatusError) -> str:
     return f"{why}: {text}"
 
 
-def with_retries(call, *, retries: int, backoff: float, counters: Counters):
-    """``call()`` with bounded retries on transient errors; Stop on the ones that must not retry."""
+def with_retries(call, *, client: anthropic.Anthropic, retries: int, backoff: float, counters: Counters):
+    """``call()`` with bounded retries on transient errors; Stop on the ones that must not retry.
+    ``client``: the one ``call`` uses, so an error names its endpoint."""
     for attempt in range(retries + 1):
         try:
             return call()
         except json.JSONDecodeError as exc:  # a 200 whose JSON body is cut off or garbled
-            raise Stop(f"the endpoint answered HTTP 200 with broken JSON ({exc.msg} at character {exc.pos}); "
-                       f"that is not the Anthropic API (check ANTHROPIC_BASE_URL and any proxy in between)") from None
+            raise Stop(redact(f"{client.base_url} answered HTTP 200 with broken JSON ({exc.msg} at character "
+                              f"{exc.pos}); that is not the Anthropic API (check ANTHROPIC_BASE_URL and any proxy "
+                              f"in between)")) from None
         except anthropic.APIStatusError as exc:
             if exc.status_code not in RETRYABLE_STATUS:
                 raise Stop(stop_message(exc)) from None
@@ -319,16 +315,17 @@ def judge(answer: Answer) -> str | None:
     return None if answer.status in ("valid", "refused") else answer.problem
 
 
-def ask(client: anthropic.Anthropic, params: dict, item: dict, round: int, *, retries: int, backoff: float,
+def ask(client: anthropic.Anthropic, params: dict, item: dict, round: int, *, tab, retries: int, backoff: float,
         parse_retries: int, counters: Counters) -> Reply:
     """Annotate one item (``params`` from ``request_params``): ask, and when the reply cannot be
-    read, say why and ask again (bounded)."""
+    read, say why and ask again (bounded). Each request goes through ``tab.send``
+    (``annotate.spend.Tab``: the cap and the ledger)."""
     messages = list(params["messages"])
     attempts: list[dict] = []
-    for _ in range(parse_retries + 1):
-        message = keep_billed(lambda: checked_message(client, with_retries(
-            lambda: client.messages.create(**{**params, "messages": messages}),
-            retries=retries, backoff=backoff, counters=counters)), attempts)
+    for k in range(parse_retries + 1):
+        message = with_retries(lambda: tab.send(k, lambda: checked_message(
+            client, client.messages.create(**{**params, "messages": messages}))),
+            client=client, retries=retries, backoff=backoff, counters=counters)
         blocks = content_blocks(message)
         answer = read_answer(blocks, message.stop_reason, round, item)
         attempts.append({"content": blocks, "stop_reason": message.stop_reason, "problem": judge(answer),

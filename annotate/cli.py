@@ -33,6 +33,7 @@ def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run
     """Annotate the items of WORKSPACE that have no valid record for ANNOTATOR in this round."""
     from annotate.prices import retirement_note
     from annotate.run import annotate_workspace
+    from annotate.spend import left_in_flight_note, possibly_line
 
     if note := retirement_note(annotator):
         click.echo(note, err=True)
@@ -44,11 +45,13 @@ def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run
         click.echo(dry_run_lines(s))
         return
     c = s["cost"]
+    if note := left_in_flight_note(s.get("left_in_flight")):
+        click.echo(note, err=True)
     click.echo(f"{s['run_id']}: valid {s['valid']}, invalid {s['invalid']}, refused {s['refused']}, "
                f"failed {s['failed']}, skipped {s['skipped']} (already done), remaining {s['remaining']}")
     click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, output "
                f"{c['output_tokens']}, cache write {c['cache_write_tokens']}, cache read {c['cache_read_tokens']}, "
-               f"as the API reported)")
+               f"as the API reported){possibly_line(c)}")
     if s.get("cache"):
         click.echo(cache_line(s["cache"]))
     if s["stopped"]:
@@ -71,7 +74,9 @@ def cache_line(cache: dict) -> str:
 def dry_run_lines(s: dict) -> str:
     lines = [f"dry run: {s['to_annotate']} of {s['items']} items to annotate ({s['skipped']} done)"]
     if s["input_tokens_method"]:
-        how = ("counted by the endpoint's count_tokens" if s["input_tokens_method"] == "count_tokens" else
+        how = (f"counted by the endpoint's count_tokens (the ceilings below price each request at the larger of "
+               f"that count and its byte bound; {s['input_tokens_bound']} in all)"
+               if s["input_tokens_method"] == "count_tokens" else
                "an upper bound (the request's UTF-8 bytes plus framing and the tool-use system prompt; "
                "the endpoint offers no count_tokens or no key is set)")
         lines += [f"input tokens: {s['input_tokens']}, {how}",

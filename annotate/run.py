@@ -5,9 +5,10 @@ version, annotator, parameters); items of identical content share it, so records
 batch requests go by (item, key), never by key alone. An item counts as done when it has a valid
 or refused record under the current key; everything else (no record, an invalid one, one made
 under another prompt or item version) is asked again, so re-running resumes an interrupted run
-and re-asks only what failed. Each record is written with its cost-ledger rows in one
-transaction as soon as its reply is read, so a killed run loses at most the requests in flight;
-a reply paid for is entered in the ledger (and counts against ``--max-cost``) even when a re-ask
+and re-asks only what failed. Each Messages request is in the cost ledger before it is sent
+and its reply as soon as it is read (``annotate/spend.py``), the record right after, so a killed
+run loses at most the replies in flight, which the ledger still counts as possibly billed; a
+reply paid for is entered in the ledger (and counts against ``--max-cost``) even when a re-ask
 after it fails.
 
 One run at a time works on one (annotator, round) of a workspace (``curate.lock``): a second
@@ -15,7 +16,8 @@ would ask for the same pending items and pay for them twice.
 
 ``--max-cost`` holds against the worst case: before a request is sent, the most it and its
 re-asks could cost (``claude.worst_case_usd``) is reserved; a request that would not fit beside
-what was spent and what is reserved for requests in flight is not sent.
+what was spent, what is reserved for requests in flight and what requests given up on (timeouts)
+may have cost is not sent, a retry after a timeout included.
 
 Backends: ``anthropic:MODEL`` (Messages API, or Message Batches with ``batch=True``) and
 ``local:MODEL`` (a causal LM answering by constrained choice).
@@ -26,13 +28,13 @@ import math
 import os
 import time
 import uuid
-from collections import Counter, deque
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from annotate import claude, prices
+from annotate import claude, prices, spend
 from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
     open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
@@ -78,7 +80,7 @@ class Job:
     counts: Counter = field(default_factory=Counter)
     spent: float = 0.0
     stopped: str | None = None
-    over_budget: float | None = None         # worst case of the first request --max-cost kept back
+    over_budget: str | None = None           # why --max-cost kept the next request back
     last_error: str | None = None
     retries: int = 0
     bar: tqdm | None = None
@@ -224,14 +226,21 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
         client = claude.make_client(timeout=timeout, key_header=key_header)  # no key: fail before a run is recorded
         if work.todo:
             cache = cache_decision(client, model, work.todo[0], round, retries=retries, backoff=backoff)
+    checked = None  # local: refused before a run is recorded (an item past the context, the engine's self-check)
     if work.backend == "local":
-        work.local.check_lengths(work.todo, round)  # an item past the context: refuse before a run is recorded
+        checked = work.local.check(work.todo, round)
+    left = None
+    if work.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
+        left = spend.settle_left_in_flight(ws, "annotation_ledger", "SELECT run_id FROM annotation_runs WHERE "
+                                           "annotator = ? AND round = ?", (annotator, round))
     run_id = f"run-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
     versions = work.version
     info = {"backend": work.backend, "model": model, "params": work.params,
             "prompt_version": next(iter(versions.values())) if len(versions) == 1 else versions,
             "batch": batch, "concurrency": concurrency, "max_cost": max_cost, "limit": limit, "cache": cache,
             "base_url": os.environ.get("ANTHROPIC_BASE_URL") if work.backend == "anthropic" else None}
+    if checked is not None:
+        info["self_check"] = checked
     add_run(ws, run_id=run_id, annotator=annotator, round=round, info=info)
     job = Job(ws, annotator, round, run_id, work.version, work.keys)
     job.bar = tqdm(total=len(work.todo), unit="item", desc=f"round {round} {annotator}", disable=not show_progress)
@@ -249,16 +258,14 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
         job.bar.close()
     cost = ledger_totals(ws, run_id)
     if job.over_budget is not None and job.stopped is None:
-        job.stopped = (f"--max-cost {max_cost:g} USD reached: the next request could cost up to "
-                       f"{job.over_budget:.4f} USD in the worst case, which would not fit; this run spent "
-                       f"{cost['usd']:.4f} USD")
+        job.stopped = spend.cap_reached(max_cost, job.over_budget, cost)
     done = done_keys(ws, annotator, round)
-    left = sum(1 for it in work.items if (it["item_id"], work.keys[it["item_id"]]) not in done)
+    remaining = sum(1 for it in work.items if (it["item_id"], work.keys[it["item_id"]]) not in done)
     return {"run_id": run_id, "annotator": annotator, "round": round, "items": len(work.items),
             "skipped": len(work.items) - len(work.todo), "valid": job.counts["valid"],
             "invalid": job.counts["invalid"], "refused": job.counts["refused"], "failed": job.counts["failed"],
-            "remaining": left, "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
-            "cache": cache, "cost": cost}
+            "remaining": remaining, "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
+            "cache": cache, "cost": cost, "left_in_flight": left}
 
 
 def cache_decision(client, model: str, item: dict, round: int, **retry) -> dict:
@@ -275,8 +282,10 @@ def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int
     Input tokens come from the endpoint's ``count_tokens`` where it offers one (and a key is
     set), else from ``claude.input_bound``; ``input_tokens_method`` says which. Two ceilings:
     ``usd_first_answers`` if every first reply is usable, ``usd_upper_bound`` if every item needs
-    all its re-asks; both price every reply at max_tokens and no cache reads. A local annotator
-    costs nothing."""
+    all its re-asks; both price every reply at max_tokens and no cache reads, and each request's
+    input at the larger of the endpoint's count and the byte bound (``input_tokens_bound``), so
+    an endpoint that under-counts cannot lower a ceiling below what ``--max-cost`` reserves. A
+    local annotator costs nothing."""
     out = {"dry_run": True, "annotator": work.annotator, "round": work.round, "items": len(work.items),
            "skipped": len(work.items) - len(work.todo), "to_annotate": len(work.todo), "input_tokens": 0,
            "input_tokens_method": None, "max_output_tokens": 0, "usd_first_answers": 0.0, "usd_upper_bound": 0.0,
@@ -289,10 +298,12 @@ def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int
     params = [claude.request_params(work.model, it, work.round, cache=cache["marked"]) for it in work.todo]
     counted = count_all(client, params, concurrency=concurrency, show_progress=show_progress, **retry)
     method = "count_tokens" if counted is not None else "bound"
-    tokens = counted if counted is not None else [claude.input_bound(p) for p in params]
-    first = sum(claude.worst_case_usd(p, n, attempts=1, batch=batch) for p, n in zip(params, tokens))
-    every = sum(claude.worst_case_usd(p, n, attempts=parse_retries + 1, batch=batch) for p, n in zip(params, tokens))
-    return {**out, "input_tokens": sum(tokens), "input_tokens_method": method,
+    bounds = [claude.input_bound(p) for p in params]
+    tokens = counted if counted is not None else bounds
+    ceiling = [max(n, b) for n, b in zip(tokens, bounds)]
+    first = sum(claude.worst_case_usd(p, n, attempts=1, batch=batch) for p, n in zip(params, ceiling))
+    every = sum(claude.worst_case_usd(p, n, attempts=parse_retries + 1, batch=batch) for p, n in zip(params, ceiling))
+    return {**out, "input_tokens": sum(tokens), "input_tokens_bound": sum(bounds), "input_tokens_method": method,
             "max_output_tokens": claude.MAX_TOKENS * len(params), "usd_first_answers": ceil4(first),
             "usd_upper_bound": ceil4(every), "parse_retries": parse_retries, "cache": cache}
 
@@ -324,8 +335,8 @@ def count_all(client, params: list[dict], *, concurrency: int, show_progress: bo
 # --- local ----------------------------------------------------------------------------------
 
 def run_local(job: Job, todo: list[dict], local) -> None:
-    for item in todo:
-        result, raw = local.annotate(item, job.round)
+    """Items are scored a batch at a time; each is stored as its batch ends, so a killed run resumes."""
+    for item, result, raw in local.annotate_all(todo, job.round):
         job.save(item, "valid", result, raw, local.snapshot)
 
 
@@ -333,47 +344,40 @@ def run_local(job: Job, todo: list[dict], local) -> None:
 
 def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool, concurrency: int, max_cost,
                  retries: int, backoff: float, parse_retries: int) -> None:
+    """Items ``concurrency`` at a time, each sent once its worst case fits under ``max_cost``
+    (``annotate.spend``); each reply is in the ledger before its record is written."""
     counters = claude.Counters()
-    queue = deque(todo)
-    inflight: dict = {}
-    reserved: dict = {}
+    spending = spend.Spending(job.ws, cap=max_cost, model=model, table="annotation_ledger",
+                              add=lambda ws, **row: add_ledger(ws, run_id=job.run_id, batch=False, **row))
 
-    def refill(pool) -> None:
-        """Send the next items while their worst case fits; one that does not fit waits for the
-        requests in flight to settle (their true cost replaces their reservation), and ends the
-        run when nothing is in flight."""
-        while queue and len(inflight) < concurrency and not job.halted:
-            params = claude.request_params(model, queue[0], job.round, cache=cache)
-            worst = claude.worst_case_usd(params, claude.input_bound(params), attempts=parse_retries + 1, batch=False)
-            if max_cost is not None and job.spent + sum(reserved.values()) + worst > max_cost:
-                if not inflight:
-                    job.over_budget = worst
-                return
-            item = queue.popleft()
-            future = pool.submit(claude.ask, client, params, item, job.round, retries=retries, backoff=backoff,
-                                 parse_retries=parse_retries, counters=counters)
-            inflight[future], reserved[future] = item, worst
+    def start(item: dict):
+        params = claude.request_params(model, item, job.round, cache=cache)
+        bounds = claude.attempt_bounds(params, claude.input_bound(params), attempts=parse_retries + 1, batch=False)
+        tab = spending.tab(bounds, item_id=item["item_id"], request_key=job.keys[item["item_id"]])
+        return tab, lambda: claude.ask(client, params, item, job.round, tab=tab, retries=retries, backoff=backoff,
+                                       parse_retries=parse_retries, counters=counters)
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        refill(pool)
-        while inflight:
-            finished, _ = wait(inflight, timeout=1.0, return_when=FIRST_COMPLETED)
-            for future in finished:
-                item = inflight.pop(future)
-                reserved.pop(future)
-                try:
-                    reply = future.result()
-                except (claude.Stop, claude.GaveUp) as exc:
-                    job.bill(item, priced(model, exc.billed))
-                    if isinstance(exc, claude.Stop):
-                        job.stopped = job.stopped or str(exc)
-                    else:
-                        job.fail(str(exc))
-                    continue
-                job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot,
-                         priced(model, reply.attempts))
-            job.show(counters.retrying)
-            refill(pool)
+    def finish(item: dict, tab: spend.Tab, future) -> None:
+        job.spent += tab.billed  # its replies are in the ledger already, even when a re-ask failed
+        try:
+            reply = future.result()
+        except spend.OverBudget as exc:
+            job.over_budget = job.over_budget or exc.why
+        except claude.Stop as exc:
+            job.stopped = job.stopped or str(exc)
+        except claude.GaveUp as exc:
+            job.fail(str(exc))
+        else:
+            job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot, priced(model, reply.attempts),
+                     ledgered=len(reply.attempts))
+        job.show(counters.retrying)
+
+    try:
+        kept_back = spending.send_all(todo, start, finish, concurrency=concurrency, halted=lambda: job.halted)
+    finally:
+        spending.close()
+    if kept_back is not None:
+        job.over_budget = spend.kept_back(kept_back)
 
 
 def priced(model: str, attempts: list[dict]) -> list[dict]:
@@ -409,7 +413,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
     submitted: Counter = Counter()
 
     def call(fn):
-        return claude.with_retries(fn, retries=retries, backoff=backoff, counters=counters)
+        return claude.with_retries(fn, client=client, retries=retries, backoff=backoff, counters=counters)
 
     def item(item_id: str) -> dict:
         if item_id not in by_id:  # submitted by an earlier run for an item outside this selection
@@ -451,7 +455,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
             reserved[created.id] = reserve
         if not pending:
             if queue:
-                job.over_budget = worst(queue[0])
+                job.over_budget = spend.kept_back(worst(queue[0]))
             break
         batch_id, mapping = next(iter(pending.items()))
         try:

@@ -129,6 +129,14 @@ MIGRATIONS = [
     ("annotations-006-batch-saved", """
         ALTER TABLE annotation_batch_requests ADD COLUMN saved_at TEXT;
     """),
+    # A request is written to the ledger before it is sent ('in_flight', usd = the most it can
+    # cost) and settled when it ends: 'billed' (the reply, as the API reported it), deleted (an
+    # error reply: not billed), or 'abandoned' (the client gave up on it -- a timeout or a dropped
+    # connection -- so it may have been billed, up to usd). See annotate/spend.py.
+    ("annotations-007-ledger-state", """
+        ALTER TABLE annotation_ledger ADD COLUMN state TEXT NOT NULL DEFAULT 'billed'
+            CHECK (state IN ('billed', 'in_flight', 'abandoned'));
+    """),
 ]
 
 #: Round-1 labels in the order reports list them (see the schema's $defs/label).
@@ -237,21 +245,28 @@ LEDGER_TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_r
 
 
 def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, attempt: int, batch: bool,
-               model_snapshot: str | None, usage: dict, usd: float) -> None:
-    """Append what one reply cost (call inside the transaction that writes its record)."""
-    ws.conn.execute("INSERT INTO annotation_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, item_id, request_key, attempt, int(batch), redact(model_snapshot),
-                     *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
+               model_snapshot: str | None, usage: dict, usd: float, state: str = "billed") -> int:
+    """Append what one reply cost, or (``state``) a request in flight or given up on; its rowid."""
+    return ws.conn.execute(
+        "INSERT INTO annotation_ledger (run_id, item_id, request_key, attempt, batch, model_snapshot, "
+        + ", ".join(LEDGER_TOKENS) + ", usd, created_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, item_id, request_key, attempt, int(batch), redact(model_snapshot),
+         *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now(), state)).lastrowid
 
 
 def ledger_totals(ws: Workspace, run_id: str | None = None, *, table: str = "annotation_ledger") -> dict:
-    """Summed tokens, USD and reply count, for one run or (run_id None) the whole workspace;
-    ``table``: a ledger with these columns (generation keeps its own, ``generation_ledger``)."""
+    """Summed tokens, USD and reply count of the billed replies, for one run or (run_id None) the
+    whole workspace, and ``possibly_billed`` / ``possibly_billed_usd``: the requests given up on or
+    left in flight, at the most each could cost; ``table``: a ledger with these columns
+    (generation keeps its own, ``generation_ledger``)."""
     row = ws.conn.execute(
-        "SELECT count(*), " + ", ".join(f"coalesce(sum({k}), 0)" for k in LEDGER_TOKENS)
-        + f", coalesce(sum(usd), 0) FROM {table}" + (" WHERE run_id = ?" if run_id else ""),
+        "SELECT count(*) FILTER (WHERE state = 'billed'), "
+        + ", ".join(f"coalesce(sum({k}) FILTER (WHERE state = 'billed'), 0)" for k in LEDGER_TOKENS)
+        + ", coalesce(sum(usd) FILTER (WHERE state = 'billed'), 0), count(*) FILTER (WHERE state != 'billed'), "
+        f"coalesce(sum(usd) FILTER (WHERE state != 'billed'), 0) FROM {table}" + (" WHERE run_id = ?" if run_id else ""),
         (run_id,) if run_id else ()).fetchone()
-    return {"replies": row[0], **dict(zip(LEDGER_TOKENS, row[1:5])), "usd": round(row[5], 6)}
+    return {"replies": row[0], **dict(zip(LEDGER_TOKENS, row[1:5])), "usd": round(row[5], 6),
+            "possibly_billed": row[6], "possibly_billed_usd": round(row[7], 6)}
 
 
 def read_ledger(ws: Workspace) -> pd.DataFrame:

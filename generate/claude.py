@@ -5,7 +5,8 @@
 authentication, permission, billing and bad-request errors stop the run) and the usage reading;
 ``annotate.prices`` prices every reply. What is particular to generation lives here: a plain
 text request (no tools), the optional re-ask when a reply cannot be read, and the worst-case
-cost of one request with its re-asks, which ``--max-cost`` reserves before sending.
+cost of one request with its re-asks, which ``--max-cost`` reserves before sending
+(``annotate.spend``, which also writes each request to the ledger before it is sent).
 """
 from __future__ import annotations
 
@@ -25,33 +26,40 @@ def request_params(model: str, instructions: str, user: str, *, max_new_tokens: 
             "messages": [{"role": "user", "content": user}]}
 
 
-def worst_case_usd(params: dict, k: int, parse_retries: int) -> float:
-    """An upper bound on what one request and all its re-asks can cost: the input bound of
-    ``annotate.claude`` (a token is never less than one UTF-8 byte; framing and the tool prompt
-    counted although no tool is sent), every reply at max_tokens, and each re-ask resending the
-    conversation so far (the earlier reply, at most max_tokens, and the reminder's bytes)."""
+def attempt_bounds(params: dict, k: int, parse_retries: int) -> list[float]:
+    """The most each request of a unit can cost, its first ask and every re-ask: the input bound
+    of ``annotate.claude`` (a token is never less than one UTF-8 byte; framing and the tool
+    prompt counted although no tool is sent), every reply at max_tokens, and each re-ask
+    resending the conversation so far (the earlier reply, at most max_tokens, and the reminder's
+    bytes). ``k``: the number of options."""
     base = claude.input_bound({**params, "tools": [], "system": [{"type": "text", "text": params["system"]}]})
     reminder = len(REASK.format(numbers=numbers_text(k)).encode("utf-8"))
     turn = params["max_tokens"] + reminder + 4 * claude.BLOCK_OVERHEAD
-    inputs = sum(base + a * turn for a in range(parse_retries + 1))
-    return prices.usd(params["model"], input_tokens=inputs, output_tokens=params["max_tokens"] * (parse_retries + 1))
+    return [prices.usd(params["model"], input_tokens=base + a * turn, output_tokens=params["max_tokens"])
+            for a in range(parse_retries + 1)]
+
+
+def worst_case_usd(params: dict, k: int, parse_retries: int) -> float:
+    """An upper bound on what one request and all its re-asks can cost (``attempt_bounds``)."""
+    return sum(attempt_bounds(params, k, parse_retries))
 
 
 def reply_text(message) -> str:
     return "".join(b.text for b in message.content if b.type == "text")
 
 
-def ask(client, params: dict, options: list[str], *, parse_retries: int, retries: int, backoff: float,
+def ask(client, params: dict, options: list[str], *, tab, parse_retries: int, retries: int, backoff: float,
         counters: claude.Counters) -> tuple[Parsed, list[dict]]:
     """The parsed answer and every reply ({text, stop_reason, usage, model, usd}). An unreadable
     reply is followed by a reminder turn, at most ``parse_retries`` times; a refusal is final and
-    unparsed, whatever text came before it. A 200 that is not a message ends the run (Stop)."""
+    unparsed, whatever text came before it. A 200 that is not a message ends the run (Stop).
+    Each request goes through ``tab.send`` (``annotate.spend.Tab``: the cap and the ledger)."""
     messages = list(params["messages"])
     attempts: list[dict] = []
-    for _ in range(parse_retries + 1):
-        message = claude.keep_billed(lambda: claude.checked_message(client, claude.with_retries(
-            lambda: client.messages.create(**{**params, "messages": messages}),
-            retries=retries, backoff=backoff, counters=counters)), attempts)
+    for a in range(parse_retries + 1):
+        message = claude.with_retries(lambda: tab.send(a, lambda: claude.checked_message(
+            client, client.messages.create(**{**params, "messages": messages}))),
+            client=client, retries=retries, backoff=backoff, counters=counters)
         text, usage = reply_text(message), claude.usage_of(message)
         parsed = parse_reply(text, options)
         attempts.append({"text": text, "stop_reason": message.stop_reason, "usage": usage, "model": message.model,

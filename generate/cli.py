@@ -70,6 +70,7 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
              quiet):
     """Ask a model to answer every item of WORKSPACE by generating the number of an option."""
     from annotate.prices import retirement_note
+    from annotate.spend import left_in_flight_note, possibly_line
     from generate.run import generate_workspace, summary_line
 
     if note := retirement_note(model):
@@ -79,13 +80,15 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
                            dtype=dtype, device=device, show_progress=not quiet, concurrency=concurrency,
                            max_cost=max_cost, retries=retries, backoff=backoff, parse_retries=parse_retries,
                            timeout=timeout, key_header=key_header, replace=replace)
+    if note := left_in_flight_note(s.get("left_in_flight")):
+        click.echo(note, err=True)
     click.echo(summary_line(s))
     if s["backend"] == "local" and s["computed"]:
         click.echo(f"{s['answers_per_second']:.2f} answers/s over {s['generate_seconds']:.1f} s")
     if s["backend"] == "anthropic":
         c = s["cost"]
         click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, "
-                   f"output {c['output_tokens']})")
+                   f"output {c['output_tokens']}){possibly_line(c)}")
     if s["stopped"]:
         raise CurateError(f"stopped: {s['stopped']}; what was answered is kept, re-run to resume")
     if s["failed"]:

@@ -6,10 +6,12 @@ dtype for a local model; the model name for Claude), template name and hash, and
 settings. Items of identical content share a key, so "stored" means a record of this unit's
 item under its key; a unit stored is never asked again, so a second identical run does
 nothing and an interrupted one (even ``kill -9``) resumes: local batches commit one by one, and
-each Claude reply is written with its ledger rows in one transaction as soon as it is read.
+each Claude request is in the ledger before it is sent, its reply as soon as it is read and the
+record right after (``annotate.spend``).
 
 Backends: a local causal LM (``generate.local``, batched) and ``anthropic:MODEL``
-(``generate.claude``, bounded concurrency, ``max_cost`` reserved per request before sending).
+(``generate.claude``, bounded concurrency, ``max_cost`` reserved per request before sending;
+a request the client gave up on stays counted as possibly billed).
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import platform
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from tqdm import tqdm
@@ -181,6 +182,12 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                      "max_new_tokens": max_new_tokens}
             units = plan(items, modes, seeds, tpl, scope)
             _check_one_source(ws, units, label, tpl.name, settings, replace=replace)
+            left = None
+            if backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
+                from annotate import spend
+                left = spend.settle_left_in_flight(ws, "generation_ledger", "SELECT run_id FROM generation_runs "
+                                                   "WHERE model = ? AND template = ? AND settings = ?",
+                                                   (label, tpl.name, settings))
             done = done_keys(ws, label, tpl.name, settings)
             todo = [u for u in units if u.done_key not in done]
             run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
@@ -211,6 +218,10 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             finally:
                 job.bar.close()
             loop_seconds = time.perf_counter() - loop_start
+            cost = ledger_totals(ws, run_id)
+            if job.over_budget is not None and job.stopped is None:
+                from annotate import spend
+                job.stopped = spend.cap_reached(max_cost, job.over_budget, cost)
             stored = done_keys(ws, label, tpl.name, settings)
             computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
             return {"run_id": run_id, "model": label, "backend": backend, "template": tpl.name, "settings": settings,
@@ -218,7 +229,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                     "cached": len(units) - len(todo), "computed": computed,
                     **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
                     "remaining": sum(1 for u in units if u.done_key not in stored), "stopped": job.stopped,
-                    "last_error": job.last_error, "cost": ledger_totals(ws, run_id),
+                    "last_error": job.last_error, "cost": cost, "left_in_flight": left,
                     "seconds": round(time.perf_counter() - start, 3), "generate_seconds": round(loop_seconds, 3),
                     "answers_per_second": round(computed / loop_seconds, 3) if computed and loop_seconds else None}
     finally:
@@ -252,6 +263,7 @@ class Job:
     settings: str
     bar: tqdm | None = None
     stopped: str | None = None
+    over_budget: str | None = None     # why --max-cost kept the next request back
     last_error: str | None = None
     spent: float = 0.0
 
@@ -317,60 +329,50 @@ def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: 
 
 def run_claude(job: Job, todo: list[Unit], model: str, client, *, max_new_tokens: int,
                concurrency: int, max_cost, retries: int, backoff: float, parse_retries: int) -> None:
-    from annotate import claude as api
+    """Units ``concurrency`` at a time, each sent once its worst case fits under ``max_cost``
+    (``annotate.spend``: every request is in the ledger before it is sent, and every reply paid
+    for as soon as it is read, even when a re-ask after it fails); each record right after."""
+    from annotate import claude as api, spend
     from generate import claude
 
     counters = api.Counters()
-    queue = iter(todo)
-    inflight: dict = {}     # future -> (unit, reserved USD)
+    spending = spend.Spending(job.ws, cap=max_cost, model=model, table="generation_ledger",
+                              add=lambda ws, **row: add_ledger(ws, run_id=job.run_id, **row))
 
-    def refill(pool) -> None:
-        while len(inflight) < concurrency and job.stopped is None:
-            unit = next(queue, None)
-            if unit is None:
-                return
-            params = claude.request_params(model, unit.instructions, unit.user, max_new_tokens=max_new_tokens)
-            worst = claude.worst_case_usd(params, len(unit.order), parse_retries)
-            if max_cost is not None and job.spent + sum(r for _, r in inflight.values()) + worst > max_cost:
-                job.stopped = f"--max-cost {max_cost} USD reached (spent {job.spent:.4f} USD); re-run to continue"
-                return
-            future = pool.submit(claude.ask, client, params, unit.options, parse_retries=parse_retries,
-                                 retries=retries, backoff=backoff, counters=counters)
-            inflight[future] = (unit, worst)
+    def start(unit: Unit):
+        params = claude.request_params(model, unit.instructions, unit.user, max_new_tokens=max_new_tokens)
+        tab = spending.tab(claude.attempt_bounds(params, len(unit.order), parse_retries),
+                           item_id=unit.item["item_id"], request_key=unit.key)
+        return tab, lambda: claude.ask(client, params, unit.options, tab=tab, parse_retries=parse_retries,
+                                       retries=retries, backoff=backoff, counters=counters)
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        refill(pool)
-        while inflight:
-            finished, _ = wait(inflight, timeout=1.0, return_when=FIRST_COMPLETED)
-            for future in finished:
-                unit, _ = inflight.pop(future)
-                try:
-                    parsed, attempts = future.result()
-                except (api.Stop, api.GaveUp) as exc:
-                    bill(job, unit, exc.billed)  # replies paid for before the failed re-ask
-                    if isinstance(exc, api.Stop):
-                        job.stopped = job.stopped or str(exc)
-                    else:
-                        job.fail(str(exc))
-                    continue
-                last = attempts[-1]
-                rec = job.record(unit, parsed, raw=last["text"], new_tokens=last["usage"]["output_tokens"],
-                                 finish=last["stop_reason"], replies=[a["text"] for a in attempts])
-                bill(job, unit, attempts, rec)
-                job.saved([rec])
-            refill(pool)
-
-
-def bill(job: Job, unit: Unit, attempts: list[dict], rec: dict | None = None) -> None:
-    """Store ``rec`` (if any) with a ledger row per billed reply, in one transaction, and count
-    the replies against --max-cost: every paid reply is entered, even when no record follows."""
-    with job.ws.transaction():
-        if rec is not None:
+    def finish(unit: Unit, tab: spend.Tab, future) -> None:
+        job.spent += tab.billed
+        try:
+            parsed, attempts = future.result()
+        except spend.OverBudget as exc:
+            job.over_budget = job.over_budget or exc.why
+            return
+        except api.Stop as exc:
+            job.stopped = job.stopped or str(exc)
+            return
+        except api.GaveUp as exc:
+            job.fail(str(exc))
+            return
+        last = attempts[-1]
+        rec = job.record(unit, parsed, raw=last["text"], new_tokens=last["usage"]["output_tokens"],
+                         finish=last["stop_reason"], replies=[a["text"] for a in attempts])
+        with job.ws.transaction():
             write_generations(job.ws, [rec])
-        for n, a in enumerate(attempts, start=1):
-            add_ledger(job.ws, run_id=job.run_id, item_id=unit.item["item_id"], request_key=unit.key,
-                       attempt=n, model_snapshot=a["model"], usage=a["usage"], usd=a["usd"])
-    job.spent += sum(a["usd"] for a in attempts)
+        job.saved([rec])
+
+    try:
+        kept_back = spending.send_all(todo, start, finish, concurrency=concurrency,
+                                      halted=lambda: job.stopped is not None or job.over_budget is not None)
+    finally:
+        spending.close()
+    if kept_back is not None:
+        job.over_budget = spend.kept_back(kept_back)
 
 
 def summary_line(s: dict) -> str:

@@ -112,6 +112,11 @@ MIGRATIONS = [
         CREATE INDEX generations_run ON generations(run_id);
         CREATE INDEX generations_key ON generations(request_key);
     """),
+    # Requests in flight and given up on, as in the annotation ledger (annotations-007).
+    ("generations-003-ledger-state", """
+        ALTER TABLE generation_ledger ADD COLUMN state TEXT NOT NULL DEFAULT 'billed'
+            CHECK (state IN ('billed', 'in_flight', 'abandoned'));
+    """),
 ]
 
 RECORD_COLUMNS = ("model", "template", "settings", "mode", "seed", "item_id", "order_json", "raw", "status",
@@ -154,11 +159,13 @@ def write_generations(ws: Workspace, records: list[dict]) -> None:
 
 
 def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, attempt: int,
-               model_snapshot: str | None, usage: dict, usd: float) -> None:
-    """Append what one reply cost (inside the transaction that writes its record)."""
-    ws.conn.execute("INSERT INTO generation_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, item_id, request_key, attempt, redact(model_snapshot),
-                     *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now()))
+               model_snapshot: str | None, usage: dict, usd: float, state: str = "billed") -> int:
+    """Append what one reply cost, or (``state``) a request in flight or given up on; its rowid."""
+    return ws.conn.execute(
+        "INSERT INTO generation_ledger (run_id, item_id, request_key, attempt, model_snapshot, "
+        + ", ".join(LEDGER_TOKENS) + ", usd, created_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, item_id, request_key, attempt, redact(model_snapshot),
+         *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now(), state)).lastrowid
 
 
 def ledger_totals(ws: Workspace, run_id: str) -> dict:

@@ -85,12 +85,15 @@ class StandIn:
     might (a gateway prefix before "/v1/" in the path is accepted and echoed);
     ``count_tokens`` -- False: the endpoint does not offer counting (404); ``text_reply`` -- for
     requests without tools (generation), a function of the request body giving the reply text
-    (None: a refusal).
+    (None: a refusal); ``delay`` -- seconds each messages reply is held back after it is made and
+    counted in ``billed`` (the API bills a request it completes, whether or not the client still
+    waits for the reply); ``count_under`` -- divide every ``count_tokens`` answer by this (an
+    endpoint that under-counts).
     """
 
     def __init__(self, *, statuses=(), spend_limit_after=None, refuse=None, malformed=None,
                  batch_faults=None, polls_before_end=1, body=None, echo_key=False, count_tokens=True,
-                 text_reply=None):
+                 text_reply=None, delay=0.0, count_under=1):
         self.body, self.echo_key, self.count_tokens = body, echo_key, count_tokens
         self.cache: dict[str, float] = {}   # prefix hash -> last use
         self.statuses = list(statuses)
@@ -99,6 +102,8 @@ class StandIn:
         self.batch_faults = dict(batch_faults or {})
         self.polls_before_end = polls_before_end
         self.text_reply = text_reply
+        self.delay, self.count_under = delay, count_under
+        self.billed = []            # usage of every messages reply made (and so billed)
         self.lock = threading.Lock()
         self.answered = 0
         self.counted = 0            # count_tokens requests answered
@@ -166,7 +171,11 @@ class StandIn:
                 return 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
                              "Your credit balance is too low to access the Anthropic API."}}
             self.answered += 1
-        return 200, self.message(body, key)
+        message = self.message(body, key)
+        with self.lock:
+            self.billed.append(message["usage"])
+        time.sleep(self.delay)
+        return 200, message
 
     # --- batches ---------------------------------------------------------------------------
 
@@ -218,7 +227,10 @@ class StandIn:
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                    pass
 
             def do_POST(self):
                 standin.headers.append(dict(self.headers))
@@ -229,7 +241,7 @@ class StandIn:
                     if not standin.count_tokens:
                         return self.reply(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not Found"}})
                     standin.counted += 1
-                    return self.reply(200, {"input_tokens": prompt_tokens(body)[0]})
+                    return self.reply(200, {"input_tokens": prompt_tokens(body)[0] // standin.count_under})
                 if standin.body == "html":
                     return self.reply(200, b"<html><body><h1>Sign in</h1></body></html>", "text/html")
                 if standin.body == "broken-json":

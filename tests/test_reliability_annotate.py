@@ -428,7 +428,7 @@ def test_endpoint_answering_200_with_something_else(base_ws, tmp_path, body, say
                        env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": s.url})
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
-    assert "check ANTHROPIC_BASE_URL" in lines[0]
+    assert "check ANTHROPIC_BASE_URL" in lines[0] and s.url in lines[0]  # the endpoint named, whatever it sent
     if not batch:
         assert says in lines[0]
     assert records(ws).empty and ledger(ws).empty
@@ -442,7 +442,9 @@ def test_endpoint_answering_200_with_something_else(base_ws, tmp_path, body, say
     (KEY, None, "x api key", "--key-header 'x api key' is not a valid HTTP header name"),
     (KEY, "http://127.0.0.1::1", None, "ANTHROPIC_BASE_URL 'http://127.0.0.1::1' is not a usable URL"),
     (KEY, "localhost:8080", None, "ANTHROPIC_BASE_URL 'localhost:8080' is not a usable URL"),
-], ids=["key-newline", "bad-header", "bad-port", "no-scheme"])
+    (KEY, "http://127.0.0.1:99999", None, "ANTHROPIC_BASE_URL 'http://127.0.0.1:99999' is not a usable URL: port "
+                                          "99999 is not a TCP port"),
+], ids=["key-newline", "bad-header", "bad-port", "no-scheme", "port-out-of-range"])
 def test_a_bad_setting_is_one_line_without_retries(base_ws, tmp_path, command, key, url, header, says):
     """Reported at once, naming the setting (never the key); not a "Connection error" retried
     with backoff, not a traceback. Nothing is sent."""
