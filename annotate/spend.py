@@ -31,6 +31,7 @@ from typing import Callable
 import anthropic
 
 from annotate import claude, prices
+from curate.atomic import disk_full
 from curate.errors import CurateError
 from curate.store import BUSY_TIMEOUT_S, DB_NAME, Workspace
 
@@ -225,12 +226,6 @@ class Spending:
             billed = "every request sent before it is settled in the ledger"
         return (f"writing {self.ws.root / DB_NAME} failed ({why}): the run stopped sending; {billed}; what was "
                 f"recorded is kept: fix the cause and run the command again")
-
-
-def disk_full(exc: BaseException) -> bool:
-    from curate.cli import disk_full as full  # the CLI's one test of a full disk
-
-    return full(exc)
 
 
 def settle_left_in_flight(ws: Workspace, table: str, runs: str, params: tuple) -> dict:
