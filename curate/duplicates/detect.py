@@ -16,7 +16,9 @@ that close:
   (``QUESTION_WORDS``) to be more than a stock stem, with other options: the same question asked
   again.
 
-The question's similarity is taken part by part where both items have the same parts (the
+Texts that differ in a number are different questions however close (MMLU's "What is 3 + 5?"
+and "What is 4 + 5?", template items filled with other values): a near pair must hold the same
+numbers. The question's similarity is taken part by part where both items have the same parts (the
 lowest part counts), so BoolQ's several questions on one passage, or MMLU's "Statement 1 |
 Statement 2" items under one True/False option set, are not called copies of each other. An
 option set shared by items with different questions is common (True/False, yes/no templates)
@@ -49,6 +51,7 @@ NUM_PERM = 128
 SHINGLE = 5
 _PUNCT = re.compile(r"[^\w\s]|_", re.UNICODE)
 _SPACE = re.compile(r"\s+")
+_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -97,13 +100,15 @@ class _Text:
     question: str
     options: str
     whole: str
+    numbers: tuple       # the numbers in the question, then in the options, sorted within each
 
 
 def _text(e: Entry) -> _Text:
     parts = {k: normalise(v) for k, v in e.question}
     question = " ".join(parts.values())
     options = " | ".join(sorted(normalise(o) for o in e.options))
-    return _Text(parts, question, options, f"{question} || {options}")
+    numbers = (tuple(sorted(_NUMBER.findall(question))), tuple(sorted(_NUMBER.findall(options))))
+    return _Text(parts, question, options, f"{question} || {options}", numbers)
 
 
 def _question_similarity(x: _Text, y: _Text) -> float:
@@ -122,10 +127,12 @@ def _shingles(text: str) -> list[int]:
 
 def _verdict(x: _Text, y: _Text, threshold: float) -> tuple[str, float, float, float] | None:
     """(field, similarity, question similarity, options similarity), or None: not a pair."""
+    if x.numbers[0] != y.numbers[0]:
+        return None
     q = _question_similarity(x, y)
     o = Indel.normalized_similarity(x.options, y.options)
     whole = Indel.normalized_similarity(x.whole, y.whole)
-    if (whole >= threshold and Indel.distance(x.whole, y.whole) <= MAX_EDIT
+    if (whole >= threshold and x.numbers == y.numbers and Indel.distance(x.whole, y.whole) <= MAX_EDIT
             and q >= PART_THRESHOLD and o >= PART_THRESHOLD):
         return "both", whole, q, o
     if (q >= threshold and Indel.distance(x.question, y.question) <= MAX_EDIT
@@ -147,12 +154,9 @@ def find_pairs(entries: list[Entry], *, threshold: float = THRESHOLD, cross_only
     candidates: set[tuple[int, int]] = set()
     by_text: dict[str, int] = {}
     for i, (t, h) in enumerate(zip(texts, hashes)):
-        first = by_text.setdefault(t.whole, i)
-        if first != i:
-            candidates.add((first, i))  # exact copies: no need to ask the index
-        else:
-            for j in lsh.query(h):
-                candidates.add((j, i))
+        for j in lsh.query(h):  # the index holds the first of each exact group: pair with it here,
+            candidates.add((min(j, i), max(j, i)))  # with the rest of its group below
+        if by_text.setdefault(t.whole, i) == i:
             lsh.insert(i, h)
         if progress is not None:
             progress.update(1)
@@ -161,6 +165,8 @@ def find_pairs(entries: list[Entry], *, threshold: float = THRESHOLD, cross_only
         groups.setdefault(t.whole, []).append(i)
     for members in groups.values():
         candidates.update((members[x], members[y]) for x in range(len(members)) for y in range(x + 1, len(members)))
+    for j, i in list(candidates):  # a pair with an exact group's first is a pair with each member
+        candidates.update((min(m, i), max(m, i)) for m in groups[texts[j].whole] if m != i)
     pairs = []
     for i, j in candidates:
         if not wanted(i, j):

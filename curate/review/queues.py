@@ -14,6 +14,8 @@ spec                   items
                        answer (round 2: best, worst, gold-not-best, any-equally-good, all-implausible)
 ``wrong``              every one of the strongest models (up to 3, by full-mode accuracy) is wrong in
                        full mode; ``wrong:K`` takes the K strongest
+``duplicates``         in a pair found by the last `curate duplicates` search (any scope), the closest
+                       pair first; ``duplicates:SCOPE`` (within, split, cross) keeps one scope
 ``sample``             a seeded random sample for calibration: ``sample:N`` (default 50),
                        ``sample:N:SEED`` (default seed 0), in sampled order
 ``ids:FILE``           the item ids listed in FILE (one per line; ``#`` comments), in file order
@@ -46,6 +48,8 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
         return disagree(data, annotations if annotations is not None else pd.DataFrame())
     if kind == "wrong":
         return wrong(data, _int(arg, spec) if arg else DEFAULT_STRONG)
+    if kind == "duplicates":
+        return duplicates(data, arg or None)
     if kind == "sample":
         n, _, seed = arg.partition(":")
         return sample(data, _int(n, spec) if n else DEFAULT_SAMPLE, _int(seed, spec, 0) if seed else 0)
@@ -54,7 +58,7 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
             raise CurateError("queue ids:FILE needs a file of item ids")
         return id_list(data, Path(arg))
     raise CurateError(f"unknown queue {spec!r}; use removed, removed:STAGE, disagree, wrong, wrong:K, "
-                      "sample, sample:N, sample:N:SEED, ids:FILE or all")
+                      "duplicates, duplicates:SCOPE, sample, sample:N, sample:N:SEED, ids:FILE or all")
 
 
 def _int(text: str, spec: str, minimum: int = 1) -> int:
@@ -125,6 +129,35 @@ def wrong(data: ReviewData, k: int) -> list[str]:
     return [it["item_id"] for it in data.items if it["item_id"] in all_wrong]
 
 
+def duplicates(data: ReviewData, scope: str | None) -> list[str]:
+    """The workspace's items in a duplicate pair, closest pair first (each item once, at its
+    closest pair), so a reviewer sees the surest copies first."""
+    from curate.duplicates import store
+    from curate.store import Workspace
+
+    scopes = ("within", "split", "cross")
+    if scope is not None and scope not in scopes:
+        raise CurateError(f"queue 'duplicates:{scope}': the scope is one of {', '.join(scopes)}")
+    with Workspace.open(data.root) as ws:
+        if ws.meta("duplicates") is None or "duplicate_pairs" not in ws.tables():
+            raise CurateError(f"queue 'duplicates' needs a duplicate search: run `curate duplicates {data.root}` first")
+        records = store.records(ws)  # closest first
+    out: dict[str, None] = {}
+    for r in records:
+        if scope is None or store.scope_of(r) == scope:
+            for item_id, collection in ((r["item_a"], r["collection_a"]), (r["item_b"], r["collection_b"])):
+                if collection == "workspace":
+                    out.setdefault(item_id)
+    return list(out)
+
+
+def has_duplicate_search(data: ReviewData) -> bool:
+    from curate.store import Workspace
+
+    with Workspace.open(data.root) as ws:
+        return ws.meta("duplicates") is not None
+
+
 def sample(data: ReviewData, n: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
     picks = rng.choice(len(data.items), size=min(n, len(data.items)), replace=False)
@@ -160,6 +193,9 @@ def available(data: ReviewData, annotations: pd.DataFrame) -> list[dict]:
         models, _ = strongest(data, DEFAULT_STRONG)
         out.append({"name": "wrong", "items": len(wrong(data, DEFAULT_STRONG)),
                     "about": f"wrong in full mode for all of {', '.join(models)}"})
+    if has_duplicate_search(data):
+        out.append({"name": "duplicates", "items": len(duplicates(data, None)),
+                    "about": "in a duplicate pair, closest first"})
     out.append({"name": "sample", "items": min(DEFAULT_SAMPLE, len(data.items)),
                 "about": "random sample (seed 0) for calibration"})
     return out
