@@ -243,8 +243,9 @@ main.add_command(check_config)
 from curate.demo.cli import demo  # noqa: E402
 main.add_command(demo)
 
-from scoring.cli import score  # noqa: E402  (stage commands register themselves below)
+from scoring.cli import score, text_scores  # noqa: E402  (stage commands register themselves below)
 main.add_command(score)
+main.add_command(text_scores)
 from generate.cli import generate  # noqa: E402
 main.add_command(generate)
 from curate.duplicates.cli import duplicates  # noqa: E402

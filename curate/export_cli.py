@@ -31,6 +31,12 @@ def _scores(workspace: Path) -> list[dict]:
     return score_records(workspace)
 
 
+@register("text-scores", "scoring.text_store")
+def _text_scores(workspace: Path) -> list[dict]:
+    from scoring.text_store import records
+    return records(workspace)
+
+
 @register("annotations", "annotate.export")
 def _annotations(workspace: Path) -> list[dict]:
     from annotate.export import annotation_rows
@@ -65,7 +71,8 @@ def _duplicates(workspace: Path) -> list[dict]:
 @click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="review: a `curate filter --out` folder (for the removed queues).")
 def export(workspace, kind, out, fmt, queue, decisions):
-    """Export a table of WORKSPACE (KIND: scores, annotations, generations, duplicates, or review: a review queue)."""
+    """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, or review: a review
+    queue)."""
     from curate.exports import write_records
 
     if kind == "review":

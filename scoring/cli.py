@@ -108,3 +108,33 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
             diff = check["max_abs_diff"]
             click.echo(f"batch invariance ({mode}, {check['items']} items one at a time): max |diff| "
                        f"logprob_sum {diff['logprob_sum']:.2e}, seq_mean {diff['seq_mean']:.2e}")
+
+
+@click.command("text-scores")
+@click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--model", required=True, help="Built-in name (smollm2-135m), local model folder, GGUF file or Hub id.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps.")
+@click.option("--batch-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Token budget per forward pass (rows x longest row).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Score only the first N items.")
+@click.option("--label", default=None, callback=_label, help="Model name stored with the scores (default: --model).")
+@click.option("--self-check", "self_check", type=click.IntRange(min=0), default=2, show_default=True, metavar="N",
+              help="Before storing anything, score N texts also by the model's own plain forward (0: skip).")
+@click.option("--replace", is_flag=True,
+              help="Delete the label's text scores first when they come from another model, tokenizer or dtype.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def text_scores(workspace, model, dtype, device, batch_tokens, limit, label, self_check, replace, quiet):
+    """Store membership signals of each item's own text (loss, zlib, Min-K%, Min-K%++) under a model."""
+    from scoring.text import text_score_workspace
+
+    s = text_score_workspace(workspace, model, dtype=dtype, device=device, batch_tokens=batch_tokens, limit=limit,
+                             label=label, replace=replace, show_progress=not quiet, self_check_items=self_check)
+    if s["replaced_rows"]:
+        click.echo(f"replaced: deleted the text scores of {s['replaced_rows']} items of {s['label']!r}")
+    click.echo(f"text scores of {s['label']} [{dtype}, {device}, {s['runner']} runner]: {s['computed']} computed, "
+               f"{s['cached']} cached, {s['tokens']} tokens in {s['seconds']:.1f} s"
+               + (f" (run {s['run_id']})" if s["computed"] else ""))
+    if s["self_check"]["items"]:
+        click.echo(f"self-check: {s['self_check']['items']} texts also scored by the model's own forward, largest "
+                   f"difference {s['self_check']['max_abs_diff']:.1e}")
