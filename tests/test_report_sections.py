@@ -84,7 +84,7 @@ def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
     from curate.analyses.report import analyze_workspace
 
     names = [sections.name(s) for s in sections.registry()]
-    assert names == ["accuracy", "agreement", "core", "length", "annotations", "comparisons", "position", "generation", "duplicates"]
+    assert names == ["accuracy", "agreement", "core", "length", "annotations", "comparisons", "position", "generation", "duplicates", "contamination"]
     analyze_workspace(ws, tmp_path / "report", n_resamples=50, core_threshold=2)
     assert headings(tmp_path / "report") == [
         "## 1. Accuracy", "## 2. Agreement between prompt modes", "## 3. Zero-prompt core", "## 4. Length bias",

@@ -156,3 +156,19 @@ def position_bias(positions: pd.DataFrame, path: Path) -> Path:
     ax.set_title("Position bias: which displayed position the model names")
     ax.legend(fontsize=7, ncol=k + 1, loc="upper left")
     return _save(fig, path)
+
+
+def signal_histogram(frame: pd.DataFrame, column: str, title: str, path: Path) -> Path:
+    """One histogram of ``column`` per model (frame: model, column), with each model's top-5% cut."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    names = _names(frame["model"])
+    for model, g in frame.groupby("model", sort=False):
+        values = g[column].dropna()
+        ax.hist(values, bins=40, alpha=0.55, label=f"{names[model]} (n={len(values)})")
+        if len(values):
+            ax.axvline(np.quantile(values, 0.95), lw=0.8, ls="--", color="k")
+    ax.set_xlabel(column)
+    ax.set_ylabel("items")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -16,6 +16,8 @@ spec                   items
                        full mode; ``wrong:K`` takes the K strongest
 ``duplicates``         in a pair found by the last `curate duplicates` search (any scope), the closest
                        pair first; ``duplicates:SCOPE`` (within, split, cross) keeps one scope
+``min_k_pp``           the top 5% of items by Min-K%++ (k=20) of their own text under any text-scored
+                       model, highest first; ``min_k_pp:MODEL`` under that model
 ``sample``             a seeded random sample for calibration: ``sample:N`` (default 50),
                        ``sample:N:SEED`` (default seed 0), in sampled order
 ``ids:FILE``           the item ids listed in FILE (one per line; ``#`` comments), in file order
@@ -50,6 +52,8 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
         return wrong(data, _int(arg, spec) if arg else DEFAULT_STRONG)
     if kind == "duplicates":
         return duplicates(data, arg or None)
+    if kind == "min_k_pp":
+        return min_k_pp(data, arg or None)
     if kind == "sample":
         n, _, seed = arg.partition(":")
         return sample(data, _int(n, spec) if n else DEFAULT_SAMPLE, _int(seed, spec, 0) if seed else 0)
@@ -58,7 +62,7 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
             raise CurateError("queue ids:FILE needs a file of item ids")
         return id_list(data, Path(arg))
     raise CurateError(f"unknown queue {spec!r}; use removed, removed:STAGE, disagree, wrong, wrong:K, "
-                      "duplicates, duplicates:SCOPE, sample, sample:N, sample:N:SEED, ids:FILE or all")
+                      "duplicates, duplicates:SCOPE, min_k_pp, min_k_pp:MODEL, sample, sample:N, sample:N:SEED, ids:FILE or all")
 
 
 def _int(text: str, spec: str, minimum: int = 1) -> int:
@@ -151,6 +155,34 @@ def duplicates(data: ReviewData, scope: str | None) -> list[str]:
     return list(out)
 
 
+def min_k_pp(data: ReviewData, model: str | None, share: float = 0.05) -> list[str]:
+    """Items in the top ``share`` by Min-K%++ (k=20) under ``model`` (or any text-scored model),
+    each once at its highest score, highest first: the likeliest memorised items first."""
+    from curate.store import Workspace
+    from scoring.text_store import text_scores
+
+    with Workspace.open(data.root) as ws:
+        frame = text_scores(ws)
+    if model is not None:
+        if model not in set(frame["model"]):
+            raise CurateError(f"queue 'min_k_pp:{model}': no text scores of {model!r}; text-scored models: "
+                              f"{', '.join(sorted(frame['model'].unique())) or 'none'}")
+        frame = frame[frame["model"] == model]
+    if frame.empty:
+        raise CurateError(f"queue 'min_k_pp' needs text scores: run `curate text-scores {data.root} --model M` first")
+    cut = frame.groupby("model")["min_kpp_20"].transform(lambda v: v.quantile(1 - share, interpolation="higher"))
+    top = frame[frame["min_kpp_20"] >= cut].sort_values("min_kpp_20", ascending=False, kind="stable")
+    return list(dict.fromkeys(top["item_id"]))
+
+
+def has_text_scores(data: ReviewData) -> bool:
+    from curate.store import Workspace
+    from scoring.text_store import text_scores
+
+    with Workspace.open(data.root) as ws:
+        return not text_scores(ws).empty
+
+
 def has_duplicate_search(data: ReviewData) -> bool:
     from curate.store import Workspace
 
@@ -196,6 +228,9 @@ def available(data: ReviewData, annotations: pd.DataFrame) -> list[dict]:
     if has_duplicate_search(data):
         out.append({"name": "duplicates", "items": len(duplicates(data, None)),
                     "about": "in a duplicate pair, closest first"})
+    if has_text_scores(data):
+        out.append({"name": "min_k_pp", "items": len(min_k_pp(data, None)),
+                    "about": "top 5% by Min-K%++ of the item's own text (suspected memorised)"})
     out.append({"name": "sample", "items": min(DEFAULT_SAMPLE, len(data.items)),
                 "about": "random sample (seed 0) for calibration"})
     return out
