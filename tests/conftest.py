@@ -156,3 +156,22 @@ def unwritable_place(tmp_path, how):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     return blocker / "sub", blocker
+
+
+def seed_random_scores(root: Path, models=("m/a",), modes=("full",), seed: int = 0) -> None:
+    """Seeded random option scores, a test double for a scoring run, for tests whose subject is
+    not the scores (a report section reading something else still needs `analyze` to run)."""
+    import numpy as np
+
+    from scoring.store import add_run, open_scores, write_scores
+
+    rng = np.random.default_rng(seed)
+    with open_scores(root) as w, w.transaction():
+        items = w.items()
+        for model in models:
+            for mode in modes:
+                run_id = f"t-{model}-{mode}"
+                add_run(w, run_id=run_id, model=model, origin="imported:test", info={})
+                write_scores(w, [{"model": model, "mode": mode, "item_id": it["item_id"], "option_index": j,
+                                  "content_hash": it["content_hash"], "run_id": run_id,
+                                  "seq_mean": float(rng.normal())} for it in items for j in range(len(it["options"]))])

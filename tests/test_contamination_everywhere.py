@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import one_line_error, run_cli, small_workspace
+from conftest import one_line_error, run_cli, seed_random_scores, small_workspace
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +60,8 @@ def test_review_queue_is_the_top_items_highest_first(scored):
 def test_report_section_says_what_the_signals_are(scored, tmp_path):
     """Seeded random option scores stand in for a scoring run (analyze needs them); the section
     reads only the text scores."""
-    from scoring.store import add_run, open_scores, write_scores
-
     _, ws, table = scored
-    rng = np.random.default_rng(0)
-    with open_scores(ws) as w, w.transaction():
-        items = w.items()
-        add_run(w, run_id="t", model="m/a", origin="imported:test", info={})
-        write_scores(w, [{"model": "m/a", "mode": "full", "item_id": it["item_id"], "option_index": j,
-                          "content_hash": it["content_hash"], "run_id": "t", "seq_mean": float(rng.normal())}
-                         for it in items for j in range(4)])
+    seed_random_scores(ws)
     run_cli("analyze", ws, "--out", tmp_path / "report")
     c = json.loads((tmp_path / "report" / "metrics.json").read_text())["contamination"]
     row = next(r for r in c["summary"] if r["signal"] == "min_kpp_20")

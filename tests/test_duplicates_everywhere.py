@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import one_line_error, run_cli
+from conftest import one_line_error, run_cli, seed_random_scores
 
 TOPICS = ["volcano", "river", "glacier", "desert", "forest", "canyon", "island", "prairie", "swamp", "reef"]
 
@@ -101,16 +100,8 @@ def test_review_queue_lists_copies_closest_first(searched):
 def test_report_has_a_duplicates_section(searched, tmp_path):
     """Seeded random scores stand in for a scoring run (analyze needs scores); the section reads
     only the stored pairs."""
-    from scoring.store import add_run, open_scores, write_scores
-
     _, ws, _ = searched
-    rng = np.random.default_rng(0)
-    with open_scores(ws) as w, w.transaction():
-        items = w.items()
-        add_run(w, run_id="t", model="m/a", origin="imported:test", info={})
-        write_scores(w, [{"model": "m/a", "mode": "full", "item_id": it["item_id"], "option_index": j,
-                          "content_hash": it["content_hash"], "run_id": "t", "seq_mean": float(rng.normal())}
-                         for it in items for j in range(4)])
+    seed_random_scores(ws)
     run_cli("analyze", ws, "--out", tmp_path / "report")
     metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
     d = metrics["duplicates"]
