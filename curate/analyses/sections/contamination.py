@@ -10,7 +10,7 @@ from curate.store import Workspace
 
 ORDER = 95
 SCORES = False  # text scores are stored apart from the option scores
-ABOUT = {"contamination": "membership signals of each item's own text per text-scored model (absent when none): "
+ABOUT = {"contamination": "membership signals of each item's own text per text-scored model (present: false when none): "
                           "per model and signal n, mean and the 5/50/95% quantiles (the 95% one is the top-5% cut the "
                           "report and the review queue use); spearman: rank correlation of the signals across items "
                           "per model, all oriented so higher means more likely seen; top: the items with the highest "
@@ -27,7 +27,7 @@ def compute(ctx) -> dict:
     with Workspace.open(ctx.root) as ws:
         frame = text_scores(ws)
     if frame.empty:
-        return {}
+        return {"contamination": {"present": False}}
     write_records(frame.to_dict("records"), ctx.out / "text_scores.csv")
     signals = list(ORIENTED)
     summary, spearman, top = [], [], []
@@ -45,13 +45,13 @@ def compute(ctx) -> dict:
     plot = plots.signal_histogram(frame, "min_kpp_20", "Min-K%++ (k=20) of the items' own text",
                                   ctx.out / "min_kpp_20_hist.png")
     ctx.plots["contamination"] = plot.name
-    return {"contamination": {"models": sorted(frame["model"].unique()), "summary": summary, "spearman": spearman,
+    return {"contamination": {"present": True, "models": sorted(frame["model"].unique()), "summary": summary, "spearman": spearman,
                               "top": top, "scores_file": "text_scores.csv"}}
 
 
 def render(m: dict, number: int, out) -> list:
     c = m.get("contamination")
-    if not c:
+    if not c or not c.get("present"):
         return []
     rho = pd.DataFrame(c["spearman"])
     pair = rho[(rho.a == "loss") & (rho.b == "min_kpp_20")]

@@ -9,7 +9,7 @@ from curate.store import Workspace
 
 ORDER = 90
 SCORES = False  # a search reads the items' text only
-ABOUT = {"duplicates": "the last `curate duplicates` search (absent when none ran): its settings, the collections "
+ABOUT = {"duplicates": "the last `curate duplicates` search (present: false when none ran): its settings, the collections "
                        "compared (items each), pairs per scope (within the workspace, another split, another "
                        "benchmark) and field (both: question and options copied; question: the question alone), "
                        "workspace items in a pair, the closest pairs; pairs_file lists every pair"}
@@ -21,7 +21,7 @@ def compute(ctx) -> dict:
     with Workspace.open(ctx.root) as ws:
         info = ws.meta("duplicates")
         if info is None or "duplicate_pairs" not in ws.tables():
-            return {}
+            return {"duplicates": {"present": False}}
         pairs = store.records(ws)
     write_records(pairs, ctx.out / "duplicate_pairs.csv", columns=store.COLUMNS)
     frame = pd.DataFrame(pairs, columns=store.COLUMNS)
@@ -30,7 +30,7 @@ def compute(ctx) -> dict:
     mine = set(frame.loc[frame.collection_a == "workspace", "item_a"]) | set(frame.loc[frame.collection_b == "workspace", "item_b"])
     top = frame.head(SHOWN)[["item_a", "collection_a", "item_b", "collection_b", "similarity", "field", "exact"]]
     return {"duplicates": {
-        "settings": {k: info[k] for k in ("threshold", "max_edit", "part_threshold", "question_words") if k in info},
+        "present": True, "settings": {k: info[k] for k in ("threshold", "max_edit", "part_threshold", "question_words") if k in info},
         "compared": [{"name": c["name"], "items": c["items"]} for c in info["compared"]],
         "splits_not_found": info.get("splits_not_found", []), "created_at": info.get("created_at"),
         "n_pairs": len(frame), "n_exact": int(frame["exact"].sum()) if len(frame) else 0,
@@ -40,7 +40,7 @@ def compute(ctx) -> dict:
 
 def render(m: dict, number: int, out) -> list:
     d = m.get("duplicates")
-    if not d:
+    if not d or not d.get("present"):
         return []
     s = d["settings"]
     compared = ", ".join(f"{c['name']} ({c['items']} items)" for c in d["compared"])
