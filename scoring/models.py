@@ -10,6 +10,7 @@ The cache lives in ``$BENCHCURATE_CACHE`` (default ``~/.cache/benchcurate``).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -205,6 +206,23 @@ def load_tokenizer(ref: ModelRef):
             return PreTrainedTokenizerFast.from_pretrained(ref.path)
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(ref.path, revision=ref.revision)
+
+
+@functools.cache
+def tokenizer(name: str):
+    """The tokenizer of the model ``name`` names, as ``curate score --model`` reads it (a built-in
+    name, a GGUF file, a model folder or a Hub id; ``resolve``): the one loader for the filter's
+    and the report's token counts. Loaded once per process; a one-line CurateError otherwise."""
+    try:
+        ref = resolve(name)
+    except CurateError as exc:
+        raise CurateError(f"tokenizer {name!r}: not a built-in model ({', '.join(BUILTINS)}) nor a model "
+                          f"as --model takes it ({exc})") from None
+    try:
+        return load_tokenizer(ref)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # missing or broken tokenizer files
+        raise CurateError(f"tokenizer {name!r} could not be loaded from {ref.path}: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -91,10 +91,31 @@ def test_lengths_spread_and_gold_longest_by_hand():
 
 def test_token_lengths_use_the_named_tokenizer():
     items = make_items()
-    tok = length.load_tokenizer("smollm2-135m")
+    from scoring.models import tokenizer
+
+    tok = tokenizer("smollm2-135m")
     got = length.option_lengths(items, "tokens:smollm2-135m")["length"].tolist()
     want = [len(tok(o, add_special_tokens=False)["input_ids"]) for it in items for o in it["options"]]
     assert got == want
+
+
+def test_report_and_filter_take_a_tokenizer_as_model_takes_a_model(tmp_path):
+    """One loader for the report's and the filter's token counts: a GGUF file (as `--model`
+    takes it) counts in the report as the built-in does, and a name neither knows is refused by
+    both with the same line."""
+    from curate.filter.inputs import Inputs
+    from scoring.models import builtin_gguf
+
+    items = make_items()
+    want = length.option_lengths(items, "tokens:smollm2-135m")["length"].tolist()
+    assert length.option_lengths(items, f"tokens:{builtin_gguf('smollm2-135m')}")["length"].tolist() == want
+    with pytest.raises(CurateError) as report:
+        length.count(["a"], "tokens:no-such-tokenizer")
+    inputs = Inputs.__new__(Inputs)  # only its tokenizer part, without a workspace
+    inputs._tokenizers, inputs.used = {}, {"tokenizers": {}}
+    with pytest.raises(CurateError) as rules:
+        inputs._tokenizer("no-such-tokenizer")
+    assert str(report.value) == str(rules.value)
 
 
 def test_bad_length_settings_are_refused():

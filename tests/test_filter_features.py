@@ -5,25 +5,26 @@ import numpy as np
 import pandas as pd
 from rapidfuzz import fuzz
 
+from curate import lengths as measured
 from curate.filter import features
 
 
 def test_relative_spread_and_gold_longest():
     lengths = np.array([[10, 7, 10, 5], [4, 4, 4, 4], [3, 9, 6, np.nan]])
-    assert np.allclose(features.relative_spread(lengths), [0.5, 0.0, 2 / 3])
+    assert np.allclose(measured.relative_spread(lengths), [0.5, 0.0, 2 / 3])
     gold = np.array([0, 1, 1])
-    assert features.gold_is_longest(lengths, gold).tolist() == [True, True, True]        # ties count
-    assert features.gold_is_longest(lengths, gold, strict=True).tolist() == [False, False, True]
+    assert measured.gold_is_longest(lengths, gold).tolist() == [True, True, True]        # ties count
+    assert measured.gold_is_longest(lengths, gold, strict=True).tolist() == [False, False, True]
     assert features.in_range(np.array([0.1, 0.2, 0.3, 0.4]), {"gt": 0.15, "le": 0.3}).tolist() == [False, True, True, False]
 
 
 def test_chars_bytes_and_context_texts():
     item = {"options": ["café", "tea"], "prompts": {"full": "Order:", "zero": ""}}
-    assert features.length_texts([item], "context+option", "full") == [["Order: café", "Order: tea"]]
-    assert features.length_texts([item], "context+option", "zero") == [["café", "tea"]]
-    texts = features.length_texts([item], "options", "full")
-    assert features.measure(texts, "chars").tolist() == [[4, 3]]
-    assert features.measure(texts, "bytes").tolist() == [[5, 3]]
+    assert measured.texts([item], "context+option", "full") == [["Order: café", "Order: tea"]]
+    assert measured.texts([item], "context+option", "zero") == [["café", "tea"]]
+    texts = measured.texts([item], "options", "full")
+    assert measured.measure(texts, "chars").tolist() == [[4, 3]]
+    assert measured.measure(texts, "bytes").tolist() == [[5, 3]]
 
 
 def test_near_duplicates_on_real_hellaswag_items(hellaswag_ws):

@@ -79,7 +79,7 @@ def test_max_cost_holds_when_every_reply_needs_all_re_asks(base_ws, tmp_path, mo
 def test_input_bound_is_a_bound(base_ws):
     """The bound against two independent counts: the stand-in API's and a real byte-level BPE
     tokenizer's (SmolLM2) over the request's text, re-ask conversations included."""
-    from curate.filter.inputs import load_tokenizer
+    from scoring.models import tokenizer as load_tokenizer
 
     tok = load_tokenizer("smollm2-135m")
     items = items_of(base_ws)

@@ -426,7 +426,7 @@ def test_committed_release_0_2_0_counts_gold_longest_as_the_study_and_adds_only_
 
 
 def test_a_local_tokenizer_folder_never_reaches_the_release(small, tmp_path):  # noqa: F811
-    from curate.filter.inputs import load_tokenizer
+    from scoring.models import tokenizer as load_tokenizer
 
     tok = tmp_path / "private" / "my-tok"
     builtin = load_tokenizer("smollm2-135m")

@@ -1,7 +1,8 @@
 """Length bias: how much options differ in length, and whether models favour the longest.
 
-Lengths are counted in a named unit -- ``chars``, ``bytes`` (UTF-8) or ``tokens:<tokenizer>``
-where the tokenizer is a built-in model name (``smollm2-135m``) or a local tokenizer folder --
+Lengths are counted (``curate.lengths``, as the filter counts them) in a named unit -- ``chars``,
+``bytes`` (UTF-8) or ``tokens:<tokenizer>`` where the tokenizer is a model as ``--model`` names it
+(``scoring.models.tokenizer``: a built-in name such as ``smollm2-135m``, a folder, a Hub id) --
 over one of two texts: the option alone (``option``) or the scored text, the mode's context
 followed by the delimiter and the option (``context+option``; an item with per-option contexts,
 Winogrande, counts each option's whole sentence; ``curate.formulations.Scored.texts``).
@@ -11,14 +12,15 @@ gold option is strictly longer than every other option (ties count as not longes
 """
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from curate import lengths
 from curate.analyses.stats import INTERVAL, fisher_greater, wilson
 from curate.errors import CurateError
+from curate.lengths import gold_is_longest, relative_spread
+from scoring.models import tokenizer
 from scoring.normalize import CONDITION, option_values, with_formulation
 
 TEXTS = ("option", "context+option")
@@ -33,46 +35,20 @@ def parse_unit(unit: str) -> tuple[str, str | None]:
     raise CurateError(f"unknown length unit {unit!r}; use chars, bytes or tokens:<tokenizer name or folder>")
 
 
-@cache
-def load_tokenizer(name: str):
-    """A transformers tokenizer from a built-in model name or a local folder (never the Hub)."""
-    from pathlib import Path
-
-    from transformers import AutoTokenizer
-
-    from scoring.models import BUILTINS, resolve
-
-    if name in BUILTINS:
-        path = resolve(name).path
-    elif Path(name).is_dir():
-        path = name
-    else:
-        raise CurateError(f"tokenizer {name!r}: not a built-in model ({', '.join(BUILTINS)}) nor a local folder")
-    return AutoTokenizer.from_pretrained(path)
-
-
 def count(texts: list[str], unit: str) -> np.ndarray:
-    """Length of each text in ``unit``."""
+    """Length of each text in ``unit`` (``curate.lengths``, the filter's measure)."""
     kind, name = parse_unit(unit)
-    if kind == "chars":
-        return np.array([len(t) for t in texts], dtype=int)
-    if kind == "bytes":
-        return np.array([len(t.encode("utf-8")) for t in texts], dtype=int)
-    ids = load_tokenizer(name)(texts, add_special_tokens=False)["input_ids"]
-    return np.array([len(x) for x in ids], dtype=int)
+    return lengths.count(texts, kind, tokenizer(name) if kind == "tokens" else None)
 
 
 def option_lengths(items: list[dict], unit: str, text: str = "option", mode: str = "full") -> pd.DataFrame:
     """One row per (item, option): item_id, row_index, source, option_index, length."""
     if text not in TEXTS:
         raise CurateError(f"unknown length text {text!r}; use one of {', '.join(TEXTS)}")
-    from curate.formulations import scored
-
     rows, texts = [], []
-    for it in items:
-        for j, opt in enumerate(scored(it, mode).texts() if text == "context+option" else it["options"]):
-            rows.append((it["item_id"], it["row_index"], it["source"], j))
-            texts.append(opt)
+    for it, row in zip(items, lengths.texts(items, "options" if text == "option" else text, mode)):
+        rows += [(it["item_id"], it["row_index"], it["source"], j) for j in range(len(row))]
+        texts += row
     frame = pd.DataFrame(rows, columns=["item_id", "row_index", "source", "option_index"])
     frame["length"] = count(texts, unit)
     return frame
@@ -80,10 +56,8 @@ def option_lengths(items: list[dict], unit: str, text: str = "option", mode: str
 
 def item_spread(lengths: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
     """Per item: relative spread, longest and shortest length, and whether gold is longest
-    (strictly). The formulas are the filter's (curate.filter.features), so the report and the
+    (strictly). The formulas are the filter's (curate.lengths), so the report and the
     rules measure the same thing."""
-    from curate.filter.features import gold_is_longest, relative_spread
-
     g = lengths.groupby("item_id", sort=False)
     out = pd.DataFrame({"row_index": g["row_index"].first(), "source": g["source"].first(),
                         "longest": g["length"].max(), "shortest": g["length"].min()})

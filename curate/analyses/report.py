@@ -42,6 +42,7 @@ from curate.lock import folder_lock
 from generate.store import open_generations, read_generations
 from generate.store import read_runs as read_generation_runs
 from scoring import normalize
+from scoring.models import tokenizer
 from scoring.store import open_scores, read_runs, read_scores, require_one_source, score_sources
 
 SCHEMA_VERSION = 1
@@ -67,7 +68,7 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = None, models
     for unit in length_units:  # refuse a bad unit or tokenizer before any work is done
         kind, name = length.parse_unit(unit)
         if kind == "tokens":
-            length.load_tokenizer(name)
+            tokenizer(name)
     outdir.check_report_dir(out)
     # One run at a time writes a report folder: two would mix their plots and reports.
     # Steps: reading, each section, writing the report.

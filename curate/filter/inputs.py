@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from curate.errors import CurateError
-from curate.filter import features
+from curate import lengths
 from curate.sources import file_sha256
 from curate.store import Workspace
+from scoring.models import tokenizer as tokenizer_for
 
 
 class Inputs:
@@ -168,34 +169,15 @@ class Inputs:
     def lengths(self, unit: str, over: str, mode: str, tokenizer: str | None) -> np.ndarray:
         key = (unit, over, mode if over == "context+option" else None, tokenizer)
         if key not in self._lengths:
-            texts = features.length_texts(self.items, over, mode)
-            counter = self._token_counter(tokenizer) if unit == "tokens" else None
-            self._lengths[key] = features.measure(texts, unit, counter)
+            tok = self._tokenizer(tokenizer) if unit == "tokens" else None
+            self._lengths[key] = lengths.measure(lengths.texts(self.items, over, mode), unit, tok)
         return self._lengths[key]
 
-    def _token_counter(self, name: str):
+    def _tokenizer(self, name: str):
         if name not in self._tokenizers:
-            self._tokenizers[name] = load_tokenizer(name)
+            self._tokenizers[name] = tokenizer_for(name)
             self.used["tokenizers"][name] = tokenizer_identity(name, self._tokenizers[name])
-        tok = self._tokenizers[name]
-
-        def count(texts: list[str]) -> list[int]:
-            return [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]
-        return count
-
-
-def load_tokenizer(name: str):
-    """A transformers tokenizer from a built-in model name, a local folder or a Hub id."""
-    from scoring.models import resolve
-    from transformers import AutoTokenizer
-
-    ref = resolve(name)
-    try:
-        return AutoTokenizer.from_pretrained(ref.path)
-    except Exception as exc:  # offline Hub id, missing files: say which tokenizer and why
-        raise CurateError(f"tokenizer {name!r} could not be loaded from {ref.path}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''} (use a built-in name such as "
-                          f"smollm2-135m or a local folder)") from None
+        return self._tokenizers[name]
 
 
 def tokenizer_identity(name: str, tok) -> dict:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.filter import features
 from curate.filter.kinds._common import fill_length, length_needs, lengths
+from curate.lengths import gold_is_longest
 
 SCHEMA = {
     "description": "The gold option is the longest (ties count unless strict).",
@@ -18,4 +18,4 @@ needs = length_needs
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:
-    return features.gold_is_longest(lengths(spec, inputs), inputs.gold, strict=spec.get("strict", False))
+    return gold_is_longest(lengths(spec, inputs), inputs.gold, strict=spec.get("strict", False))

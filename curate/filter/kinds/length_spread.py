@@ -7,6 +7,7 @@ import numpy as np
 
 from curate.filter import features
 from curate.filter.kinds._common import SpecError, fill_length, length_needs, lengths
+from curate.lengths import relative_spread
 
 SCHEMA = {
     "description": "Relative spread (longest - shortest) / longest of an item's option lengths, compared with "
@@ -42,4 +43,4 @@ def check_bounds(spec: dict) -> None:
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:
-    return features.in_range(features.relative_spread(lengths(spec, inputs)), spec)
+    return features.in_range(relative_spread(lengths(spec, inputs)), spec)
