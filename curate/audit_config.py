@@ -24,6 +24,7 @@ import schemas
 from curate import strict_yaml
 from curate.errors import CurateError, InputError
 from curate.reading import CONFIG_LIMIT, read_text
+from scoring.options import DEFAULTS as SCORE_DEFAULTS
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
 DEFAULT_CONFIG = Path(__file__).parent / "demo" / "audit.yaml"
@@ -84,12 +85,13 @@ class Scoring:
     models: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
     formulations: tuple[str, ...] | None = None  # None: the workspace's own
-    dtype: str = "float32"
-    device: str = "cpu"
-    batch_tokens: int | None = None  # None: the scorer's own default
+    # The rest as `curate score` takes them (scoring/options.py: defaults, types, the schema).
+    dtype: str = SCORE_DEFAULTS["dtype"]
+    device: str = SCORE_DEFAULTS["device"]
+    batch_tokens: int = SCORE_DEFAULTS["batch_tokens"]
     imports: tuple[ScoreImport, ...] = ()  # run before the models are scored
-    max_memory: str | None = None    # with device auto: where the model may go (curate score --max-memory)
-    self_check: int = 2              # items also scored by the model's own forward (curate score --self-check)
+    max_memory: str | None = SCORE_DEFAULTS["max_memory"]  # with device auto: where the model may go
+    self_check: int = SCORE_DEFAULTS["self_check"]  # items also scored by the model's own forward
 
 
 @dataclass(frozen=True)

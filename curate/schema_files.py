@@ -4,6 +4,8 @@
   (``curate.filter.kinds.rules_schema``; `curate filter` validates against that, not the file).
 - the built-in benchmark list of ``schemas/audit.schema.json`` (``benchmark.adapter``): the
   adapters' registry (``curate.adapters.known``), the list `curate init --benchmark` offers.
+- the stage options of ``schemas/audit.schema.json`` (``scoring``'s dtype, device, ...): each
+  stage's option table (``STAGES``; ``curate.options.schema_properties``).
 
 ``python -m curate.schema_files`` (``make schemas``) rewrites what is stale; ``--check`` only
 names it (exit 1). A test fails while either file differs from the code.
@@ -26,7 +28,15 @@ def expected() -> dict[Path, str]:
     from curate.adapters import known
     from curate.filter.kinds import rules_schema
 
-    return {RULES: dump(rules_schema()) + "\n", AUDIT: with_benchmarks(AUDIT.read_text(encoding="utf-8"), known())}
+    audit = with_options(with_benchmarks(AUDIT.read_text(encoding="utf-8"), known()), stage_options())
+    return {RULES: dump(rules_schema()) + "\n", AUDIT: audit}
+
+
+def stage_options() -> dict[str, list]:
+    """The audit schema's sections (``$defs`` names) whose options a stage's table declares."""
+    from scoring.options import SCORE
+
+    return {"scoring": SCORE}
 
 
 def dump(value, indent: int = 0) -> str:
@@ -50,6 +60,24 @@ def with_benchmarks(text: str, names: list[str]) -> str:
     if text.count(old) != 1:
         raise SystemExit(f"{AUDIT}: benchmark.adapter's enum is not written as one line {old}")
     return text.replace(old, json.dumps(list(names)))
+
+
+def with_options(text: str, sections: dict[str, list]) -> str:
+    """The audit schema's text with each option-table property of ``sections`` as the table
+    declares it (one line per property), the rest of the file exactly as it is."""
+    from curate.options import schema_properties
+
+    defs = json.loads(text)["$defs"]
+    for section, table in sections.items():
+        written = defs[section]["properties"]
+        for name, prop in schema_properties(table).items():
+            if name not in written:
+                raise SystemExit(f"{AUDIT}: $defs.{section} has no property {name!r}; add it (one line)")
+            old = f"{json.dumps(name)}: {json.dumps(written[name])}"
+            if text.count(old) != 1:
+                raise SystemExit(f"{AUDIT}: $defs.{section}.{name} is not written once as one line {old}")
+            text = text.replace(old, f"{json.dumps(name)}: {json.dumps(prop)}")
+    return text
 
 
 def stale() -> list[Path]:

@@ -6,6 +6,8 @@ from pathlib import Path
 import click
 
 from curate.items import MODES
+from curate.options import click_options
+from scoring.options import SCORE
 
 
 def _formulations(ctx, param, value: str | None) -> list[str] | None:
@@ -45,27 +47,12 @@ def _modes(ctx, param, value: str) -> list[str]:
 @click.option("--formulations", default=None, callback=_formulations,
               help="Comma-separated: cloze, letters, letters+rK (the list rotated K places) or letters+rotations "
                    "(every rotation) [default: the benchmark's, as lm-eval scores it].")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
-@click.option("--device", default="cpu", show_default=True,
-              help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.")
-@click.option("--max-memory", "max_memory", default=None, metavar="SPEC",
-              help="With --device auto: where the model may go, e.g. 0=70GiB,1=70GiB,cpu=100GiB,disk "
-                   "(without it, GPUs only; cpu and disk only when named).")
-@click.option("--batch-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Token budget per forward pass (rows x longest row).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Score only the first N items.")
 @click.option("--label", default=None, callback=_label, help="Model name stored with the scores (default: --model).")
 @click.option("--verify-batch-invariance", "verify", type=click.IntRange(min=0), default=0, metavar="K",
               help="Afterwards re-score K random items one at a time and report the largest difference.")
 @click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
-@click.option("--self-check", "self_check", type=click.IntRange(min=0), default=2, show_default=True, metavar="N",
-              help="Before storing anything, score N units (an item in one mode) also by the model's own plain "
-                   "forward and stop on a difference over the dtype's tolerance (0: skip).")
-@click.option("--replace", is_flag=True,
-              help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
-                   "(without it such a run is refused).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click_options(SCORE)
 def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
           no_seq_mean, self_check, replace, quiet):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""

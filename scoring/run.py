@@ -29,6 +29,7 @@ from scoring import ENGINE_VERSION
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.models import DTYPES, check_device, load, placement, resolve
+from scoring.options import DEFAULTS
 from scoring.self_check import self_check
 from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
                            write_scores)
@@ -191,10 +192,12 @@ def versions() -> dict:
             "transformers": transformers.__version__, "python": platform.python_version()}
 
 
-def score_workspace(root, model: str, modes: list[str], *, dtype: str = "float32", device: str = "cpu",
-                    batch_tokens: int = 4096, limit: int | None = None, show_progress: bool = True,
-                    label: str | None = None, seq_mean: bool = True, replace: bool = False,
-                    formulations: list[str] | None = None, self_check_items: int = 2, max_memory=None) -> dict:
+def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS["dtype"],
+                    device: str = DEFAULTS["device"], batch_tokens: int = DEFAULTS["batch_tokens"],
+                    limit: int | None = DEFAULTS["limit"], show_progress: bool = True,
+                    label: str | None = None, seq_mean: bool = True, replace: bool = DEFAULTS["replace"],
+                    formulations: list[str] | None = None, self_check_items: int = DEFAULTS["self_check"],
+                    max_memory=DEFAULTS["max_memory"]) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
     ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
 

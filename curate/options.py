@@ -1,0 +1,146 @@
+"""Stage options declared once: a table of ``Option`` per stage, and what is derived from it.
+
+Each stage keeps its table next to its run function (``scoring/options.py``,
+``annotate/options.py``, ``generate/options.py``). From one table come
+
+- the command's click options (``click_options``), old spellings kept as hidden aliases;
+- the audit config's schema properties (``schema_properties``; ``make schemas`` writes them
+  into ``schemas/audit.schema.json``);
+- the defaults the run function and the audit config take (``defaults``).
+
+so a default, a type or a range is written in one place. ``tests/test_stage_options.py``
+checks that the command, the schema file and the run function's signature agree.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import click
+
+_JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a stage. ``name`` is the run function's keyword and the config key."""
+    name: str
+    type: type = str
+    default: Any = None
+    help: str = ""
+    choices: tuple = ()
+    min: float | None = None
+    max: float | None = None
+    min_open: bool = False      # the minimum itself is refused (schema: exclusiveMinimum)
+    flag: str | None = None     # the command-line spelling; default --name-with-dashes
+    aliases: tuple[str, ...] = ()  # old spellings, still accepted, hidden from --help
+    config: str | None = None   # the audit config's description; None: not a config key
+    pattern: str | None = None  # the config's pattern (the command checks such a value when it runs)
+    nullable: bool = False      # the config may write null (= the default)
+    metavar: str | None = None
+    callback: Callable | None = None
+    show_default: bool = True
+
+    @property
+    def spelling(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def click_type(self):
+        if self.choices:
+            return click.Choice(list(self.choices))
+        bounded = self.min is not None or self.max is not None
+        if self.type is int and bounded:
+            return click.IntRange(self.min, self.max)
+        if self.type is float and bounded:
+            return click.FloatRange(self.min, self.max, min_open=self.min_open)
+        return self.type
+
+
+def defaults(table: list[Option]) -> dict[str, Any]:
+    """Each option's default by name: what the run function and the audit config take."""
+    return {o.name: o.default for o in table}
+
+
+def in_config(table: list[Option]) -> list[Option]:
+    return [o for o in table if o.config is not None]
+
+
+def schema_properties(table: list[Option]) -> dict[str, dict]:
+    """The JSON Schema of each option the audit config takes, by config key."""
+    return {o.name: _schema(o) for o in in_config(table)}
+
+
+def _schema(o: Option) -> dict:
+    prop: dict[str, Any] = {"description": o.config} if o.config else {}
+    if o.choices:
+        prop["enum"] = list(o.choices)
+    else:
+        kind = _JSON_TYPES[o.type]
+        prop["type"] = [kind, "null"] if o.nullable else kind
+    if o.pattern:
+        prop["pattern"] = o.pattern
+    elif o.type is str and not o.choices:
+        prop["minLength"] = 1
+    if o.min is not None:
+        prop["exclusiveMinimum" if o.min_open else "minimum"] = o.min
+    if o.max is not None:
+        prop["maximum"] = o.max
+    if o.default is not None:
+        prop["default"] = o.default
+    return prop
+
+
+def click_options(table: list[Option]):
+    """A decorator adding the table's options to a click command, in table order; an old
+    spelling given on the command line sets the option it was renamed to."""
+    def decorate(f):
+        @functools.wraps(f)
+        def command(**kwargs):
+            for o in table:
+                for i, _ in enumerate(o.aliases):
+                    value = kwargs.pop(_alias_key(o, i))
+                    if value is not None and value is not False:
+                        kwargs[o.name] = value
+            return f(**kwargs)
+
+        for o in reversed(table):
+            for i, alias in enumerate(o.aliases):
+                command = click.option(alias, _alias_key(o, i), hidden=True, **_alias_kwargs(o))(command)
+            command = click.option(o.spelling, o.name, **_click_kwargs(o))(command)
+        return command
+    return decorate
+
+
+def _alias_key(o: Option, i: int) -> str:
+    return f"{o.name}__alias{i}"
+
+
+def _click_kwargs(o: Option) -> dict:
+    if o.type is bool:
+        return {"is_flag": True, "default": bool(o.default), "help": o.help}
+    kw = {"type": o.click_type(), "default": o.default, "help": o.help or None,
+          "show_default": o.show_default and o.default is not None}
+    if o.metavar:
+        kw["metavar"] = o.metavar
+    return kw | _callback(o)
+
+
+def _alias_kwargs(o: Option) -> dict:
+    if o.type is bool:
+        return {"is_flag": True}
+    return {"type": o.click_type(), "default": None} | _callback(o)
+
+
+def _callback(o: Option) -> dict:
+    """A float must be finite ('nan' and 'inf' pass float() and every range check); then the
+    option's own check."""
+    if o.type is not float and o.callback is None:
+        return {}
+
+    def check(ctx, param, value):
+        if o.type is float and value is not None and not math.isfinite(value):
+            raise click.BadParameter(f"{value} is not a finite number")
+        return o.callback(ctx, param, value) if o.callback else value
+    return {"callback": check}

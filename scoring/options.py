@@ -1,0 +1,34 @@
+"""The options of `curate score` (and the audit config's ``scoring`` section), declared once.
+
+``curate.options`` derives the click options, the config schema's properties and the defaults
+``scoring.run.score_workspace`` and ``curate.audit_config.Scoring`` take from this table.
+"""
+from __future__ import annotations
+
+from curate.options import Option, defaults
+from scoring.models import DTYPES
+
+SCORE = [
+    Option("dtype", choices=DTYPES, default="float32", config=""),
+    Option("device", default="cpu", pattern="^(cpu|cuda(:[0-9]+)?|mps|auto)$",
+           help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.",
+           config="cpu, cuda, cuda:N, mps, or auto (the model placed over every visible GPU by accelerate)."),
+    Option("max_memory", metavar="SPEC",
+           help="With --device auto: where the model may go, e.g. 0=70GiB,1=70GiB,cpu=100GiB,disk "
+                "(without it, GPUs only; cpu and disk only when named).",
+           config="With device auto: where the model may go, as curate score --max-memory takes it "
+                  "(e.g. '0=70GiB,1=70GiB,cpu=100GiB,disk'); absent: the visible GPUs only."),
+    Option("batch_tokens", int, 4096, min=1, help="Token budget per forward pass (rows x longest row).",
+           config="Token budget per forward batch (rows x longest row)."),
+    Option("limit", int, min=1, help="Score only the first N items."),
+    Option("self_check", int, 2, min=0, metavar="N",
+           help="Before storing anything, score N units (an item in one mode) also by the model's own plain "
+                "forward and stop on a difference over the dtype's tolerance (0: skip).",
+           config="Items also scored by the model's own plain forward before anything is stored (0 skips)."),
+    Option("replace", bool, False,
+           help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
+                "(without it such a run is refused)."),
+    Option("quiet", bool, False, help="No progress bar.", aliases=("--no-progress",)),
+]
+
+DEFAULTS = defaults(SCORE)

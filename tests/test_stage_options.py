@@ -1,0 +1,104 @@
+"""Each stage's options are declared once (its ``options.py`` table); the command, the audit
+config's schema file and dataclass, and the run function must all say what the table says."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from curate.options import Option, click_options, schema_properties
+from schemas import SCHEMA_DIR
+
+
+def _stages():
+    """(command, table, run function, {option: run keyword}, audit section, config dataclass)."""
+    from curate.audit_config import Scoring
+    from scoring.cli import score
+    from scoring.options import SCORE
+    from scoring.run import score_workspace
+
+    return {
+        "score": (score, SCORE, score_workspace, {"self_check": "self_check_items", "quiet": None},
+                  "scoring", Scoring),
+    }
+
+
+STAGES = list(_stages())
+
+
+def _params(command) -> dict[str, click.Parameter]:
+    return {p.name: p for p in command.params}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_command_takes_each_option_as_declared(stage):
+    command, table, *_ = _stages()[stage]
+    params = _params(command)
+    for o in table:
+        p = params[o.name]
+        assert o.spelling in p.opts and not p.hidden, o.name
+        if o.type is bool:
+            assert p.is_flag and p.default is False, o.name
+            continue
+        assert p.default == o.default, o.name
+        if o.choices:
+            assert list(p.type.choices) == list(o.choices), o.name
+        if o.min is not None or o.max is not None:
+            assert (p.type.min, p.type.max) == (o.min, o.max), o.name
+        for i, alias in enumerate(o.aliases):
+            hidden = params[f"{o.name}__alias{i}"]
+            assert hidden.opts == [alias] and hidden.hidden, alias
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_run_function_defaults_are_the_tables(stage):
+    _, table, run, keywords, *_ = _stages()[stage]
+    signature = inspect.signature(run).parameters
+    for o in table:
+        keyword = keywords.get(o.name, o.name)
+        if keyword is not None:
+            assert signature[keyword].default == o.default, o.name
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_audit_schema_and_config_take_the_tables_defaults_types_and_ranges(stage):
+    _, table, _, _, section, config_class = _stages()[stage]
+    written = json.loads((SCHEMA_DIR / "audit.schema.json").read_text())["$defs"][section]["properties"]
+    fields = {f.name: f.default for f in dataclasses.fields(config_class)}
+    for name, prop in schema_properties(table).items():
+        assert written[name] == prop, name
+        assert fields[name] == next(o.default for o in table if o.name == name), name
+
+
+def test_an_old_spelling_sets_the_option_and_is_hidden_from_help():
+    table = [Option("quiet", bool, False, aliases=("--no-progress",)),
+             Option("n_resamples", int, 2000, min=100, flag="--bootstrap", aliases=("--boot",))]
+
+    @click.command()
+    @click_options(table)
+    def show(quiet, n_resamples):
+        click.echo(f"{quiet} {n_resamples}")
+
+    runner = CliRunner()
+    assert runner.invoke(show, []).output == "False 2000\n"
+    assert runner.invoke(show, ["--no-progress", "--boot", "150"]).output == "True 150\n"
+    assert runner.invoke(show, ["--quiet", "--bootstrap", "300"]).output == "True 300\n"
+    refused = runner.invoke(show, ["--boot", "5"])
+    assert refused.exit_code == 2 and "5 is not in the range x>=100" in refused.output
+    help_text = runner.invoke(show, ["--help"]).output
+    assert "--bootstrap" in help_text and "--boot " not in help_text and "--no-progress" not in help_text
+
+
+def test_a_float_option_refuses_nan_and_infinity():
+    @click.command()
+    @click_options([Option("max_cost", float, min=0)])
+    def spend(max_cost):
+        click.echo(max_cost)
+
+    for bad in ("nan", "inf"):
+        result = CliRunner().invoke(spend, ["--max-cost", bad])
+        assert result.exit_code == 2 and "is not a finite number" in result.output
