@@ -48,7 +48,8 @@ def main() -> None:
               "full_tokens": full["tokens"], "full_runner": full["runner"], "text_score_seconds": text["score_seconds"],
               "text_tokens": text["tokens"], "text_runner": text["runner"], "ratio": round(ratio, 4),
               "target": 0.30, "met": ratio <= 0.30}
-    print(f"{args.items} HellaSwag items, {args.model} {args.dtype} on {args.device} ({torch.get_num_threads()} threads)")
+    print(f"{args.items} HellaSwag items, {args.model} {args.dtype} on {args.device} "
+          f"({torch.get_num_threads()} threads)")
     print(f"full mode (4 options + seq_mean): {full['score_seconds']:.1f} s, {full['tokens']} input tokens "
           f"({full['runner']} runner)")
     print(f"text scores (prompt + gold):      {text['score_seconds']:.1f} s, {text['tokens']} input tokens "

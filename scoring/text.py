@@ -210,7 +210,8 @@ def text_score_workspace(root, model: str, *, dtype: str = "float32", device: st
             todo = [(i, item_text(it)) for i, it in enumerate(items)
                     if not (it["item_id"] in done and stored[it["item_id"]][0] == it["content_hash"])]
             requests = build(tokenizer, todo, max_length=max_length(lm, tokenizer))
-            too_big = [r for r in requests if r.request.conts[0] and max(r.request.conts[0]) >= lm.get_input_embeddings().num_embeddings]
+            embeddings = lm.get_input_embeddings().num_embeddings
+            too_big = [r for r in requests if max(r.request.prefix + r.request.conts[0]) >= embeddings]
             if too_big:
                 raise CurateError(f"item {items[too_big[0].item_index]['item_id']}: the tokenizer gives token ids "
                                   f"the model has no embedding for: the tokenizer does not belong to this model")
@@ -249,5 +250,6 @@ def text_score_workspace(root, model: str, *, dtype: str = "float32", device: st
         finally:
             ws.close()
     return {"items": len(items), "computed": len(requests), "cached": len(items) - len(requests), "tokens": tokens,
-            "seconds": round(time.perf_counter() - start, 3), "score_seconds": round(time.perf_counter() - loop_start, 3),
+            "seconds": round(time.perf_counter() - start, 3),
+            "score_seconds": round(time.perf_counter() - loop_start, 3),
             "run_id": run_id, "label": label, "runner": runner, "self_check": checked, "replaced_rows": len(other)}

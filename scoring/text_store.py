@@ -49,7 +49,8 @@ def open_text_scores(root) -> Workspace:
 def write_text_scores(ws: Workspace, rows: list[dict]) -> None:
     """Insert or replace rows (dicts with ``TABLE_COLUMNS``); call inside a transaction."""
     ws.conn.executemany(
-        f"INSERT OR REPLACE INTO text_scores ({', '.join(TABLE_COLUMNS)}) VALUES ({', '.join('?' * len(TABLE_COLUMNS))})",
+        f"INSERT OR REPLACE INTO text_scores ({', '.join(TABLE_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(TABLE_COLUMNS))})",
         ([r.get(c) for c in TABLE_COLUMNS] for r in rows))
 
 
