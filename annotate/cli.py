@@ -31,9 +31,9 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run, limit, retries, parse_retries,
              backoff, timeout, poll_interval, key_header, no_progress):
     """Annotate the items of WORKSPACE that have no valid record for ANNOTATOR in this round."""
-    from annotate.prices import retirement_note
+    from curate.anthropic_api.prices import retirement_note
     from annotate.run import annotate_workspace
-    from annotate.spend import left_in_flight_note, possibly_line
+    from curate.anthropic_api.spend import left_in_flight_note, possibly_line
 
     if note := retirement_note(annotator):
         click.echo(note, err=True)

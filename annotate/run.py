@@ -6,7 +6,7 @@ batch requests go by (item, key), never by key alone. An item counts as done whe
 or refused record under the current key; everything else (no record, an invalid one, one made
 under another prompt or item version) is asked again, so re-running resumes an interrupted run
 and re-asks only what failed. Each Messages request is in the cost ledger before it is sent
-and its reply as soon as it is read (``annotate/spend.py``), the record right after, so a killed
+and its reply as soon as it is read (``curate/anthropic_api/spend.py``), the record right after, so a killed
 run loses at most the replies in flight, which the ledger still counts as possibly billed; a
 reply paid for is entered in the ledger (and counts against ``--max-cost``) even when a re-ask
 after it fails.
@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from annotate import claude, prices, spend
+from annotate import claude
 from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
     open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
+from curate.anthropic_api import client as api, prices, spend
 from curate.clock import now
 from curate.errors import CurateError
 from curate.items import canonical_json, sha256_text
@@ -223,7 +224,7 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
     annotator, round, model = work.annotator, work.round, work.model
     client, cache = None, None
     if work.backend == "anthropic":
-        client = claude.make_client(timeout=timeout, key_header=key_header)  # no key: fail before a run is recorded
+        client = api.make_client(timeout=timeout, key_header=key_header)  # no key: fail before a run is recorded
         if work.todo:
             cache = cache_decision(client, model, work.todo[0], round, retries=retries, backoff=backoff)
     checked = None  # local: refused before a run is recorded (an item past the context, the engine's self-check)
@@ -270,9 +271,9 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
 
 def cache_decision(client, model: str, item: dict, round: int, **retry) -> dict:
     """Whether to mark the shared prefix for the prompt cache: only when the API would cache it."""
-    tokens, method = claude.prefix_tokens(client, model, item, round, counters=claude.Counters(), **retry)
+    tokens, method = claude.prefix_tokens(client, model, item, round, counters=api.Counters(), **retry)
     minimum = prices.model_info(model).cache_minimum
-    return {"prefix_tokens": tokens, "method": method, "minimum": minimum, "marked": claude.cacheable(tokens, model)}
+    return {"prefix_tokens": tokens, "method": method, "minimum": minimum, "marked": api.cacheable(tokens, model)}
 
 
 def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int, timeout: float, key_header,
@@ -280,7 +281,7 @@ def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int
     """What a run would send and what it could cost at most, nothing sent.
 
     Input tokens come from the endpoint's ``count_tokens`` where it offers one (and a key is
-    set), else from ``claude.input_bound``; ``input_tokens_method`` says which. Two ceilings:
+    set), else from ``api.input_bound``; ``input_tokens_method`` says which. Two ceilings:
     ``usd_first_answers`` if every first reply is usable, ``usd_upper_bound`` if every item needs
     all its re-asks; both price every reply at max_tokens and no cache reads, and each request's
     input at the larger of the endpoint's count and the byte bound (``input_tokens_bound``), so
@@ -292,13 +293,13 @@ def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int
            "cache": None}
     if work.backend == "local" or not work.todo:
         return out
-    client = claude.make_client(timeout=timeout, key_header=key_header) if os.environ.get("ANTHROPIC_API_KEY") else None
+    client = api.make_client(timeout=timeout, key_header=key_header) if os.environ.get("ANTHROPIC_API_KEY") else None
     retry = dict(retries=retries, backoff=backoff)
     cache = cache_decision(client, work.model, work.todo[0], work.round, **retry)
     params = [claude.request_params(work.model, it, work.round, cache=cache["marked"]) for it in work.todo]
     counted = count_all(client, params, concurrency=concurrency, show_progress=show_progress, **retry)
     method = "count_tokens" if counted is not None else "bound"
-    bounds = [claude.input_bound(p) for p in params]
+    bounds = [api.input_bound(p) for p in params]
     tokens = counted if counted is not None else bounds
     ceiling = [max(n, b) for n, b in zip(tokens, bounds)]
     first = sum(claude.worst_case_usd(p, n, attempts=1, batch=batch) for p, n in zip(params, ceiling))
@@ -318,12 +319,12 @@ def count_all(client, params: list[dict], *, concurrency: int, show_progress: bo
     """The endpoint's token count of every request, or None where it does not count (or no client)."""
     if client is None:
         return None
-    counters = claude.Counters()
-    first = claude.count_tokens(client, params[0], retries=retries, backoff=backoff, counters=counters)
+    counters = api.Counters()
+    first = api.count_tokens(client, params[0], retries=retries, backoff=backoff, counters=counters)
     if first is None:
         return None
     with ThreadPoolExecutor(concurrency) as pool:
-        rest = pool.map(lambda p: claude.count_tokens(client, p, retries=retries, backoff=backoff, counters=counters),
+        rest = pool.map(lambda p: api.count_tokens(client, p, retries=retries, backoff=backoff, counters=counters),
                         params[1:])
         counts = [first, *tqdm(rest, total=len(params) - 1, unit="request", desc="counting tokens",
                                disable=not show_progress)]
@@ -345,14 +346,14 @@ def run_local(job: Job, todo: list[dict], local) -> None:
 def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool, concurrency: int, max_cost,
                  retries: int, backoff: float, parse_retries: int) -> None:
     """Items ``concurrency`` at a time, each sent once its worst case fits under ``max_cost``
-    (``annotate.spend``); each reply is in the ledger before its record is written."""
-    counters = claude.Counters()
+    (``curate.anthropic_api.spend``); each reply is in the ledger before its record is written."""
+    counters = api.Counters()
     spending = spend.Spending(job.ws, cap=max_cost, model=model, table="annotation_ledger",
                               add=lambda ws, **row: add_ledger(ws, run_id=job.run_id, batch=False, **row))
 
     def start(item: dict):
         params = claude.request_params(model, item, job.round, cache=cache)
-        bounds = claude.attempt_bounds(params, claude.input_bound(params), attempts=parse_retries + 1, batch=False)
+        bounds = claude.attempt_bounds(params, api.input_bound(params), attempts=parse_retries + 1, batch=False)
         tab = spending.tab(bounds, item_id=item["item_id"], request_key=job.keys[item["item_id"]])
         return tab, lambda: claude.ask(client, params, item, job.round, tab=tab, retries=retries, backoff=backoff,
                                        parse_retries=parse_retries, counters=counters)
@@ -363,9 +364,9 @@ def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool,
             reply = future.result()
         except spend.OverBudget as exc:
             job.over_budget = job.over_budget or exc.why
-        except claude.Stop as exc:
+        except api.Stop as exc:
             job.stopped = job.stopped or str(exc)
-        except claude.GaveUp as exc:
+        except api.GaveUp as exc:
             job.fail(str(exc))
         else:
             job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot, priced(model, reply.attempts),
@@ -403,7 +404,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
     Under --max-cost a batch takes the items whose worst case fits beside what was spent and what
     is reserved for batches still processing; the rest wait for the next batch, which is sent
     once a batch has ended and its true cost is known."""
-    counters = claude.Counters()
+    counters = api.Counters()
     by_id = {it["item_id"]: it for it in todo}
     pending = open_batches(job.ws, annotator=job.annotator, round=job.round)
     in_flight = {item_id for mapping in pending.values() for item_id, _ in mapping.values()}
@@ -413,7 +414,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
     submitted: Counter = Counter()
 
     def call(fn):
-        return claude.with_retries(fn, client=client, retries=retries, backoff=backoff, counters=counters)
+        return api.with_retries(fn, client=client, retries=retries, backoff=backoff, counters=counters)
 
     def item(item_id: str) -> dict:
         if item_id not in by_id:  # submitted by an earlier run for an item outside this selection
@@ -422,7 +423,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
 
     def worst(it: dict) -> float:
         params = claude.request_params(model, it, job.round, cache=cache)
-        return claude.worst_case_usd(params, claude.input_bound(params), attempts=1, batch=True)
+        return claude.worst_case_usd(params, api.input_bound(params), attempts=1, batch=True)
 
     reserved = {batch_id: sum(worst(item(iid)) for iid, _ in mapping.values()) for batch_id, mapping in pending.items()}
     while job.stopped is None:
@@ -446,7 +447,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
             try:
                 created = call(lambda: client.messages.batches.create(requests=requests))
                 batch_status(client, created)
-            except (claude.Stop, claude.GaveUp) as exc:
+            except (api.Stop, api.GaveUp) as exc:
                 job.stopped = str(exc)
                 break
             add_batch(job.ws, batch_id=created.id, run_id=job.run_id, annotator=job.annotator,
@@ -462,7 +463,7 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
             while batch_status(client, call(lambda: client.messages.batches.retrieve(batch_id))) != "ended":
                 time.sleep(poll_interval)
             results = call(lambda: list(client.messages.batches.results(batch_id)))
-        except (claude.Stop, claude.GaveUp) as exc:
+        except (api.Stop, api.GaveUp) as exc:
             job.stopped = f"{exc}; batch {batch_id} is kept and polled again on the next run"
             break
         seen, saved = set(), saved_results(job.ws, batch_id)
@@ -490,7 +491,7 @@ def batch_status(client, batch) -> str:
     """A message batch's processing status; Stop when the reply is not a message batch."""
     status = getattr(batch, "processing_status", None)
     if not isinstance(status, str) or not isinstance(getattr(batch, "id", None), str):
-        raise claude.not_an_api_reply(client, batch, "a message batch")
+        raise api.not_an_api_reply(client, batch, "a message batch")
     return status
 
 
@@ -513,10 +514,10 @@ def handle_result(job: Job, item: dict, res, model: str, replies: dict, resubmit
         else:
             job.fail(f"batch request for {item['item_id']} ended {kind} {retries + 1} times")
         return
-    message = claude.checked_message(client, res.result.message)
-    blocks = claude.content_blocks(message)
+    message = api.checked_message(client, res.result.message)
+    blocks = api.content_blocks(message)
     answer = read_answer(blocks, message.stop_reason, job.round, item)
-    usage = claude.usage_of(message)
+    usage = api.usage_of(message)
     attempt = {"content": blocks, "stop_reason": message.stop_reason, "problem": claude.judge(answer),
                "usage": usage, "model": message.model, "usd": prices.usd(model, batch=True, **usage)}
     mine = replies.setdefault(item["item_id"], [])

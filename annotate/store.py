@@ -132,7 +132,7 @@ MIGRATIONS = [
     # A request is written to the ledger before it is sent ('in_flight', usd = the most it can
     # cost) and settled when it ends: 'billed' (the reply, as the API reported it), deleted (an
     # error reply: not billed), or 'abandoned' (the client gave up on it -- a timeout or a dropped
-    # connection -- so it may have been billed, up to usd). See annotate/spend.py.
+    # connection -- so it may have been billed, up to usd). See curate/anthropic_api/spend.py.
     ("annotations-007-ledger-state", """
         ALTER TABLE annotation_ledger ADD COLUMN state TEXT NOT NULL DEFAULT 'billed'
             CHECK (state IN ('billed', 'in_flight', 'abandoned'));

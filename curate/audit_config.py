@@ -359,7 +359,7 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
 
 def _unpriced(model: str) -> str | None:
     """Why a Claude model cannot be annotated with a cost ledger, or None when its price is known."""
-    from annotate.prices import price
+    from curate.anthropic_api.prices import price
 
     try:
         price(model)

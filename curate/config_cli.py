@@ -44,7 +44,7 @@ def check_config(config, no_files):
 
 def retirement_notes(cfg) -> None:
     """A note for each planned Claude annotator whose model the anthropic SDK says retires."""
-    from annotate.prices import retirement_note
+    from curate.anthropic_api.prices import retirement_note
 
     for a in cfg.annotators:
         if note := retirement_note(a.annotator):

@@ -69,8 +69,8 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
              batch_size, dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header,
              quiet):
     """Ask a model to answer every item of WORKSPACE by generating the number of an option."""
-    from annotate.prices import retirement_note
-    from annotate.spend import left_in_flight_note, possibly_line
+    from curate.anthropic_api.prices import retirement_note
+    from curate.anthropic_api.spend import left_in_flight_note, possibly_line
     from generate.run import generate_workspace, summary_line
 
     if note := retirement_note(model):

@@ -7,7 +7,7 @@ settings. Items of identical content share a key, so "stored" means a record of 
 item under its key; a unit stored is never asked again, so a second identical run does
 nothing and an interrupted one (even ``kill -9``) resumes: local batches commit one by one, and
 each Claude request is in the ledger before it is sent, its reply as soon as it is read and the
-record right after (``annotate.spend``).
+record right after (``curate.anthropic_api.spend``).
 
 Backends: a local causal LM (``generate.local``, batched) and ``anthropic:MODEL``
 (``generate.claude``, bounded concurrency, ``max_cost`` reserved per request before sending;
@@ -173,9 +173,9 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                 engine = LocalGenerator(name, dtype=dtype, device=device)
                 identity = engine.identity
             else:
-                from annotate import claude, prices
+                from curate.anthropic_api import client as api, prices
                 prices.price(name)  # unknown model: fail before anything is asked
-                client = claude.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
+                client = api.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
                 identity = {"model": name, "parse_retries": parse_retries}
             scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
                      "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
@@ -184,7 +184,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             _check_one_source(ws, units, label, tpl.name, settings, replace=replace)
             left = None
             if backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
-                from annotate import spend
+                from curate.anthropic_api import spend
                 left = spend.settle_left_in_flight(ws, "generation_ledger", "SELECT run_id FROM generation_runs "
                                                    "WHERE model = ? AND template = ? AND settings = ?",
                                                    (label, tpl.name, settings))
@@ -220,7 +220,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             loop_seconds = time.perf_counter() - loop_start
             cost = ledger_totals(ws, run_id)
             if job.over_budget is not None and job.stopped is None:
-                from annotate import spend
+                from curate.anthropic_api import spend
                 job.stopped = spend.cap_reached(max_cost, job.over_budget, cost)
             stored = done_keys(ws, label, tpl.name, settings)
             computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
@@ -330,9 +330,9 @@ def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: 
 def run_claude(job: Job, todo: list[Unit], model: str, client, *, max_new_tokens: int,
                concurrency: int, max_cost, retries: int, backoff: float, parse_retries: int) -> None:
     """Units ``concurrency`` at a time, each sent once its worst case fits under ``max_cost``
-    (``annotate.spend``: every request is in the ledger before it is sent, and every reply paid
+    (``curate.anthropic_api.spend``: every request is in the ledger before it is sent, and every reply paid
     for as soon as it is read, even when a re-ask after it fails); each record right after."""
-    from annotate import claude as api, spend
+    from curate.anthropic_api import client as api, spend
     from generate import claude
 
     counters = api.Counters()

@@ -5,7 +5,7 @@ the model was asked again), the order the options were shown in, the parse statu
 reply could be read, the displayed position chosen and the original option it maps back to.
 ``request_key`` is a hash of everything that decides the reply (see ``generate.run``); a record
 whose key matches is never asked again. Runs record their settings and versions; Claude replies
-also enter ``generation_ledger`` (the annotation ledger's columns, priced by ``annotate.prices``).
+also enter ``generation_ledger`` (the annotation ledger's columns, priced by ``curate.anthropic_api.prices``).
 
 Every text written here passes through ``curate.secrets.redact`` (as in ``annotate.store``): an
 endpoint that echoes the API key, or a base URL with credentials, leaves ``[redacted]`` on disk.

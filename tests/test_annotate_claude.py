@@ -19,6 +19,7 @@ import time
 import pytest
 
 from annotate import claude
+from curate.anthropic_api import client as api
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
 from annotate_helpers import (KEY, MODEL, api_env, copy_ws, items_of, katan, kill_when_stored, records,
@@ -131,7 +132,7 @@ def test_max_cost_and_dry_run(base_ws, tmp_path, monkeypatch):
         # beside what was spent, so the run ends part-way (tests/test_reliability_annotate.py
         # covers the cap when every reply needs its re-asks)
         params = claude.request_params(MODEL, items_of(ws)[0], 1)
-        cap = 1.5 * claude.worst_case_usd(params, claude.input_bound(params), attempts=3, batch=False)
+        cap = 1.5 * claude.worst_case_usd(params, api.input_bound(params), attempts=3, batch=False)
         summary = annotate_workspace(ws, 1, ANNOTATOR, limit=20, max_cost=cap, concurrency=3, **FAST)
     assert summary["cost"]["usd"] <= cap and "--max-cost" in summary["stopped"]
     assert f"this run spent {summary['cost']['usd']:.4f} USD" in summary["stopped"]
@@ -281,7 +282,7 @@ def test_a_billed_reply_is_ledgered_when_its_re_ask_fails(base_ws, tmp_path, mon
     fit only if that reply were free, is not sent."""
     ws = copy_ws(base_ws, tmp_path / "ws")
     first, second = items_of(ws)[:2]
-    worst = max(claude.worst_case_usd(p, claude.input_bound(p), attempts=2, batch=False)
+    worst = max(claude.worst_case_usd(p, api.input_bound(p), attempts=2, batch=False)
                 for p in (claude.request_params(MODEL, it, 1) for it in (first, second)))
     with server() as s:
         api_env(monkeypatch, s.url)

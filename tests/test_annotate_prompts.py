@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotate import prices
+from curate.anthropic_api import prices
 from annotate.prompts import load_prompt, read_answer, render_item, tools
 from annotate.run import request_key
 from annotate_helpers import small_workspace

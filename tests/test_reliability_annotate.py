@@ -19,7 +19,8 @@ import time
 import anthropic
 import pytest
 
-from annotate import claude, prices
+from annotate import claude
+from curate.anthropic_api import client as api, prices
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
 from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
@@ -68,7 +69,7 @@ def test_max_cost_holds_when_every_reply_needs_all_re_asks(base_ws, tmp_path, mo
     per_item = spent.groupby("item_id").usd.agg(["sum", "count"])
     assert (per_item["count"] == 3).all() and len(per_item) >= 5
     # Each item's reservation is its worst case; it covers what the item really cost.
-    worst = [claude.worst_case_usd(b, claude.input_bound(b), attempts=3, batch=False)
+    worst = [claude.worst_case_usd(b, api.input_bound(b), attempts=3, batch=False)
              for b in bodies if len(b["messages"]) == 1]
     assert max(per_item["sum"]) < min(worst)
     print(f"\nworst case reserved per item {min(worst):.4f}-{max(worst):.4f} USD, spent per item "
@@ -86,7 +87,7 @@ def test_input_bound_is_a_bound(base_ws):
     for round in (1, 2):
         for item in items:
             params = claude.request_params(MODEL, item, round)
-            bound = claude.input_bound(params)
+            bound = api.input_bound(params)
             text = params["system"][0]["text"] + json.dumps(params["tools"]) + json.dumps(params["messages"])
             assert prompt_tokens(params)[0] <= bound
             assert len(tok(text, add_special_tokens=False)["input_ids"]) + prices.model_info(MODEL).tool_prompt <= bound
@@ -98,7 +99,7 @@ def test_input_bound_is_a_bound(base_ws):
 def test_batches_stay_under_max_cost_and_send_the_rest_when_it_fits(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
     params = claude.request_params(MODEL, items_of(base_ws)[0], 2)
-    one = claude.worst_case_usd(params, claude.input_bound(params), attempts=1, batch=True)
+    one = claude.worst_case_usd(params, api.input_bound(params), attempts=1, batch=True)
     cap = one * 8.5  # the first batch can hold 8 items at their worst; the true cost is far lower
     with StandIn(polls_before_end=0) as s:
         api_env(monkeypatch, s.url)
@@ -160,7 +161,7 @@ def test_bound_covers_what_llm_katan_bills(base_ws, tmp_path, monkeypatch):
     assert dry["input_tokens_method"] == "bound" and done["valid"] == 8
     billed = ledger(ws)
     assert billed.input_tokens.sum() <= dry["input_tokens"]
-    bounds = {it["item_id"]: claude.input_bound(claude.request_params(MODEL, it, 2)) for it in items_of(ws)[:8]}
+    bounds = {it["item_id"]: api.input_bound(claude.request_params(MODEL, it, 2)) for it in items_of(ws)[:8]}
     assert all(row.input_tokens <= bounds[row.item_id] for row in billed.itertuples())
     assert done["cost"]["usd"] <= dry["usd_first_answers"]
 

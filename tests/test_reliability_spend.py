@@ -2,7 +2,7 @@
 requests that outlast ``--timeout``, a process killed (``kill -9``) with requests in flight, a
 workspace that cannot be written (a full disk), and a dry run against an endpoint that
 under-counts tokens. ``curate annotate`` and ``curate generate`` share this machinery
-(``annotate/spend.py``); each case runs both.
+(``curate/anthropic_api/spend.py``); each case runs both.
 
 Server: tests/standin_anthropic.py on 127.0.0.1. It counts a request as billed (``billed``) as
 soon as it has made the reply, before any ``delay``, as the API bills a request it completes
@@ -19,7 +19,7 @@ import time
 import pandas as pd
 import pytest
 
-from annotate import prices
+from curate.anthropic_api import prices
 from annotate.run import annotate_workspace
 from annotate.store import open_annotations
 from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, small_workspace

@@ -97,7 +97,7 @@ def model_info(model: str) -> Model:
                           f"use {SUPPORTED_HINT}")
     matches = [p for p in MODELS if model.startswith(p) and _SUFFIX.fullmatch(model[len(p):])]
     if not matches:
-        raise CurateError(f"no price known for model {model!r}; add it to annotate/prices.py "
+        raise CurateError(f"no price known for model {model!r}; add it to curate/anthropic_api/prices.py "
                           f"(known: {', '.join(sorted(MODELS))})")
     return MODELS[max(matches, key=len)]
 

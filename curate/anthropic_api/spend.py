@@ -30,7 +30,8 @@ from typing import Callable
 
 import anthropic
 
-from annotate import claude, prices
+from curate.anthropic_api import prices
+from curate.anthropic_api.client import Stop, usage_of
 from curate.atomic import disk_full
 from curate.errors import CurateError
 from curate.store import BUSY_TIMEOUT_S, DB_NAME, Workspace
@@ -46,7 +47,7 @@ def possibly_billed(exc: BaseException) -> bool:
     return isinstance(exc, anthropic.APIConnectionError) and type(exc.__cause__).__name__ not in UNSENT
 
 
-class OverBudget(claude.Stop):
+class OverBudget(Stop):
     """A request given up on counts as possibly billed, and asking again would not fit the cap."""
 
     def __init__(self, bound: float):
@@ -154,7 +155,7 @@ class Tab:
             self.budget.give_up(bound)
             self.reserved, self.owed, self.given_up = self.reserved - bound, True, self.given_up + 1
             raise
-        usage = claude.usage_of(message)
+        usage = usage_of(message)
         usd = prices.usd(self.model, **usage)
         self.ledger.bill(rowid, **self.row, attempt=attempt + 1, model_snapshot=message.model, usage=usage, usd=usd)
         self.billed += usd
