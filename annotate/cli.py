@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from curate.click_types import finite
+from annotate.options import ANNOTATE
 from curate.errors import CurateError
+from curate.options import Option, click_options
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 
@@ -15,21 +16,10 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 @click.command()
 @WORKSPACE
 @click.option("--round", "round_", type=click.IntRange(1, 2), required=True)
-@click.option("--annotator", required=True, help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or local:MODEL (e.g. local:smollm2-135m).")
-@click.option("--batch", is_flag=True, help="anthropic: send through the Message Batches API (half price, slower).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, callback=finite, help="Send a request only when its worst case (re-asks included) fits: this run never spends more than USD.")
-@click.option("--dry-run", is_flag=True, help="Count items, tokens (the endpoint's count_tokens, else an upper bound) and the most it could cost; send nothing.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
-@click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True, help="Retries per request on 408/429/5xx/529, timeouts and connection errors.")
-@click.option("--parse-retries", type=click.IntRange(min=0), default=2, show_default=True, help="Re-asks when a reply cannot be read; then the record is 'invalid'.")
-@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, callback=finite, show_default=True, help="First retry delay in seconds (doubles each time).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, callback=finite, show_default=True, help="Seconds per API request.")
-@click.option("--poll-interval", type=click.FloatRange(min=0), default=30.0, callback=finite, show_default=True, help="--batch: seconds between status checks.")
-@click.option("--key-header", default=None, help="Also send ANTHROPIC_API_KEY in this header (for compatible servers reading e.g. x-api-key).")
-@click.option("--no-progress", is_flag=True)
+@click.option("--annotator", required=True, help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or a local model, local:NAME or NAME (e.g. smollm2-135m).")
+@click_options(ANNOTATE)
 def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run, limit, retries, parse_retries,
-             backoff, timeout, poll_interval, key_header, no_progress):
+             backoff, timeout, poll_interval, key_header, quiet):
     """Annotate the items of WORKSPACE that have no valid record for ANNOTATOR in this round."""
     from curate.anthropic_api.prices import retirement_note
     from annotate.run import annotate_workspace
@@ -38,7 +28,7 @@ def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run
     if note := retirement_note(annotator):
         click.echo(note, err=True)
     s = annotate_workspace(workspace, round_, annotator, batch=batch, concurrency=concurrency, max_cost=max_cost,
-                           dry_run=dry_run, limit=limit, show_progress=not no_progress, retries=retries,
+                           dry_run=dry_run, limit=limit, show_progress=not quiet, retries=retries,
                            backoff=backoff, parse_retries=parse_retries, timeout=timeout, key_header=key_header,
                            poll_interval=poll_interval)
     if s.get("dry_run"):
@@ -93,7 +83,8 @@ def dry_run_lines(s: dict) -> str:
 @click.option("--human", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Human labels in the study's layout (see import-annotations), compared as annotator 'human'.")
 @click.option("--human-round", type=click.IntRange(1, 2), default=None, help="Round of the --human file (default --round).")
-@click.option("--boot", type=click.IntRange(min=10), default=1000, show_default=True, help="Bootstrap resamples for the 95% intervals.")
+@click_options([Option("boot", int, 1000, min=10, flag="--bootstrap", aliases=("--boot",),
+                       help="Bootstrap resamples for the 95% intervals.")])
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the table (.csv .jsonl .parquet).")
 def agreement(workspace, round_, human, human_round, boot, out):
     """Agreement between annotators per label: Cohen's kappa, Krippendorff's alpha, Gwet's AC1."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from annotate import claude
+from annotate.options import DEFAULTS
 from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
     open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
@@ -44,15 +45,11 @@ from curate.errors import CurateError
 from curate.items import canonical_json, sha256_text
 from curate.lock import work_lock
 from curate.store import Workspace
-
-BACKENDS = ("anthropic", "local")
-
+from scoring import model_spec
 
 def parse_annotator(spec: str) -> tuple[str, str]:
-    backend, _, model = spec.partition(":")
-    if backend not in BACKENDS or not model:
-        raise CurateError(f"annotator {spec!r}: expected anthropic:MODEL or local:MODEL")
-    return backend, model
+    """(backend, model) of an annotator, in every stage's model grammar (``scoring.model_spec``)."""
+    return model_spec.parse(spec, "annotator")
 
 
 def request_key(item: dict, round: int, prompt_version: str, annotator: str, params: dict) -> str:
@@ -147,10 +144,13 @@ class Job:
                                  retries=self.retries, usd=f"{self.spent:.4f}", refresh=False)
 
 
-def annotate_workspace(root, round: int, annotator: str, *, batch=False, concurrency=4, max_cost=None,
-                       dry_run=False, limit=None, show_progress=True, retries: int = 6, backoff: float = 1.0,
-                       parse_retries: int = 2, timeout: float = 60.0, key_header: str | None = None,
-                       poll_interval: float = 30.0) -> dict:
+def annotate_workspace(root, round: int, annotator: str, *, batch=DEFAULTS["batch"],
+                       concurrency=DEFAULTS["concurrency"], max_cost=DEFAULTS["max_cost"],
+                       dry_run=DEFAULTS["dry_run"], limit=DEFAULTS["limit"], show_progress=True,
+                       retries: int = DEFAULTS["retries"], backoff: float = DEFAULTS["backoff"],
+                       parse_retries: int = DEFAULTS["parse_retries"], timeout: float = DEFAULTS["timeout"],
+                       key_header: str | None = DEFAULTS["key_header"],
+                       poll_interval: float = DEFAULTS["poll_interval"]) -> dict:
     """Annotate the items of ``root`` (the first ``limit`` in row order) that have no valid or
     refused record for ``annotator`` in ``round`` under the current request key.
 
@@ -162,6 +162,7 @@ def annotate_workspace(root, round: int, annotator: str, *, batch=False, concurr
     """
     if round not in (1, 2):
         raise CurateError(f"round must be 1 or 2, not {round}")
+    annotator = model_spec.canonical(annotator, "annotator")  # a bare NAME is stored as local:NAME
     backend, model = parse_annotator(annotator)
     if batch and backend != "anthropic":
         raise CurateError("--batch works with anthropic: annotators only")

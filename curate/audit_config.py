@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 import schemas
+from annotate.options import DEFAULTS as ANNOTATE_DEFAULTS
 from curate import strict_yaml
 from curate.errors import CurateError, InputError
 from curate.reading import CONFIG_LIMIT, read_text
@@ -65,9 +66,10 @@ class Benchmark:
 class Annotator:
     annotator: str  # "anthropic:MODEL" or "local:MODEL"
     rounds: tuple[int, ...]
-    batch: bool = False
-    concurrency: int = 4
-    max_cost: float | None = None
+    # as `curate annotate` takes them (annotate/options.py: defaults, types, the schema)
+    batch: bool = ANNOTATE_DEFAULTS["batch"]
+    concurrency: int = ANNOTATE_DEFAULTS["concurrency"]
+    max_cost: float | None = ANNOTATE_DEFAULTS["max_cost"]
 
     @property
     def backend(self) -> str:

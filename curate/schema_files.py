@@ -34,9 +34,10 @@ def expected() -> dict[Path, str]:
 
 def stage_options() -> dict[str, list]:
     """The audit schema's sections (``$defs`` names) whose options a stage's table declares."""
+    from annotate.options import ANNOTATE
     from scoring.options import SCORE
 
-    return {"scoring": SCORE}
+    return {"annotator": ANNOTATE, "scoring": SCORE}
 
 
 def dump(value, indent: int = 0) -> str:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from curate.click_types import finite
 from curate.errors import CurateError
+from curate.options import click_options
+from generate.options import GENERATE
 from scoring.cli import _label, _modes  # one reading of --modes and --label for every command that takes them
 
 
@@ -18,53 +19,15 @@ def _template(ctx, param, value: str) -> str:
     return value
 
 
-#: Each seed is a full pass over the items; the study used 5.
-MAX_SEEDS = 1000
-#: Below this, logits / temperature overflow and sampling fails on inf/nan probabilities.
-MIN_TEMPERATURE = 0.01
-
-
-def _temperature(ctx, param, value):
-    value = finite(ctx, param, value)
-    if value is not None and 0 < value < MIN_TEMPERATURE:
-        raise click.BadParameter(f"{value} is below {MIN_TEMPERATURE}, where the sampling probabilities overflow; "
-                                 "use 0 for greedy decoding")
-    return value
-
-
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", default="smollm2-135m", show_default=True,
-              help="A local model (built-in name, folder, GGUF file or Hub id) or anthropic:MODEL.")
+              help="A local model, local:NAME or NAME (built-in name, folder, GGUF file or Hub id), or anthropic:MODEL.")
 @click.option("--modes", default="full,zero", show_default=True, callback=_modes, help="Comma-separated prompt modes.")
-@click.option("--seeds", type=click.IntRange(min=1, max=MAX_SEEDS), default=5, show_default=True,
-              help="Number of seeds (0..N-1): each shuffles the options anew (and seeds sampling when --temperature > 0).")
 @click.option("--template", default="numbered", show_default=True, callback=_template,
               help="Prompt wording (generate/templates/NAME.yaml): numbered or question.")
-@click.option("--temperature", type=click.FloatRange(min=0), default=None, callback=_temperature,
-              help="local: 0 (the default) = greedy decoding. Not for anthropic: the API takes no sampling settings.")
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=None, callback=finite,
-              help="local, with --temperature > 0: nucleus sampling (default 1 = off).")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items (row order).")
 @click.option("--label", default=None, callback=_label, help="Model name stored with the answers (default: --model).")
-@click.option("--replace", is_flag=True,
-              help="Delete the label's stored answers for this template and settings first (needed when they "
-                   "were made by another model, dtype or template version).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True, help="local: prompts per generate call.")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
-@click.option("--device", default="cpu", show_default=True, help="local: cpu, cuda or cuda:N.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="anthropic: requests in flight.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, callback=finite,
-              help="anthropic: stop before this run's spend could exceed USD (re-asks included).")
-@click.option("--retries", type=click.IntRange(min=0), default=6, show_default=True,
-              help="anthropic: retries per request on 408/429/5xx/529, timeouts and connection errors.")
-@click.option("--parse-retries", type=click.IntRange(min=0), default=0, show_default=True,
-              help="anthropic: re-ask (with a reminder) when a reply names no option.")
-@click.option("--backoff", type=click.FloatRange(min=0), default=1.0, callback=finite, show_default=True)
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, callback=finite, show_default=True)
-@click.option("--key-header", default=None, help="anthropic: also send ANTHROPIC_API_KEY in this header.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click_options(GENERATE)
 def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, replace,
              batch_size, dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header,
              quiet):

@@ -29,6 +29,8 @@ from curate.clock import now
 from curate.errors import CurateError
 from curate.items import MODES, canonical_json, sha256_text
 from curate.lock import work_lock
+from generate.options import DEFAULTS
+from scoring import model_spec
 from generate.parse import Parsed, parse_reply
 from generate.prompts import DEFAULT_TEMPLATE, load_template, render, shown_options, shuffle_order
 from generate.store import (add_ledger, add_run, done_keys, ledger_totals, open_generations, settings_label,
@@ -65,13 +67,9 @@ class Unit:
 
 
 def parse_model(spec: str) -> tuple[str, str]:
-    """('anthropic', MODEL) for anthropic:MODEL, else ('local', spec)."""
-    if spec.startswith("anthropic:"):
-        model = spec.split(":", 1)[1]
-        if not model:
-            raise CurateError(f"model {spec!r}: expected anthropic:MODEL")
-        return "anthropic", model
-    return "local", spec
+    """('anthropic', MODEL) for anthropic:MODEL, ('local', NAME) for local:NAME or a bare NAME
+    (every stage's model grammar: ``scoring.model_spec``)."""
+    return model_spec.parse(spec)
 
 
 def request_key(unit_item: dict, mode: str, seed: int, scope: dict) -> str:
@@ -137,12 +135,15 @@ def versions(backend: str) -> dict:
 
 
 def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int], *,
-                       template: str = DEFAULT_TEMPLATE, temperature: float | None = None, top_p: float | None = None,
-                       max_new_tokens: int = 8, limit: int | None = None, label: str | None = None,
-                       batch_size: int = 64, dtype: str = "float32", device: str = "cpu", show_progress: bool = True,
-                       concurrency: int = 4, max_cost: float | None = None, retries: int = 6, backoff: float = 1.0,
-                       parse_retries: int = 0, timeout: float = 60.0, key_header: str | None = None,
-                       replace: bool = False) -> dict:
+                       template: str = DEFAULT_TEMPLATE, temperature: float | None = DEFAULTS["temperature"],
+                       top_p: float | None = DEFAULTS["top_p"], max_new_tokens: int = DEFAULTS["max_new_tokens"],
+                       limit: int | None = DEFAULTS["limit"], label: str | None = None,
+                       batch_size: int = DEFAULTS["batch_size"], dtype: str = DEFAULTS["dtype"],
+                       device: str = DEFAULTS["device"], show_progress: bool = True,
+                       concurrency: int = DEFAULTS["concurrency"], max_cost: float | None = DEFAULTS["max_cost"],
+                       retries: int = DEFAULTS["retries"], backoff: float = DEFAULTS["backoff"],
+                       parse_retries: int = DEFAULTS["parse_retries"], timeout: float = DEFAULTS["timeout"],
+                       key_header: str | None = DEFAULTS["key_header"], replace: bool = DEFAULTS["replace"]) -> dict:
     """Ask ``model`` (a local model, or anthropic:MODEL) for every (item, mode, seed) of ``root``
     (the first ``limit`` items) not yet stored under these settings; ``seeds`` is a count (seeds
     0..N-1) or a list. ``temperature`` / ``top_p`` default to greedy decoding for a local model;
@@ -159,7 +160,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
         top_p = 1.0 if top_p is None else top_p
     _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurrency, parse_retries)
     tpl = load_template(template)
-    label = label or model
+    label = label or (name if backend == "local" else model)  # local:NAME and NAME store the same answers
     settings = settings_label(temperature, top_p, max_new_tokens)
     start = time.perf_counter()
     ws = open_generations(root)  # a bad workspace fails before the model loads

@@ -247,6 +247,7 @@ def test_one_model_has_no_paired_difference_and_typos_are_refused(tmp_path):
         assert line.count("n/a (one model)") == 2 and "None" not in line and "not detectable" not in line
     for args, message in ((["--model", "solo", "--model", "sol"], "for --model 'sol' (the workspace has: other, solo)"),
                           (["--mode", "zeros"], "for --mode 'zeros' (the workspace has: full, zero)"),
+                          (["--modes", "full,zeros"], "for --mode 'zeros' (the workspace has: full, zero)"),
                           # a mode the toolkit knows but this workspace has no scores in
                           (["--mode", "choice-only"], "for --mode 'choice-only' (the workspace has: full, zero)"),
                           (["--core-mode", "zeros"], "--core-mode 'zeros' is not a prompt mode")):

@@ -16,7 +16,13 @@ from schemas import SCHEMA_DIR
 
 def _stages():
     """(command, table, run function, {option: run keyword}, audit section, config dataclass)."""
-    from curate.audit_config import Scoring
+    from annotate.cli import annotate
+    from annotate.options import ANNOTATE
+    from annotate.run import annotate_workspace
+    from curate.audit_config import Annotator, Scoring
+    from generate.cli import generate
+    from generate.options import GENERATE
+    from generate.run import generate_workspace
     from scoring.cli import score
     from scoring.options import SCORE
     from scoring.run import score_workspace
@@ -24,6 +30,8 @@ def _stages():
     return {
         "score": (score, SCORE, score_workspace, {"self_check": "self_check_items", "quiet": None},
                   "scoring", Scoring),
+        "annotate": (annotate, ANNOTATE, annotate_workspace, {"quiet": None}, "annotator", Annotator),
+        "generate": (generate, GENERATE, generate_workspace, {"quiet": None, "seeds": None}, None, None),
     }
 
 
@@ -64,7 +72,7 @@ def test_the_run_function_defaults_are_the_tables(stage):
             assert signature[keyword].default == o.default, o.name
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", [s for s in STAGES if _stages()[s][4]])
 def test_the_audit_schema_and_config_take_the_tables_defaults_types_and_ranges(stage):
     _, table, _, _, section, config_class = _stages()[stage]
     written = json.loads((SCHEMA_DIR / "audit.schema.json").read_text())["$defs"][section]["properties"]
@@ -102,3 +110,28 @@ def test_a_float_option_refuses_nan_and_infinity():
     for bad in ("nan", "inf"):
         result = CliRunner().invoke(spend, ["--max-cost", bad])
         assert result.exit_code == 2 and "is not a finite number" in result.output
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("anthropic:claude-haiku-4-5", ("anthropic", "claude-haiku-4-5")),
+    ("local:smollm2-135m", ("local", "smollm2-135m")),
+    ("smollm2-135m", ("local", "smollm2-135m")),         # generate's old form, now annotate's too
+    ("HuggingFaceTB/SmolLM2-135M", ("local", "HuggingFaceTB/SmolLM2-135M")),
+    ("C:/models/m.gguf", ("local", "C:/models/m.gguf")),  # a prefix that is no backend belongs to the name
+])
+def test_one_model_grammar_for_every_stage(spec, expected):
+    from annotate.run import parse_annotator
+    from generate.run import parse_model
+    from scoring.model_spec import canonical
+
+    assert parse_annotator(spec) == parse_model(spec) == expected
+    assert canonical(spec) == ":".join(expected)
+
+
+@pytest.mark.parametrize("spec", ["anthropic:", "local:", "local: ", ""])
+def test_a_model_spec_without_a_name_is_refused_in_one_line(spec):
+    from curate.errors import CurateError
+    from scoring.model_spec import parse
+
+    with pytest.raises(CurateError, match=r"^annotator .*: expected anthropic:MODEL, local:NAME or a local model NAME$"):
+        parse(spec, "annotator")

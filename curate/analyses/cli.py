@@ -16,7 +16,9 @@ from curate.click_types import finite
               help="Normalization for predictions beyond the accuracy table (default: seq_mean, char, sum, "
                    "token, byte: the first every (model, mode) has).")
 @click.option("--model", "models", multiple=True, help="Only these models (repeatable; default all).")
-@click.option("--mode", "modes", multiple=True, help="Only these prompt modes (repeatable; default all).")
+@click.option("--modes", "modes_list", default=None, metavar="MODES",
+              help="Only these prompt modes, comma-separated as curate score takes them (default all).")
+@click.option("--mode", "modes", multiple=True, hidden=True)  # the old spelling, repeatable
 @click.option("--length-unit", "length_units", multiple=True, default=("chars",), show_default=True,
               help="chars, bytes or tokens:<built-in model or tokenizer folder>, e.g. tokens:smollm2-135m (repeatable).")
 @click.option("--core-mode", default="zero", show_default=True, help="Mode of the core analysis (none: no core section).")
@@ -27,10 +29,12 @@ from curate.click_types import finite
 @click.option("--bootstrap", "n_resamples", type=click.IntRange(min=100), default=2000, show_default=True,
               help="Paired bootstrap resamples.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap's numpy RNG.")
-def analyze(workspace, out_dir, normalization, models, modes, length_units, core_mode, core_threshold, alpha,
-            n_resamples, seed):
+def analyze(workspace, out_dir, normalization, models, modes_list, modes, length_units, core_mode, core_threshold,
+            alpha, n_resamples, seed):
     """Run the audit analyses on WORKSPACE and write the report into --out."""
     from curate.analyses.report import analyze_workspace
+
+    modes = (*modes, *(m.strip() for m in (modes_list or "").split(",") if m.strip()))
 
     metrics = analyze_workspace(workspace, out_dir, normalization=normalization, models=models or None,
                                 modes=modes or None, length_units=length_units, core_mode=core_mode,
