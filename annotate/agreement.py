@@ -12,14 +12,13 @@ annotator is added.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 
 import krippendorff
 import numpy as np
 import pandas as pd
 from annotate.store import LABELS
-from curate.statistics import cohens_kappa
+from curate.statistics import bootstrap_rng, cohens_kappa
 
 ROUND2_FACETS = ("best", "worst", "gold_not_best", "any_equally_good", "all_implausible")
 
@@ -65,15 +64,21 @@ METRICS = {"cohen_kappa": cohen, "krippendorff_alpha": alpha, "gwet_ac1": gwet_a
 
 
 def pair_rng(seed: int, a: str, b: str) -> np.random.Generator:
-    """The bootstrap generator of one annotator pair: seeded by ``seed`` and the two names only."""
-    digest = hashlib.sha256(f"{a}\0{b}".encode("utf-8")).digest()
-    return np.random.default_rng([seed, *np.frombuffer(digest[:16], dtype=np.uint32).tolist()])
+    """The bootstrap generator of one annotator pair: seeded by ``seed`` and the two names only
+    (``curate.statistics.bootstrap_rng``, the scheme of every bootstrap)."""
+    return bootstrap_rng(seed, a, b)
 
 
 def intervals(columns: dict[str, tuple[np.ndarray, np.ndarray, int]], *, n_boot: int,
               rng: np.random.Generator) -> dict[tuple[str, str], tuple[float, float]]:
     """95% percentile intervals of every metric on every facet, from the same ``n_boot``
-    resamples of the pair's items; NaN where fewer than half the resamples give a value."""
+    resamples of the pair's items; NaN where fewer than half the resamples give a value.
+
+    Not ``scipy.stats.bootstrap``: that takes one statistic whose every resample is a number and
+    returns NaN once any resample is NaN, while kappa and alpha are undefined (NaN) on resamples
+    where a rater uses one category only, which here are left out (an interval needs at least
+    half the resamples to give a value); and all metrics and facets of a pair share one set of
+    resamples, so their intervals are comparable."""
     n = len(next(iter(columns.values()))[0])
     values = {(facet, name): [] for facet in columns for name in METRICS}
     for _ in range(n_boot):

@@ -1,4 +1,5 @@
-"""Statistics more than one layer uses: chance-corrected agreement of two raters.
+"""Statistics more than one layer uses: chance-corrected agreement of two raters, and the one
+random-number scheme of every bootstrap (``bootstrap_rng``).
 
 A foundation module (numpy and statsmodels only), so that annotator agreement
 (``annotate.agreement``) and the report's mode agreement (``curate.analyses.agreement``) compute
@@ -29,3 +30,17 @@ def cohens_kappa(pred_a, pred_b, n_categories: int) -> float:
     if chance >= 1 - 1e-12:
         return float("nan")
     return float(sm_kappa(table, return_results=False))
+
+
+def bootstrap_rng(seed: int, *names: str) -> np.random.Generator:
+    """The generator of a bootstrap: numpy's ``default_rng`` seeded by ``seed`` and, where given,
+    the ``names`` the resamples belong to (an annotator pair), so that those resamples do not
+    change when other names are added. Without names it is ``default_rng(seed)`` itself
+    (``default_rng([seed])`` draws the same numbers), the generator the report's bootstraps have
+    always used, so one scheme serves both without changing any published interval."""
+    if not names:
+        return np.random.default_rng([seed])
+    import hashlib
+
+    digest = hashlib.sha256("\0".join(names).encode("utf-8")).digest()
+    return np.random.default_rng([seed, *np.frombuffer(digest[:16], dtype=np.uint32).tolist()])

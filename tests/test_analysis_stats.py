@@ -100,6 +100,38 @@ def test_paired_bootstrap_by_hand_and_against_scipy():
         stats.paired_bootstrap(a, b[:-1])
 
 
+def test_paired_bootstrap_keeps_the_numbers_of_its_own_draws():
+    """scipy's bootstrap draws what the hand-written one drew (numpy's default_rng(seed), items
+    resampled in batches of 250): the intervals agree to rounding and the p-value exactly; one
+    pair (which scipy cannot resample) still gets its interval."""
+    rng = np.random.default_rng(7)
+    a, b = rng.random(300) < 0.6, rng.random(300) < 0.5
+    diff = a.astype(float) - b.astype(float)
+    draws = np.random.default_rng(11)
+    dist = np.concatenate([diff[draws.integers(0, diff.size, size=(min(250, 1000 - done), diff.size))].mean(axis=1)
+                           for done in range(0, 1000, 250)])
+    ours = stats.paired_bootstrap(a, b, n_resamples=1000, seed=11)
+    assert (ours["ci_low"], ours["ci_high"]) == pytest.approx(tuple(np.quantile(dist, [0.025, 0.975])), abs=1e-12)
+    hits = min(int((dist <= 0).sum()), int((dist >= 0).sum()))
+    assert ours["p"] == min(1.0, 2 * (hits + 1) / 1001)
+    one = stats.paired_bootstrap(np.array([1.0]), np.array([0.0]), n_resamples=100)
+    assert (one["ci_low"], one["ci_high"], one["p"]) == (1.0, 1.0, 2 / 101)
+
+
+def test_every_bootstrap_draws_from_one_scheme():
+    """bootstrap_rng(seed) is default_rng(seed); with an annotator pair's names it is the pair's
+    generator as agreement has always seeded it (sha256 of the names)."""
+    import hashlib
+
+    from annotate.agreement import pair_rng
+
+    assert (statistics.bootstrap_rng(5).integers(0, 10**9, 4) == np.random.default_rng(5).integers(0, 10**9, 4)).all()
+    words = np.frombuffer(hashlib.sha256(b"a\0b").digest()[:16], dtype=np.uint32).tolist()
+    want = np.random.default_rng([3, *words]).integers(0, 10**9, 4)
+    assert (pair_rng(3, "a", "b").integers(0, 10**9, 4) == want).all()
+    assert (statistics.bootstrap_rng(3, "a", "b").integers(0, 10**9, 4) == want).all()
+
+
 def test_fisher_one_sided_by_hand():
     # 3/3 vs 0/3: the one table at least this extreme has probability 1 / C(6, 3) = 1/20.
     assert stats.fisher_greater(3, 3, 0, 3) == pytest.approx(0.05)

@@ -18,6 +18,8 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
 
+from curate.statistics import bootstrap_rng
+
 #: The interval method every accuracy in the report uses.
 INTERVAL = "wilson"
 
@@ -80,8 +82,9 @@ def mcnemar_exact(a, b, alternative: str = "two-sided") -> dict:
 def paired_bootstrap(a, b, *, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
                      batch: int = 250) -> dict:
     """Percentile bootstrap of mean(a) - mean(b), resampling items with replacement (pairs
-    kept together) from ``numpy.random.default_rng(seed)``. Pairs with a missing side are left
-    out, as in ``paired_counts``.
+    kept together): ``scipy.stats.bootstrap`` on the per-item differences, its resamples drawn
+    from ``curate.statistics.bootstrap_rng(seed)`` (numpy's ``default_rng(seed)``) in batches of
+    ``batch``. Pairs with a missing side are left out, as in ``paired_counts``.
 
     The p-value is two-sided: twice the smaller share of resampled differences on either
     side of zero, counted as (hits + 1) / (resamples + 1) so it is never 0 (capped at 1).
@@ -93,11 +96,13 @@ def paired_bootstrap(a, b, *, n_resamples: int = 2000, seed: int = 0, confidence
     if a.size == 0:
         raise ValueError(f"paired bootstrap needs two equal, non-empty vectors, got {a.shape} and {b.shape}")
     diff = a - b
-    rng = np.random.default_rng(seed)
-    dist = np.concatenate([diff[rng.integers(0, diff.size, size=(min(batch, n_resamples - done), diff.size))].mean(axis=1)
-                           for done in range(0, n_resamples, batch)])
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(dist, [tail, 1 - tail])
+    if diff.size == 1:  # every resample is the one difference (scipy needs two observations)
+        dist = np.full(n_resamples, diff[0])
+        low, high = np.quantile(dist, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    else:
+        res = sps.bootstrap((diff,), np.mean, n_resamples=n_resamples, batch=batch, vectorized=True,
+                            confidence_level=confidence, method="percentile", rng=bootstrap_rng(seed))
+        dist, (low, high) = res.bootstrap_distribution, res.confidence_interval
     hits = min(int((dist <= 0).sum()), int((dist >= 0).sum()))
     p = min(1.0, 2 * (hits + 1) / (n_resamples + 1))
     return {"difference": float(diff.mean()), "ci_low": float(low), "ci_high": float(high), "p": float(p),
@@ -108,13 +113,20 @@ def seed_bootstrap(values, *, n_resamples: int = 2000, seed: int = 0, confidence
                    batch: int = 250) -> dict:
     """Percentile bootstrap of the mean of an items x seeds matrix (correctness, or a paired
     difference), resampling items and seeds with replacement, each resample from
-    ``numpy.random.default_rng(seed)``. With one seed it resamples items only. The p-value is
-    two-sided against a mean of 0, counted as in ``paired_bootstrap``."""
+    ``curate.statistics.bootstrap_rng(seed)`` (numpy's ``default_rng(seed)``). With one seed it
+    resamples items only. The p-value is two-sided against a mean of 0, counted as in
+    ``paired_bootstrap``.
+
+    Not ``scipy.stats.bootstrap``: scipy resamples the observations of one axis (or several
+    samples, each on its own), while this is a two-level bootstrap: every resample draws the
+    seeds and, independently, the items, and weighs each drawn item by the drawn seeds. Its
+    intervals would need a different statistic and other draws, and would change the published
+    ones."""
     m = np.asarray(values, float)
     if m.ndim != 2 or m.size == 0:
         raise ValueError(f"seed bootstrap needs a non-empty items x seeds matrix, got shape {m.shape}")
     n, s = m.shape
-    rng = np.random.default_rng(seed)
+    rng = bootstrap_rng(seed)
     dist = []
     for done in range(0, n_resamples, batch):
         size = min(batch, n_resamples - done)
