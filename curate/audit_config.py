@@ -24,6 +24,7 @@ import schemas
 from annotate.options import DEFAULTS as ANNOTATE_DEFAULTS
 from curate import strict_yaml
 from curate.errors import CurateError, InputError
+from curate.filter.options import DEFAULTS as FILTER_DEFAULTS
 from curate.reading import CONFIG_LIMIT, read_text
 from scoring.options import DEFAULTS as SCORE_DEFAULTS
 
@@ -295,7 +296,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
         file=file, workspace=output(data["workspace"]), benchmark=benchmark, annotators=annotators,
         scoring=scoring, analyze_out=output(data["analyze"]["out"]) if data.get("analyze") else None,
         filter_rules=(here / f["rules"]).resolve() if f else None, filter_out=output(f["out"]) if f else None,
-        filter_options=_given(f, "annotator", "tokenizer") if f else {},
+        filter_options=_given(f, *FILTER_DEFAULTS) if f else {},  # as `curate filter` takes them
         release=release, raw=data)
 
 

@@ -34,6 +34,7 @@ class Option:
     min: float | None = None
     max: float | None = None
     min_open: bool = False      # the minimum itself is refused (schema: exclusiveMinimum)
+    max_open: bool = False      # the maximum itself is refused (schema: exclusiveMaximum)
     flag: str | None = None     # the command-line spelling; default --name-with-dashes
     aliases: tuple[str, ...] = ()  # old spellings, still accepted, hidden from --help
     config: str | None = None   # the audit config's description; None: not a config key
@@ -54,7 +55,7 @@ class Option:
         if self.type is int and bounded:
             return click.IntRange(self.min, self.max)
         if self.type is float and bounded:
-            return click.FloatRange(self.min, self.max, min_open=self.min_open)
+            return click.FloatRange(self.min, self.max, min_open=self.min_open, max_open=self.max_open)
         return self.type
 
 
@@ -86,7 +87,7 @@ def _schema(o: Option) -> dict:
     if o.min is not None:
         prop["exclusiveMinimum" if o.min_open else "minimum"] = o.min
     if o.max is not None:
-        prop["maximum"] = o.max
+        prop["exclusiveMaximum" if o.max_open else "maximum"] = o.max
     if o.default is not None:
         prop["default"] = o.default
     return prop

@@ -35,9 +35,10 @@ def expected() -> dict[Path, str]:
 def stage_options() -> dict[str, list]:
     """The audit schema's sections (``$defs`` names) whose options a stage's table declares."""
     from annotate.options import ANNOTATE
+    from curate.filter.options import FILTER
     from scoring.options import SCORE
 
-    return {"annotator": ANNOTATE, "scoring": SCORE}
+    return {"annotator": ANNOTATE, "scoring": SCORE, "filter": FILTER}
 
 
 def dump(value, indent: int = 0) -> str:

@@ -5,30 +5,21 @@ from pathlib import Path
 
 import click
 
-from curate.click_types import finite
+from curate.analyses.options import ANALYZE
+from curate.options import click_options
 
 
 @click.command("analyze")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for metrics.json, report.html, report.md, core_items.csv and the plots.")
-@click.option("--normalization", default=None,
-              help="Normalization for predictions beyond the accuracy table (default: seq_mean, char, sum, "
-                   "token, byte: the first every (model, mode) has).")
 @click.option("--model", "models", multiple=True, help="Only these models (repeatable; default all).")
 @click.option("--modes", "modes_list", default=None, metavar="MODES",
               help="Only these prompt modes, comma-separated as curate score takes them (default all).")
 @click.option("--mode", "modes", multiple=True, hidden=True)  # the old spelling, repeatable
 @click.option("--length-unit", "length_units", multiple=True, default=("chars",), show_default=True,
               help="chars, bytes or tokens:<built-in model or tokenizer folder>, e.g. tokens:smollm2-135m (repeatable).")
-@click.option("--core-mode", default="zero", show_default=True, help="Mode of the core analysis (none: no core section).")
-@click.option("--core-threshold", type=click.IntRange(min=1), default=7, show_default=True,
-              help="k reported as the core subset (its size and detectable difference).")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
-              callback=finite)
-@click.option("--bootstrap", "n_resamples", type=click.IntRange(min=100), default=2000, show_default=True,
-              help="Paired bootstrap resamples.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap's numpy RNG.")
+@click_options(ANALYZE)
 def analyze(workspace, out_dir, normalization, models, modes_list, modes, length_units, core_mode, core_threshold,
             alpha, n_resamples, seed):
     """Run the audit analyses on WORKSPACE and write the report into --out."""

@@ -35,6 +35,7 @@ import curate
 from annotate.store import open_annotations, read_annotations
 from curate import formulations as forms
 from curate.analyses import accuracy, length, outdir, render, sections
+from curate.analyses.options import DEFAULTS
 from curate.atomic import write_text
 from curate.errors import CurateError
 from curate.items import MODES
@@ -57,9 +58,10 @@ ABOUT = {
 PLOTS_ABOUT = {"plots": "file names of the PNG figures in the output folder"}
 
 
-def analyze_workspace(root, out_dir, *, normalization: str | None = None, models=None, modes=None,
-                      length_units=("chars",), core_mode: str = "zero", core_threshold: int | None = 7,
-                      alpha: float = 0.05, n_resamples: int = 2000, seed: int = 0) -> dict:
+def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["normalization"], models=None,
+                      modes=None, length_units=("chars",), core_mode: str = DEFAULTS["core_mode"],
+                      core_threshold: int | None = DEFAULTS["core_threshold"], alpha: float = DEFAULTS["alpha"],
+                      n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"]) -> dict:
     """Run every analysis on the workspace at ``root``; write the report into ``out_dir``;
     return the metrics. ``normalization`` (default: the first of ``scoring.normalize.PREFERENCE`` all
     (model, mode) pairs have) drives agreement, core, length, annotation and comparison

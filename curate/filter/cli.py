@@ -5,6 +5,9 @@ from pathlib import Path
 
 import click
 
+from curate.filter.options import FILTER
+from curate.options import click_options
+
 
 @click.command("filter")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -12,9 +15,7 @@ import click
               help="Rules file (YAML, schemas/rules.schema.json), e.g. rules/goldenswag.yaml.")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for decisions.parquet, stages.csv, rules.yaml and summary.json.")
-@click.option("--annotator", default=None, help="Annotator for conditions that name none (overrides defaults.annotator).")
-@click.option("--tokenizer", default=None, help="Tokenizer for token lengths (overrides defaults.tokenizer): "
-                                                "a built-in model name, local folder or Hub id.")
+@click_options(FILTER)
 def filter_command(workspace, rules_path, out, annotator, tokenizer):
     """Apply ordered filter stages to WORKSPACE and write per-item decisions."""
     from curate.filter import run_filter

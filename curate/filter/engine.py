@@ -18,6 +18,7 @@ from curate.errors import CurateError, InputError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
+from curate.filter.options import DEFAULTS
 from curate.filter.rules import load_rules
 from curate.lock import folder_lock
 from curate.reading import read_json
@@ -27,7 +28,8 @@ from curate.store import Workspace
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
 
 
-def run_filter(root, rules_path, out_dir, *, annotator: str | None = None, tokenizer: str | None = None) -> dict:
+def run_filter(root, rules_path, out_dir, *, annotator: str | None = DEFAULTS["annotator"],
+               tokenizer: str | None = DEFAULTS["tokenizer"]) -> dict:
     """Apply the rules in ``rules_path`` to workspace ``root`` and write the decisions to
     ``out_dir``. Returns the summary (also written as ``summary.json``), with the stage table
     under ``"stages"``."""
