@@ -7,7 +7,7 @@ import click
 
 from curate.items import MODES
 from curate.options import click_options
-from scoring.options import SCORE
+from scoring.options import SCORE, TEXT_SCORES
 
 
 def _formulations(ctx, param, value: str | None) -> list[str] | None:
@@ -100,17 +100,8 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
 @click.command("text-scores")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", required=True, help="Built-in name (smollm2-135m), local model folder, GGUF file or Hub id.")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True)
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps.")
-@click.option("--batch-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Token budget per forward pass (rows x longest row).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Score only the first N items.")
 @click.option("--label", default=None, callback=_label, help="Model name stored with the scores (default: --model).")
-@click.option("--self-check", "self_check", type=click.IntRange(min=0), default=2, show_default=True, metavar="N",
-              help="Before storing anything, score N texts also by the model's own plain forward (0: skip).")
-@click.option("--replace", is_flag=True,
-              help="Delete the label's text scores first when they come from another model, tokenizer or dtype.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click_options(TEXT_SCORES)
 def text_scores(workspace, model, dtype, device, batch_tokens, limit, label, self_check, replace, quiet):
     """Store membership signals of each item's own text (loss, zlib, Min-K%, Min-K%++) under a model."""
     from scoring.text import text_score_workspace

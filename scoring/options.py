@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from curate.options import Option, defaults
 from scoring.models import DTYPES
 
@@ -32,3 +34,19 @@ SCORE = [
 ]
 
 DEFAULTS = defaults(SCORE)
+
+
+def _text(name: str, **changes) -> Option:
+    return replace(next(o for o in SCORE if o.name == name), config=None, **changes)
+
+
+#: `curate text-scores`: `curate score`'s options with the same defaults, said of texts.
+TEXT_SCORES = [
+    _text("dtype"),
+    _text("device", help="cpu, cuda, cuda:N or mps."),
+    _text("batch_tokens"),
+    _text("limit"),
+    _text("self_check", help="Before storing anything, score N texts also by the model's own plain forward (0: skip)."),
+    _text("replace", help="Delete the label's text scores first when they come from another model, tokenizer or dtype."),
+    _text("quiet"),
+]

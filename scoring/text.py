@@ -38,6 +38,7 @@ from scoring import ENGINE_VERSION
 from scoring.encode import Encoder, Request, encode_pair
 from scoring.engine import HEAD_LOGITS, REDUCE_ROWS, architecture, hidden_states, pack, runner_for
 from scoring.logits import own_logits
+from scoring.options import DEFAULTS
 
 K = (10, 20)  # the percentages stored (min_k_10, min_k_20, min_kpp_10, min_kpp_20)
 
@@ -164,9 +165,10 @@ def self_check(model, requests: list[TextRequest], dtype: str, *, pad_id: int, i
     return {"items": len(chosen), "max_abs_diff": max(abs(a - b) for a, b in zip(ours, theirs))}
 
 
-def text_score_workspace(root, model: str, *, dtype: str = "float32", device: str = "cpu", batch_tokens: int = 4096,
-                         limit: int | None = None, label: str | None = None, replace: bool = False,
-                         show_progress: bool = True, self_check_items: int = 2) -> dict:
+def text_score_workspace(root, model: str, *, dtype: str = DEFAULTS["dtype"], device: str = DEFAULTS["device"],
+                         batch_tokens: int = DEFAULTS["batch_tokens"], limit: int | None = DEFAULTS["limit"],
+                         label: str | None = None, replace: bool = DEFAULTS["replace"], show_progress: bool = True,
+                         self_check_items: int = DEFAULTS["self_check"]) -> dict:
     """Store the text scores of every item (the first ``limit``) of ``root`` under ``label``
     (default ``model``). Resumable: an item whose stored row has this model, tokenizer, dtype,
     engine version and the item's content hash is not recomputed; each batch commits on its own.

@@ -29,13 +29,16 @@ def _stages():
     from generate.cli import generate
     from generate.options import GENERATE
     from generate.run import generate_workspace
-    from scoring.cli import score
-    from scoring.options import SCORE
+    from scoring.cli import score, text_scores
+    from scoring.options import SCORE, TEXT_SCORES
     from scoring.run import score_workspace
+    from scoring.text import text_score_workspace
 
     return {
         "score": (score, SCORE, score_workspace, {"self_check": "self_check_items", "quiet": None},
                   "scoring", Scoring),
+        "text-scores": (text_scores, TEXT_SCORES, text_score_workspace,
+                        {"self_check": "self_check_items", "quiet": None}, None, None),
         "annotate": (annotate, ANNOTATE, annotate_workspace, {"quiet": None}, "annotator", Annotator),
         "generate": (generate, GENERATE, generate_workspace, {"quiet": None, "seeds": None}, None, None),
         "analyze": (analyze, ANALYZE, analyze_workspace, {}, None, None),
