@@ -1,12 +1,12 @@
 """`curate annotate`, `curate agreement`, `curate import-annotations` (export: `curate export WS annotations`)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from annotate.options import ANNOTATE
+from curate.click_types import end_of_run
 from curate.errors import CurateError
 from curate.options import Option, click_options
 
@@ -44,12 +44,7 @@ def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run
                f"as the API reported){possibly_line(c)}")
     if s.get("cache"):
         click.echo(cache_line(s["cache"]))
-    if s["stopped"]:
-        raise CurateError(f"stopped: {s['stopped']}; what was answered is kept, re-run to resume")
-    if s["failed"]:
-        click.echo(f"warning: {s['failed']} items failed after retries (last: {s['last_error']}); re-run to retry them",
-                   err=True)
-        sys.exit(1)
+    end_of_run(s, "items")
 
 
 def cache_line(cache: dict) -> str:

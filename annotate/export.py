@@ -1,7 +1,7 @@
 """The annotations as a flat table users take away: one row per (annotator, round, item)."""
 from __future__ import annotations
 
-from annotate.store import LEDGER_TOKENS, read_annotations
+from annotate.store import LEDGER_TOKENS, open_annotations, read_annotations
 from curate.secrets import redact
 
 FIELDS = ("labels", "best", "equally_good", "all_implausible", "worst")
@@ -25,3 +25,9 @@ def annotation_rows(ws) -> list[dict]:
             "created_at": r["created_at"], "raw": redact(r["raw"]),  # a workspace older than redaction
         })
     return rows
+
+
+def records(workspace) -> list[dict]:
+    """``annotation_rows`` of the workspace folder (what `curate export WS annotations` writes)."""
+    with open_annotations(workspace) as ws:
+        return annotation_rows(ws)

@@ -12,3 +12,19 @@ def finite(ctx, param, value):
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number")
     return value
+
+
+def end_of_run(summary: dict, what: str) -> None:
+    """How a run over the items ends, for every command that answers them (annotate, generate):
+    stopped (the spend cap, a refusal) is an error; ``what`` that failed after retries are a
+    warning and exit status 1; otherwise nothing."""
+    import sys
+
+    from curate.errors import CurateError
+
+    if summary["stopped"]:
+        raise CurateError(f"stopped: {summary['stopped']}; what was answered is kept, re-run to resume")
+    if summary["failed"]:
+        click.echo(f"warning: {summary['failed']} {what} failed after retries (last: {summary['last_error']}); "
+                   f"re-run to retry them", err=True)
+        sys.exit(1)

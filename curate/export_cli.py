@@ -1,61 +1,34 @@
 """`curate export WORKSPACE KIND --out F`: one command, one small registry of exportable tables.
 
-A stage adds a kind by registering a function ``(workspace_path) -> list[dict]`` in ``EXPORTS``
-(with ``register``, naming the module whose ``COLUMNS`` an empty table still has); the command
-writes the records by the file extension of ``--out``. The one other kind, ``review``, writes a
+A stage adds a kind as one entry of ``EXPORTS``: the function giving its records from the
+workspace folder and the module whose ``COLUMNS`` an empty table still has; the command writes
+the records by the file extension of ``--out``. The one other kind, ``review``, writes a
 review queue in an external tool's shape (``curate.review.exchange``).
 """
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Callable
 
 import click
 
-EXPORTS: dict[str, Callable[[Path], list[dict]]] = {}
-#: kind -> the module whose ``COLUMNS`` names the table's columns (imported when used).
-COLUMNS_IN: dict[str, str] = {}
+#: kind -> (``module:function`` giving the table's records from the workspace folder, the module
+#: whose ``COLUMNS`` names its columns, which an empty table still has). A stage adds a kind here.
+EXPORTS: dict[str, tuple[str, str]] = {
+    "scores": ("scoring.export:score_records", "scoring.export"),
+    "text-scores": ("scoring.text_store:records", "scoring.text_store"),
+    "annotations": ("annotate.export:records", "annotate.export"),
+    "generations": ("generate.export:generation_records", "generate.store"),
+    "duplicates": ("curate.duplicates.store:export_records", "curate.duplicates.store"),
+}
 
 
-def register(kind: str, columns_in: str):
-    def add(fn):
-        EXPORTS[kind], COLUMNS_IN[kind] = fn, columns_in
-        return fn
-    return add
-
-
-@register("scores", "scoring.export")
-def _scores(workspace: Path) -> list[dict]:
-    from scoring.export import score_records
-    return score_records(workspace)
-
-
-@register("text-scores", "scoring.text_store")
-def _text_scores(workspace: Path) -> list[dict]:
-    from scoring.text_store import records
-    return records(workspace)
-
-
-@register("annotations", "annotate.export")
-def _annotations(workspace: Path) -> list[dict]:
-    from annotate.export import annotation_rows
-    from annotate.store import open_annotations
-    with open_annotations(workspace) as ws:
-        return annotation_rows(ws)
-
-
-@register("generations", "generate.store")
-def _generations(workspace: Path) -> list[dict]:
-    from generate.export import generation_records
-    return generation_records(workspace)
-
-
-@register("duplicates", "curate.duplicates.store")
-def _duplicates(workspace: Path) -> list[dict]:
-    from curate.duplicates.store import open_duplicates, records
-    with open_duplicates(workspace) as ws:
-        return records(ws)
+def table(kind: str, workspace: Path) -> tuple[list[dict], list[str]]:
+    """The records of table ``kind`` of ``workspace``, and its columns."""
+    where, columns_in = EXPORTS[kind]
+    module, _, function = where.partition(":")
+    records = getattr(importlib.import_module(module), function)(workspace)
+    return records, importlib.import_module(columns_in).COLUMNS
 
 
 @click.command()
@@ -88,7 +61,6 @@ def export(workspace, kind, out, fmt, queue, decisions):
         return
     if fmt or queue or decisions:
         raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
-    records = EXPORTS[kind](workspace)
-    columns = importlib.import_module(COLUMNS_IN[kind]).COLUMNS
+    records, columns = table(kind, workspace)
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")

@@ -1,12 +1,11 @@
 """`curate generate`: the command-line shell over ``generate.run`` (export: `curate export WS generations`)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from curate.errors import CurateError
+from curate.click_types import end_of_run
 from curate.options import click_options
 from generate.options import GENERATE
 from scoring.cli import _label, _modes  # one reading of --modes and --label for every command that takes them
@@ -52,9 +51,4 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
         c = s["cost"]
         click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, "
                    f"output {c['output_tokens']}){possibly_line(c)}")
-    if s["stopped"]:
-        raise CurateError(f"stopped: {s['stopped']}; what was answered is kept, re-run to resume")
-    if s["failed"]:
-        click.echo(f"warning: {s['failed']} answers failed after retries (last: {s['last_error']}); re-run to retry",
-                   err=True)
-        sys.exit(1)
+    end_of_run(s, "answers")

@@ -58,23 +58,10 @@ def records(ws: Workspace) -> list[dict]:
     return [dict(zip(COLUMNS, r)) | {"exact": bool(r[8])} for r in cur]
 
 
-def flagged(ws: Workspace, scopes: set[str], fields: set[str], min_similarity: float) -> dict[str, dict]:
-    """The workspace's items in a pair of these ``scopes`` (``within``: both items in the
-    workspace, ``split``: the other is in another split of its benchmark, ``cross``: in another
-    benchmark) and ``fields``: item id -> the closest such pair, for decisions and review."""
-    out: dict[str, dict] = {}
-    for r in records(ws):
-        if r["field"] not in fields or r["similarity"] < min_similarity:
-            continue
-        for mine, other, other_collection in ((r["item_a"], r["item_b"], r["collection_b"]),
-                                              (r["item_b"], r["item_a"], r["collection_a"])):
-            me = r["collection_a"] if mine == r["item_a"] else r["collection_b"]
-            if me != "workspace" or scope_of(r) not in scopes:
-                continue
-            if mine not in out or r["similarity"] > out[mine]["similarity"]:
-                out[mine] = {"other": other, "collection": other_collection, "similarity": r["similarity"],
-                             "field": r["field"], "scope": scope_of(r)}
-    return out
+def export_records(root) -> list[dict]:
+    """``records`` of the workspace folder (what `curate export WS duplicates` writes)."""
+    with open_duplicates(root) as ws:
+        return records(ws)
 
 
 def scope_of(record: dict) -> str:
