@@ -9,11 +9,26 @@ Round 1 asks one yes/no question per problem label (none -> ``high_quality``); r
 the best and worst letters, a yes/no per other option for "equally good", and a yes/no for
 "all implausible". The questions live in ``prompts/local.v1.yaml`` (continuation items) and
 ``prompts/local.question.v1.yaml`` (question items) and are part of the version.
+
+The log-likelihoods come from the scoring engine, the one place they are computed. A prompt is
+encoded in its three parts (instructions, item, question turn), as this annotator always has, so
+the model reads the same tokens as before; each answer is encoded after its question turn as the
+engine encodes a continuation (``scoring.encode.encode_pair``, lm-eval's rule: the turn's
+trailing newline moves into the answer, so an answer's log-likelihood also counts that newline,
+the same for every answer). Each question is one engine request (its prompt, then its answers).
+Many items' questions are scored in one forward pass (``BATCH_TOKENS``) by
+``scoring.shared_prefix.score_shared``, which computes the instructions once per batch and an
+item once for all its questions; each item is stored as soon as its batch is done, so a killed
+run resumes, and the request key is unchanged, so a run begun before this change resumes too.
+Before a run is recorded, the engine's runner probe and the score command's self-check
+(``scoring.self_check``, on the first questions, scored by ``score_shared`` as the run scores
+them) run, as for ``curate score``.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from functools import cached_property
 
 import yaml
@@ -21,13 +36,37 @@ import yaml
 from annotate.prompts import PROMPT_DIR, VERSION, kind_of, letters, load_prompt, render_item
 from curate.errors import CurateError
 
+# Tokens per batch as its items would feed them each alone (about 14 HellaSwag items); the batch
+# feeds about half, since the instructions are computed once for all of them.
+BATCH_TOKENS = 8192
+SELF_CHECK_QUESTIONS = 2  # questions of the first item checked against the model's own plain forward
+
 
 def questions_file(kind: str):
     return PROMPT_DIR / (f"local.{VERSION}.yaml" if kind == "continuation" else f"local.{kind}.{VERSION}.yaml")
 
 
+@dataclass
+class Question:
+    """One question of one item as the engine scores it: ``request`` is its prompt and, as
+    continuations, its answers. ``longest`` counts the tokens of its longest sequence."""
+    item_id: str
+    key: str
+    answers: list[str]
+    request: object  # scoring.encode.Request
+    longest: int
+
+    @property
+    def requests(self) -> list:  # the self-check's view of a unit
+        return [self.request]
+
+    @property
+    def max_row(self) -> int:
+        return self.request.n_input
+
+
 class LocalAnnotator:
-    """Loads the model once; ``annotate(item, round)`` -> (result, raw)."""
+    """Loads the model once; ``annotate_all(items, round)`` -> (item, result, raw) per item."""
 
     def __init__(self, name: str, *, device: str = "cpu"):
         from scoring.models import resolve
@@ -36,7 +75,6 @@ class LocalAnnotator:
         self.ref = resolve(name)
         self.device = device
         self._questions = {}
-        self._lengths: dict[str, int] = {}   # token counts of texts every item repeats (instructions, questions)
 
     def questions(self, kind: str) -> dict:
         if kind not in self._questions:
@@ -46,7 +84,7 @@ class LocalAnnotator:
     @cached_property
     def loaded(self):
         from scoring.models import load
-        return load(self.ref, device=self.device)
+        return load(self.ref, device=self.device, scoring_only=True)
 
     @property
     def model(self):
@@ -55,6 +93,10 @@ class LocalAnnotator:
     @property
     def tokenizer(self):
         return self.loaded[1]
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     @property
     def snapshot(self) -> str:
@@ -71,9 +113,8 @@ class LocalAnnotator:
     # --- asking ---------------------------------------------------------------------------
 
     def chat_parts(self, item: dict, round: int) -> tuple[str, str, str]:
-        """The chat-formatted text as (instructions, item, after the question). The instructions
-        are the same for every item of a round and the item text for every question about it, so
-        each is run through the model once and its cache reused."""
+        """The chat-formatted text as (instructions, item, after the question): the instructions
+        are the same for every item of a round and the item text for every question about it."""
         marker = "\x00QUESTION\x00"
         instructions = load_prompt(round, kind=kind_of(item)).instructions
         messages = [{"role": "system", "content": instructions.split("\n\nAnswer only")[0]},
@@ -82,61 +123,6 @@ class LocalAnnotator:
         before, _, after = text.rpartition(marker)  # the last one is ours: the item text may hold it too
         split = before.index("<|im_start|>user") if "<|im_start|>user" in before else 0
         return before[:split], before[split:], after
-
-    def _encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def _extend(self, cache, text: str):
-        """The KV cache of ``cache`` (None: empty) followed by ``text``; ``cache`` is not modified."""
-        import copy
-
-        import torch
-
-        ids = self._encode(text)
-        if not ids:
-            return cache
-        past = copy.deepcopy(cache) if cache is not None else None
-        with torch.no_grad():
-            return self.model(input_ids=torch.tensor([ids], device=self.device), past_key_values=past,
-                              use_cache=True, logits_to_keep=1).past_key_values
-
-    def instructions_cache(self, text: str):
-        """The instructions' KV cache, computed once per distinct text (one per round)."""
-        cached = self.__dict__.setdefault("_instruction_caches", {})
-        if text not in cached:
-            cached[text] = self._extend(None, text)
-        return cached[text]
-
-    def choose_all(self, parts: tuple[str, str, str], asks: list[tuple[str, list[str]]]) -> list[tuple[int, list[float]]]:
-        """For each (question, answers): the index of the likeliest answer and every answer's
-        log-likelihood (sum over its tokens) after instructions + item + question + after."""
-        import copy
-
-        import torch
-
-        instructions, item_text, after = parts
-        prefix = self._extend(self.instructions_cache(instructions), item_text)
-        out = []
-        with torch.no_grad():
-            for question, answers in asks:
-                tail = self._encode(question + after)
-                a_ids = [self._encode(a) for a in answers]
-                if all(len(a) == 1 for a in a_ids):  # one forward pass scores every one-token answer
-                    logits = self.model(input_ids=torch.tensor([tail], device=self.device), logits_to_keep=1,
-                                        past_key_values=copy.deepcopy(prefix)).logits[0, -1]
-                    logprobs = torch.log_softmax(logits.float(), dim=-1)
-                    scores = [logprobs[a[0]].item() for a in a_ids]
-                    out.append((max(range(len(scores)), key=scores.__getitem__), scores))
-                    continue
-                scores = []
-                for ids_a in a_ids:
-                    ids = torch.tensor([tail + ids_a], device=self.device)
-                    logits = self.model(input_ids=ids, past_key_values=copy.deepcopy(prefix),
-                                        use_cache=True).logits[0].float()
-                    logprobs = torch.log_softmax(logits[len(tail) - 1:-1], dim=-1)
-                    scores.append(logprobs.gather(1, torch.tensor(ids_a, device=self.device)[:, None]).sum().item())
-                out.append((max(range(len(scores)), key=scores.__getitem__), scores))
-        return out
 
     def asks(self, item: dict, round: int) -> tuple[list[str], list[tuple[str, list[str]]]]:
         """The result keys and, for each, the question and its allowed answers."""
@@ -152,38 +138,89 @@ class LocalAnnotator:
             q["round2"]["equally_good"].format(letter=opts[i], gold=opts[item["gold"]]) for i in others]
         return keys, [(t, opts if k in ("best", "worst") else yes_no) for k, t in zip(keys, texts)]
 
+    def item_questions(self, item: dict, round: int) -> list[Question]:
+        """The item's questions as engine requests. A prompt is encoded in its three parts
+        (instructions, item, question turn), as this annotator always has, so the model reads
+        the tokens it read before; each answer is encoded after its question turn as the engine
+        encodes a continuation (``encode_pair``)."""
+        from scoring.encode import Encoder, Request, encode_pair
+
+        encoder = Encoder(ChatPieces(self.tokenizer))
+        instructions, item_text, after = self.chat_parts(item, round)
+        shown = encoder(instructions) + encoder(item_text)
+        keys, asks = self.asks(item, round)
+        out = []
+        for key, (question, answers) in zip(keys, asks):
+            pairs = [encode_pair(encoder, question + after, answer) for answer in answers]
+            prompt, conts = shown + pairs[0][0], [cont for _, cont, _ in pairs]
+            out.append(Question(item["item_id"], key, answers, Request(prompt, conts, list(range(len(conts)))),
+                                len(prompt) + max(len(cont) for cont in conts)))
+        return out
+
     @cached_property
     def context_length(self) -> int:
         from scoring.run import max_length
         return max_length(self.model, self.tokenizer)
 
-    def prompt_length(self, item: dict, round: int) -> int:
-        """Tokens of the longest sequence the model reads for ``item``: instructions, item,
-        question and answer. Past the model's context its answers would be meaningless."""
-        instructions, item_text, after = self.chat_parts(item, round)
-        _, asks = self.asks(item, round)
-        longest = max(self._length(q + after) + max(self._length(a) for a in answers) for q, answers in asks)
-        return self._length(instructions) + len(self._encode(item_text)) + longest
-
-    def _length(self, text: str) -> int:
-        if text not in self._lengths:
-            self._lengths[text] = len(self._encode(text))
-        return self._lengths[text]
-
     def check_lengths(self, items: list[dict], round: int) -> None:
         """Refuse the run before anything is stored when an item does not fit the context."""
         for item in items:
-            n = self.prompt_length(item, round)
+            n = max(q.longest for q in self.item_questions(item, round))
             if n > self.context_length:
                 raise CurateError(f"item {item['item_id']}: annotating it takes {n} tokens, more than the "
                                   f"{self.context_length} of {self.name}'s context; leave it out (--limit, filters) "
                                   f"or use a model with a longer context")
 
-    def annotate(self, item: dict, round: int) -> tuple[dict, str]:
-        keys, asks = self.asks(item, round)
-        picked = dict(zip(keys, self.choose_all(self.chat_parts(item, round), asks)))
-        raw = json.dumps({k: {"answer": asks[i][1][picked[k][0]], "logprobs": [round6(x) for x in picked[k][1]]}
-                          for i, k in enumerate(keys)}, ensure_ascii=False)
+    def check(self, items: list[dict], round: int) -> dict:
+        """What refuses a run before it is recorded: an item past the context, an architecture the
+        engine cannot score exactly (its runner probe), and numbers that differ from the model's
+        own plain forward on the first questions, scored as the run scores them (the self-check,
+        as ``curate score`` runs it). Returns the self-check's record."""
+        from scoring.engine import runner_for
+        from scoring.self_check import self_check
+        from scoring.shared_prefix import score_shared
+
+        if not items:  # nothing to ask: the weights need not even load
+            return {"items": 0, "note": "nothing to annotate"}
+        self.check_lengths(items, round)
+        runner_for(self.model)
+        return self_check(self.model, self.item_questions(items[0], round), "float32", items=SELF_CHECK_QUESTIONS,
+                          batch_tokens=BATCH_TOKENS, pad_id=self.pad_id,
+                          names=lambda q: f"item {q.item_id}, question {q.key}", score=score_shared)
+
+    def annotate_all(self, items: list[dict], round: int):
+        """Yields (item, result, raw) for each of ``items`` in order, scoring them a batch of about
+        ``BATCH_TOKENS`` tokens at a time (an item counts what it would feed alone)."""
+        batch, size = [], 0
+        for item in items:
+            questions = self.item_questions(item, round)
+            tokens = fed_alone([q.request for q in questions])
+            if batch and size + tokens > BATCH_TOKENS:
+                yield from self.score_batch(batch, round)
+                batch, size = [], 0
+            batch.append((item, questions))
+            size += tokens
+        yield from self.score_batch(batch, round)
+
+    def score_batch(self, batch: list[tuple[dict, list[Question]]], round: int):
+        """One forward pass for every question of the batch's items."""
+        from scoring.shared_prefix import score_shared
+
+        questions = [q for _, qs in batch for q in qs]
+        results = iter(score_shared(self.model, [q.request for q in questions], pad_id=self.pad_id))
+        for item, qs in batch:
+            picked = {}
+            for q, result in zip(qs, results):
+                scores = result.cont_sums
+                picked[q.key] = (max(range(len(scores)), key=scores.__getitem__), scores)
+            yield (item, *self.reply(picked, qs, round))
+
+    def reply(self, picked: dict, questions: list[Question], round: int) -> tuple[dict, str]:
+        """The result and the raw record from each question's (chosen index, log-likelihoods)."""
+        answers = {q.key: q.answers for q in questions}
+        keys = list(answers)
+        raw = json.dumps({k: {"answer": answers[k][picked[k][0]], "logprobs": [round6(x) for x in picked[k][1]]}
+                          for k in keys}, ensure_ascii=False)
         if round == 1:
             labels = [k for k in keys if picked[k][0] == 0]  # answer 0 is "yes"
             return {"labels": labels or ["high_quality"]}, raw
@@ -193,6 +230,30 @@ class LocalAnnotator:
                 }, raw
 
 
+class ChatPieces:
+    """The tokenizer for pieces of one chat-formatted text: the chat template writes the special
+    tokens the model expects, so none are added to a piece (a BOS in front of the question would
+    be a token the model never reads there)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, texts, add_special_tokens: bool = True):
+        return self.tokenizer(texts, add_special_tokens=False)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def fed_alone(requests) -> int:
+    """Tokens the requests feed when scored together with nothing else (``score_shared``): the
+    prefix they all share once, the rest of each prefix and each continuation's own."""
+    first, shortest = requests[0].prefix, min(len(r.prefix) for r in requests)
+    shared = 0
+    while shared < shortest and all(r.prefix[shared] == first[shared] for r in requests):
+        shared += 1
+    return shared + sum(len(r.prefix) - shared + sum(max(len(c) - 1, 0) for c in r.conts) for r in requests)
+
+
 def round6(x: float) -> float:
     return float(f"{x:.6g}")
-

@@ -14,26 +14,29 @@ from scoring import reference
 from scoring.engine import architecture, runner_for, score_requests
 
 
-def self_check(model, planned, dtype: str, *, items: int, batch_tokens: int, pad_id: int, names) -> dict:
+def self_check(model, planned, dtype: str, *, items: int, batch_tokens: int, pad_id: int, names,
+               score=score_requests) -> dict:
     """Check the first ``items`` units of ``planned`` that fit within ``batch_tokens`` (``names(unit)``
-    says which item a unit is, for the error). Returns what the run records; when ``items`` were
+    says which item a unit is, for the error) as ``score`` scores them (the engine's
+    ``score_requests``, or what the run stores with: the local annotator's
+    ``scoring.shared_prefix.score_shared``). Returns what the run records; when ``items`` were
     asked for and no unit fits, a ``note`` says the check was not run rather than skipping it
     without a word."""
     fitting = [u for u in planned if u.max_row <= batch_tokens]
-    checked = compare(model, fitting[:items], dtype, pad_id=pad_id, names=names)
+    checked = compare(model, fitting[:items], dtype, pad_id=pad_id, names=names, score=score)
     if items and not fitting:
         checked["note"] = (f"not run: every row is longer than --batch-tokens {batch_tokens}, and the plain "
                            "forward it compares with would hold a whole row at once")
     return checked
 
 
-def compare(model, units, dtype: str, *, pad_id: int, names) -> dict:
+def compare(model, units, dtype: str, *, pad_id: int, names, score=score_requests) -> dict:
     """Score ``units`` by the engine and by the plain reference, and stop with a CurateError naming
     the architecture and both numbers when they differ by more than the dtype's tolerance.
     Returns items, largest difference, dtype, tolerances and runner."""
     requests = [r for u in units for r in u.requests]
     labels = [f"{names(u)} request {k}" for u in units for k in range(len(u.requests))]
-    ours = score_requests(model, requests, pad_id=pad_id)
+    ours = score(model, requests, pad_id=pad_id)
     theirs = reference.score(model, requests)
     line = reference.worst_difference(requests, ours, theirs, dtype, labels)
     if line:
