@@ -207,7 +207,8 @@ class LocalAnnotator:
         from scoring.shared_prefix import score_shared
 
         questions = [q for _, qs in batch for q in qs]
-        results = iter(score_shared(self.model, [q.request for q in questions], pad_id=self.pad_id))
+        results = iter(score_shared(self.model, [q.request for q in questions], pad_id=self.pad_id,
+                                    max_tokens=BATCH_TOKENS))
         for item, qs in batch:
             picked = {}
             for q, result in zip(qs, results):

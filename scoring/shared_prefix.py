@@ -14,7 +14,9 @@ gives for the same requests, from the same runners, head and log-softmax
 
 Only the runners whose attention takes any row layout (``llama``, ``packed``) can share; for the
 others (and for requests that ask for their prefix's log-probabilities) the requests go to
-``score_requests`` as they are. A batch is fed whole: the caller keeps it within its budget.
+``score_requests`` as they are. A batch is fed whole; one whose tree holds more than
+``max_tokens`` tokens goes to ``score_requests`` too, which runs a request longer than that in
+pieces, so memory stays within the budget (the caller keeps its batches within it).
 """
 from __future__ import annotations
 
@@ -136,12 +138,14 @@ def hidden(model, batch: Packed, groups: layout.RowGroups, runner: str) -> torch
 
 
 @torch.inference_mode()
-def score_shared(model, requests: list[Request], *, pad_id: int) -> list[Result]:
+def score_shared(model, requests: list[Request], *, pad_id: int, max_tokens: int | None = None) -> list[Result]:
     """``score_requests(model, requests)``'s results, each token of the prefixes computed once."""
     runner = runner_for(model)
     if runner not in SHARING_RUNNERS or any(r.prefix_lp or not r.prefix for r in requests) or not requests:
-        return score_requests(model, requests, pad_id=pad_id)
+        return score_requests(model, requests, pad_id=pad_id, max_tokens=max_tokens)
     tree, batch = plan(requests)
+    if max_tokens and len(tree.tokens) > max_tokens:
+        return score_requests(model, requests, pad_id=pad_id, max_tokens=max_tokens)
     states = hidden(model, batch, tree.groups(), runner)
     logprob, greedy = predictions(model, states, batch.source, batch.target)
     return collect(requests, batch, logprob, greedy)
