@@ -175,7 +175,7 @@ class LocalGenerator:
         if prefix:
             cache = copy.deepcopy(self._prefix_cache(tuple(encoded[0][:prefix])))
             cache.batch_repeat_interleave(len(encoded))
-            kwargs["past_key_values"] = cache
+            kwargs["cache"] = cache  # transformers 5 name (past_key_values is deprecated)
         config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                   eos_token_id=self.eos_ids, pad_token_id=pad)
         processors = LogitsProcessorList()

@@ -192,3 +192,21 @@ def test_acceptance_50_items_3_seeds_2_modes(tmp_path):
     print(json.dumps({k: metrics[k] for k in ("parse", "seed_accuracy", "spread", "position_tests")}, indent=1))
     report = (tmp_path / "report" / "report.md").read_text()
     assert "### Accuracy per seed" in report and "### Spread over seeds" in report and "### Position bias" in report
+
+
+def test_cached_shared_prefix_gives_the_same_replies_without_deprecation_warnings():
+    """The shared prefix's cache reaches transformers under its current keyword: no FutureWarning
+    or DeprecationWarning from our call, and greedy replies equal those without the cache."""
+    import warnings
+
+    gen = LocalGenerator(MODEL)
+    prompts = [gen.prompt(None, "Answer with one word.", q) for q in ("Name a colour.", "Name a fruit, please.")]
+    encoded = gen.encode(prompts)
+    prefix = gen.shared_prefix(encoded)
+    assert prefix > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        cached = gen.generate(encoded, temperature=0, top_p=1, max_new_tokens=4, prefix=prefix)
+    plain = gen.generate(encoded, temperature=0, top_p=1, max_new_tokens=4)
+    assert [o.text for o in cached] == [o.text for o in plain]
