@@ -79,8 +79,9 @@ def stored(db: Path) -> Supply:
             counts = ", ".join(f"count({c})" for c in COLUMNS)
             columns = {r[1] for r in conn.execute("PRAGMA table_info(scores)")}
             formulation = "formulation" if "formulation" in columns else "'cloze'"  # before formulations: cloze
+            zero_shot = "WHERE fewshot = 0" if "fewshot" in columns else ""  # what the filter reads by default
             for model, mode, form, total, *have in conn.execute(
-                    f"SELECT model, mode, {formulation}, count(*), {counts} FROM scores GROUP BY 1, 2, 3"):
+                    f"SELECT model, mode, {formulation}, count(*), {counts} FROM scores {zero_shot} GROUP BY 1, 2, 3"):
                 norms = [n for column, n_have in zip(COLUMNS, have) if n_have == total for n in COLUMNS[column]]
                 out.add_scores(model, mode, ALL_ROTATIONS if form.startswith("letters+r") else form, norms,
                                "the workspace")

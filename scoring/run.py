@@ -55,15 +55,15 @@ def max_length(model, tokenizer) -> int:
 
 
 def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True,
-                    formulation: str = "cloze") -> set[str]:
-    """Items of (label, mode, formulation) whose stored scores have this content key (and a
+                    formulation: str = "cloze", fewshot: int = 0) -> set[str]:
+    """Items of (label, mode, formulation, fewshot) whose stored scores have this content key (and a
     seq_mean, when one is wanted: a run with --no-seq-mean leaves it empty). Scores of another
     engine version are not reused."""
     rows = ws.conn.execute(
         "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine, "
         "coalesce(json_extract(r.info_json, '$.seq_mean'), 1) "
         "FROM scores s JOIN score_runs r USING (run_id) WHERE s.model = ? AND s.mode = ? AND s.formulation = ? "
-        "GROUP BY s.item_id, s.run_id", (label, mode, formulation))
+        "AND s.fewshot = ? GROUP BY s.item_id, s.run_id", (label, mode, formulation, fewshot))
     hashes = {it: h for it, h in ws.conn.execute("SELECT item_id, content_hash FROM items")}
     wanted = (key["model_hash"], key["tokenizer_hash"], key["dtype"], key["engine"])
     return {item_id for item_id, content, mh, th, dt, engine, has_seq_mean in rows
@@ -361,7 +361,7 @@ def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str =
     ws = open_scores(root)
     try:
         formulation = formulation or ws.meta("formulation", "cloze")
-        stored = read_scores(ws, models=[label], modes=[mode], formulations=[formulation])
+        stored = read_scores(ws, models=[label], modes=[mode], formulations=[formulation], fewshots=[0])
         by_id = {it["item_id"]: it for it in ws.items()}
     finally:
         ws.close()

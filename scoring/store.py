@@ -1,7 +1,8 @@
-"""Scores in the workspace: one row per (model, mode, formulation, item, option), plus one row
-per run. The formulation (``cloze``, ``letters``, a rotation ``letters+rK``; see
-``curate.formulations``) is a scoring axis like the mode: one model's formulations live under one
-label as different rows.
+"""Scores in the workspace: one row per (model, mode, formulation, fewshot, item, option), plus one
+row per run. The formulation (``cloze``, ``letters``, a rotation ``letters+rK``; see
+``curate.formulations``) and the shot count ``fewshot`` (0, or K examples before the item, as
+lm-eval builds them; see ``curate.fewshot``) are scoring axes like the mode: one model's
+formulations and shot counts live under one label as different rows, never mixed by a reader.
 
 Stored per option: ``logprob_sum`` (sum of the option's token log-probabilities given the
 context), its ``n_tokens``/``n_chars``/``n_bytes``, ``is_greedy`` and the reference study's
@@ -95,6 +96,38 @@ MIGRATIONS = [
         ALTER TABLE scores_new RENAME TO scores;
         CREATE INDEX scores_run ON scores(run_id);
     """),
+    # The shot count joins the key (issue 29): k-shot scores of an item live beside its 0-shot
+    # ones. Rebuilt as for the formulation; every row stored before it was scored 0-shot.
+    ("scores-004-fewshot", """
+        CREATE TABLE scores_new (
+            model           TEXT NOT NULL,
+            mode            TEXT NOT NULL,
+            formulation     TEXT NOT NULL DEFAULT 'cloze',
+            fewshot         INTEGER NOT NULL DEFAULT 0,
+            item_id         TEXT NOT NULL REFERENCES items(item_id),
+            option_index    INTEGER NOT NULL,
+            logprob_sum     REAL,
+            n_tokens        INTEGER,
+            n_chars         INTEGER,
+            n_bytes         INTEGER,
+            is_greedy       INTEGER,
+            seq_mean        REAL,
+            study_sum       REAL,
+            study_byte_mean REAL,
+            flags           TEXT,
+            content_hash    TEXT NOT NULL,
+            run_id          TEXT NOT NULL REFERENCES score_runs(run_id),
+            PRIMARY KEY (model, mode, formulation, fewshot, item_id, option_index)
+        );
+        INSERT INTO scores_new (model, mode, formulation, fewshot, item_id, option_index, logprob_sum, n_tokens,
+                                n_chars, n_bytes, is_greedy, seq_mean, study_sum, study_byte_mean, flags,
+                                content_hash, run_id)
+            SELECT model, mode, formulation, 0, item_id, option_index, logprob_sum, n_tokens, n_chars, n_bytes,
+                   is_greedy, seq_mean, study_sum, study_byte_mean, flags, content_hash, run_id FROM scores;
+        DROP TABLE scores;
+        ALTER TABLE scores_new RENAME TO scores;
+        CREATE INDEX scores_run ON scores(run_id);
+    """),
 ]
 
 VALUE_COLUMNS = ("logprob_sum", "n_tokens", "n_chars", "n_bytes", "is_greedy", "seq_mean",
@@ -149,12 +182,12 @@ def label_lock(root, label: str, *, command: str):
 
 
 def label_runs(ws: Workspace, label: str) -> pd.DataFrame:
-    """The runs whose rows are stored under ``label``: one row per (mode, formulation, run) with
-    its item count and the run's record (the columns of ``score_sources``, and the run's info)."""
+    """The runs whose rows are stored under ``label``: one row per (mode, formulation, fewshot, run)
+    with its item count and the run's record (the columns of ``score_sources``, and the run's info)."""
     return pd.read_sql_query(
-        "SELECT s.mode, s.formulation, count(DISTINCT s.item_id) AS items, r.* FROM scores s "
-        "JOIN score_runs r USING (run_id) WHERE s.model = ? GROUP BY s.mode, s.formulation, s.run_id "
-        "ORDER BY s.mode, s.formulation, r.created_at", ws.conn, params=(label,))
+        "SELECT s.mode, s.formulation, s.fewshot, count(DISTINCT s.item_id) AS items, r.* FROM scores s "
+        "JOIN score_runs r USING (run_id) WHERE s.model = ? GROUP BY s.mode, s.formulation, s.fewshot, s.run_id "
+        "ORDER BY s.mode, s.formulation, s.fewshot, r.created_at", ws.conn, params=(label,))
 
 
 def other_sources(ws: Workspace, label: str, source: tuple) -> list[tuple]:
@@ -181,9 +214,12 @@ def check_label(ws: Workspace, label: str, source: tuple, *, replace: bool = Fal
 
 def score_sources(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Which runs ``scores`` (a ``read_scores`` frame) come from: one row per (model, mode,
-    formulation, run) with the run's origin, dtype, device, engine, hashes and its number of items."""
+    formulation, fewshot, run) with the run's origin, dtype, device, engine, hashes and its number
+    of items."""
     cols = ["run_id", "origin", "model_hash", "tokenizer_hash", "dtype", "device", "engine", "created_at"]
-    counts = scores.groupby(["model", "mode", "formulation", "run_id"], sort=True)["item_id"].nunique()
+    if "fewshot" not in scores.columns:
+        scores = scores.assign(fewshot=0)
+    counts = scores.groupby(["model", "mode", "formulation", "fewshot", "run_id"], sort=True)["item_id"].nunique()
     counts = counts.rename("items").reset_index()
     out = counts.merge(runs[[c for c in cols if c in runs.columns]], on="run_id", how="left")
     return out.astype(object).where(out.notna(), None)
@@ -202,10 +238,14 @@ def require_one_source(sources: pd.DataFrame) -> pd.DataFrame:
                 f"model {model!r}: its stored scores mix {describe_source(a)} (mode {ra['mode']}, run {ra['run_id']}, "
                 f"{ra['items']} items) and {describe_source(b)} (mode {rb['mode']}, run {rb['run_id']}, "
                 f"{rb['items']} items); re-score it under one setting with --replace, or under separate --labels")
-        for (mode, formulation), part in group.groupby(["mode", "formulation"], sort=True):
+        axes = [c for c in ("mode", "formulation", "fewshot") if c in group.columns]
+        for key, part in group.groupby(axes, sort=True):
             engines = sorted({"none" if e is None or e != e else str(int(e)) for e in part["engine"]})
             if part["origin"].iloc[0] == "scored" and len(engines) > 1:
-                which = f"mode {mode!r}" + ("" if formulation == "cloze" else f", formulation {formulation!r}")
+                named = dict(zip(axes, key))
+                which = (f"mode {named['mode']!r}"
+                         + ("" if named.get("formulation", "cloze") == "cloze" else f", formulation {named['formulation']!r}")
+                         + (f", {named['fewshot']}-shot" if named.get("fewshot", 0) else ""))
                 raise CurateError(
                     f"model {model!r}, {which}: stored scores come from engine versions {', '.join(engines)} "
                     f"(runs {', '.join(part['run_id'])}); finish re-scoring it (curate score) before analysing")
@@ -214,22 +254,27 @@ def require_one_source(sources: pd.DataFrame) -> pd.DataFrame:
 
 def write_scores(ws: Workspace, rows: list[dict]) -> None:
     """Insert or replace score rows (dicts with the table's columns; ``formulation`` defaults to
-    cloze); call inside a transaction."""
-    cols = ("model", "mode", "formulation", "item_id", "option_index", *VALUE_COLUMNS, "content_hash", "run_id")
+    cloze, ``fewshot`` to 0); call inside a transaction."""
+    cols = ("model", "mode", "formulation", "fewshot", "item_id", "option_index", *VALUE_COLUMNS, "content_hash",
+            "run_id")
+    defaults = {"formulation": "cloze", "fewshot": 0}
     ws.conn.executemany(
         f"INSERT OR REPLACE INTO scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-        ([r.get(c, "cloze") if c == "formulation" else r.get(c) for c in cols] for r in rows))
+        ([r.get(c, defaults.get(c)) for c in cols] for r in rows))
 
 
-def read_scores(ws: Workspace, *, models=None, modes=None, formulations=None) -> pd.DataFrame:
-    """All scores joined with row_index and source, one row per (model, mode, formulation, item,
-    option), sorted by model, mode, formulation, row_index, option_index."""
+def read_scores(ws: Workspace, *, models=None, modes=None, formulations=None, fewshots=None) -> pd.DataFrame:
+    """All scores joined with row_index and source, one row per (model, mode, formulation,
+    fewshot, item, option), sorted by model, mode, formulation, fewshot, row_index, option_index.
+    ``fewshots`` (shot counts) filters like the others; None reads every shot count, which the
+    analyses keep apart as a condition column (``scoring.normalize.CONDITION``)."""
     where, params = [], []
-    for col, values in (("s.model", models), ("s.mode", modes), ("s.formulation", formulations)):
+    for col, values in (("s.model", models), ("s.mode", modes), ("s.formulation", formulations),
+                        ("s.fewshot", None if fewshots is None else [int(k) for k in fewshots])):
         if values:
             where.append(f"{col} IN ({', '.join('?' * len(values))})")
             params.extend(values)
-    sql = ("SELECT s.model, s.mode, s.formulation, s.item_id, i.row_index, i.source, s.option_index, "
+    sql = ("SELECT s.model, s.mode, s.formulation, s.fewshot, s.item_id, i.row_index, i.source, s.option_index, "
            + ", ".join(f"s.{c}" for c in VALUE_COLUMNS) + ", s.content_hash, s.run_id "
            "FROM scores s JOIN items i USING (item_id)"
            + (" WHERE " + " AND ".join(where) if where else ""))
@@ -241,7 +286,10 @@ def read_scores(ws: Workspace, *, models=None, modes=None, formulations=None) ->
     cursor.execute(sql, params)
     columns = [d[0] for d in cursor.description]
     frame = pd.DataFrame.from_records(cursor.fetchall(), columns=columns, coerce_float=True)
-    return frame.sort_values(["model", "mode", "formulation", "row_index", "option_index"], ignore_index=True)
+    if frame.empty:
+        frame["fewshot"] = frame["fewshot"].astype(int)
+    return frame.sort_values(["model", "mode", "formulation", "fewshot", "row_index", "option_index"],
+                             ignore_index=True)
 
 
 def read_runs(ws: Workspace) -> pd.DataFrame:

@@ -119,6 +119,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
         sources = pd.DataFrame(columns=SOURCE_COLUMNS)
     else:
         sources = require_one_source(score_sources(scores, runs))  # one source per label; names the runs read
+        ctx.fewshot_scores, scores = scores, one_shot_count(scores)
         _with_scores(ctx, scores, normalization, meta["formulation"])
     metrics = {
         "about": {**ABOUT, **sections.about(), **PLOTS_ABOUT}, "schema_version": SCHEMA_VERSION,
@@ -131,6 +132,15 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
                 metrics.update(section.compute(ctx))
     metrics["plots"] = ctx.plots
     return _write_report(bar, out, metrics)
+
+
+def one_shot_count(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one shot count (0 where present, else the fewest shots): every section but
+    the few-shot one reads these, so 0-shot and k-shot predictions never mix in one table; the
+    few-shot section compares the shot counts (``ctx.fewshot_scores``)."""
+    if "fewshot" not in scores.columns or scores.empty:
+        return scores
+    return scores[scores["fewshot"] == scores["fewshot"].min()].reset_index(drop=True)
 
 
 def _with_scores(ctx: sections.Context, scores: pd.DataFrame, normalization: str | None, formulation: str) -> None:
@@ -211,8 +221,8 @@ def _formulations(scores) -> tuple[list[str], list[str]]:
     return present, [f for f in present if order(f)[1] == 0]
 
 
-SOURCE_COLUMNS = ["model", "mode", "formulation", "run_id", "origin", "dtype", "device", "engine", "items", "model_hash",
-                  "created_at"]
+SOURCE_COLUMNS = ["model", "mode", "formulation", "fewshot", "run_id", "origin", "dtype", "device", "engine", "items",
+                  "model_hash", "created_at"]
 
 
 def _provenance(root, items, meta, sources, records) -> dict:

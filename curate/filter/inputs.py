@@ -95,22 +95,25 @@ class Inputs:
                          ignore_index=True)
 
     def predictions_in(self, model: str, mode: str, normalization: str, formulations: list[str],
-                       complete: bool = True) -> pd.DataFrame:
-        """Argmax predictions of ``model`` in ``mode`` in any of ``formulations``; with
-        ``complete``, every item must have one, or the run stops naming what is missing."""
-        key = (model, mode, normalization, tuple(formulations), complete)
+                       complete: bool = True, fewshot: int = 0) -> pd.DataFrame:
+        """Argmax predictions of ``model`` in ``mode`` in any of ``formulations``, from its
+        ``fewshot``-shot scores; with ``complete``, every item must have one, or the run stops
+        naming what is missing."""
+        key = (model, mode, normalization, tuple(formulations), complete, fewshot)
         if key not in self._predictions:
-            self._predictions[key] = self._load_predictions(model, mode, normalization, formulations, complete)
+            self._predictions[key] = self._load_predictions(model, mode, normalization, formulations, complete,
+                                                            fewshot)
         return self._predictions[key]
 
     def _load_predictions(self, model: str, mode: str, normalization: str, formulations: list[str],
-                          complete: bool = True) -> pd.DataFrame:
+                          complete: bool = True, fewshot: int = 0) -> pd.DataFrame:
         from scoring.normalize import predictions
         from scoring.store import label_runs, read_scores, require_one_source
 
-        scores = (read_scores(self.ws, models=[model], modes=[mode], formulations=formulations)
+        scores = (read_scores(self.ws, models=[model], modes=[mode], formulations=formulations, fewshots=[fewshot])
                   if "scores" in self._tables else None)
         what = f"formulation {formulations[0]!r}" if len(formulations) == 1 else "rotated letters"
+        what += f", {fewshot}-shot" if fewshot else ""
         if scores is None or scores.empty:
             known = sorted(self._score_pairs())
             raise CurateError(f"no scores for model {model!r} in mode {mode!r} ({what}) in this workspace; "
@@ -134,6 +137,8 @@ class Inputs:
             if normalization not in used["normalizations"]:
                 used["normalizations"].append(normalization)
             used["formulations"] = sorted({*used["formulations"], *scores.loc[scores["run_id"] == run_id, "formulation"]})
+            if fewshot:  # 0-shot records keep their old shape (summaries written before the axis)
+                used["fewshots"] = sorted({*used.get("fewshots", []), fewshot})
         return preds
 
     def _score_pairs(self) -> set[tuple[str, str, str]]:
@@ -210,13 +215,15 @@ def changed_inputs(ws, inputs: dict) -> str | None:
     tables = set(ws.tables())
     expected: dict[tuple[str, str], tuple[set, set]] = {}
     for run in inputs["score_runs"]:
-        runs, forms = expected.setdefault((run["model"], run["mode"]), (set(), set()))
+        runs, forms, shots = expected.setdefault((run["model"], run["mode"]), (set(), set(), set()))
         runs.add(run["run_id"])
         forms.update(run.get("formulations") or ["cloze"])
-    for (model, mode), (runs, forms) in sorted(expected.items()):
+        shots.update(run.get("fewshots") or [0])
+    for (model, mode), (runs, forms, shots) in sorted(expected.items()):
         now = set() if "scores" not in tables else {r[0] for r in ws.conn.execute(
             f"SELECT DISTINCT run_id FROM scores WHERE model = ? AND mode = ? AND formulation IN "
-            f"({', '.join('?' * len(forms))})", (model, mode, *sorted(forms)))}
+            f"({', '.join('?' * len(forms))}) AND fewshot IN ({', '.join('?' * len(shots))})",
+            (model, mode, *sorted(forms), *sorted(shots)))}
         if now != runs:
             return (f"the scores of {model!r} in mode {mode} (runs {', '.join(sorted(runs))}; the workspace now holds "
                     f"{', '.join(sorted(now)) or 'none'})")

@@ -72,7 +72,7 @@ class ReviewData:
         root = Path(root)
         with open_scores(root) as ws:
             items = ws.items()
-            scores = read_scores(ws)
+            scores = read_scores(ws, fewshots=[0])  # the review shows 0-shot predictions
             source = ws.meta("source")
         with open_generations(root) as ws:
             generations = read_generations(ws)

@@ -77,7 +77,8 @@ class Context:
     length_units: tuple = ("chars",)
     core_mode: str = "zero"
     core_threshold: int | None = 7
-    scores: pd.DataFrame | None = None
+    scores: pd.DataFrame | None = None    # the scores of one shot count (0 where present)
+    fewshot_scores: pd.DataFrame | None = None  # every shot count's scores (the few-shot section)
     normalization: str | None = None   # the primary normalization
     preds_all: pd.DataFrame | None = None  # argmax predictions under every normalization
     preds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
@@ -167,5 +168,5 @@ def header_blocks(m: dict) -> list:
     runs = pd.DataFrame(prov["score_runs"])
     return blocks + [("p", "Scores read: each model and mode from one source (`origin` scored here, or imported), "
                            "with the run that stored them."),
-                     ("table", runs[["model", "mode", "formulation", "origin", "dtype", "device", "engine", "items",
-                                     "run_id"]])]
+                     ("table", runs[[c for c in ("model", "mode", "formulation", "fewshot", "origin", "dtype",
+                                                 "device", "engine", "items", "run_id") if c in runs]])]
