@@ -26,6 +26,7 @@ from curate import strict_yaml
 from curate.errors import CurateError, InputError
 from curate.filter.options import DEFAULTS as FILTER_DEFAULTS
 from curate.reading import CONFIG_LIMIT, read_text
+from scoring import model_spec
 from scoring.options import DEFAULTS as SCORE_DEFAULTS
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
@@ -65,7 +66,7 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class Annotator:
-    annotator: str  # "anthropic:MODEL" or "local:MODEL"
+    annotator: str  # "anthropic:MODEL" or "local:NAME" (a bare NAME in the file is written out so)
     rounds: tuple[int, ...]
     # as `curate annotate` takes them (annotate/options.py: defaults, types, the schema)
     batch: bool = ANNOTATE_DEFAULTS["batch"]
@@ -74,7 +75,7 @@ class Annotator:
 
     @property
     def backend(self) -> str:
-        return self.annotator.split(":", 1)[0]
+        return model_spec.parse(self.annotator)[0]
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
         hub=b.get("hub"), revision=b.get("revision"), split=b.get("split"),
         limit=b.get("limit"), columns=_adapter_columns(b.get("columns")), config=b.get("config"),
         delimiter=b.get("delimiter"), encoding=b.get("encoding"))
-    annotators = tuple(Annotator(a["annotator"], tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
+    annotators = tuple(Annotator(_annotator(a["annotator"]), tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
     s, f, r = data.get("scoring"), data.get("filter"), data.get("release")
     scoring = None
@@ -303,6 +304,12 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
 def _given(section: dict, *keys: str) -> dict:
     """The optional keys the config sets; the rest take the dataclass defaults."""
     return {k: section[k] for k in keys if k in section}
+
+
+def _annotator(spec: str) -> str:
+    """An annotator as annotations store it: its backend written out (scoring.model_spec, the
+    grammar of every stage); a reviewer's verdicts (human:NAME) are no model and stay as given."""
+    return spec if spec.startswith("human:") else model_spec.canonical(spec, "annotator")
 
 
 def _adapter_columns(columns: dict | None) -> dict:
@@ -336,21 +343,22 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
         problems.append(("benchmark.columns", f"the {b['adapter']} adapter takes no column mapping"))
     seen = {}
     for i, a in enumerate(data.get("annotators") or []):
-        if a.get("batch") and not a["annotator"].startswith("anthropic:"):
+        backend, name = model_spec.parse(a["annotator"], "annotator")
+        if a.get("batch") and backend != "anthropic":
             problems.append((f"annotators[{i}].batch", "the Message Batches API is for anthropic: annotators only"))
-        if a["annotator"].startswith("anthropic:") and (unpriced := _unpriced(a["annotator"].split(":", 1)[1])):
+        if backend == "anthropic" and (unpriced := _unpriced(name)):
             problems.append((f"annotators[{i}].annotator", unpriced))
         cost = a.get("max_cost")
         if isinstance(cost, float) and not math.isfinite(cost):  # YAML's .nan and .inf pass the schema
             problems.append((f"annotators[{i}].max_cost", f"{cost} is not an amount of US dollars; give a finite number"))
-        if a["annotator"] in seen:
+        if (spec := _annotator(a["annotator"])) in seen:
             problems.append((f"annotators[{i}].annotator",
-                             f"{a['annotator']!r} is listed twice (also annotators[{seen[a['annotator']]}]); give it one entry with all its rounds"))
-        seen.setdefault(a["annotator"], i)
+                             f"{a['annotator']!r} is listed twice (also annotators[{seen[spec]}]); give it one entry with all its rounds"))
+        seen.setdefault(spec, i)
     wanted = (data.get("filter") or {}).get("annotator")
     named = [a["annotator"] for a in data.get("annotators") or []]
     # A reviewer's verdicts (human:NAME) come from `curate review`, never from a planned stage.
-    if wanted and named and wanted not in named and not wanted.startswith("human:"):
+    if wanted and named and _annotator(wanted) not in seen and not wanted.startswith("human:"):
         problems.append(("filter.annotator", f"{wanted!r} is not one of this audit's annotators ({', '.join(named)})"))
     scoring = data.get("scoring")
     if scoring is not None and not scoring.get("models") and not scoring.get("imports"):

@@ -117,8 +117,11 @@ BAD = [
     ("bad device", _set("scoring", "device", "gpu"), "scoring.device", "cuda, cuda:N, mps, or auto"),
     ("negative self-check", _set("scoring", "self_check", -1), "scoring.self_check", "less than the minimum of 0"),
     ("bad dtype", _set("scoring", "dtype", "fp8"), "scoring.dtype", "'fp8' is not one of"),
-    ("annotator without backend", _set("annotators", 0, "annotator", "smollm2-135m"), "annotators[0].annotator",
+    ("annotator with a space", _set("annotators", 0, "annotator", "local:smollm2 135m"), "annotators[0].annotator",
      "anthropic:MODEL"),
+    ("annotator with no name", _set("annotators", 0, "annotator", "local:"), "annotators[0].annotator", "anthropic:MODEL"),
+    ("annotator twice, once bare", lambda d: d["annotators"].append({"annotator": "smollm2-135m", "rounds": [2]}),
+     "annotators[1].annotator", "listed twice (also annotators[0])"),
     ("round 3", _set("annotators", 0, "rounds", [1, 3]), "annotators[0].rounds[1]", "3 is not one of [1, 2]"),
     ("batch on a local model", _set("annotators", 0, "batch", True), "annotators[0].batch", "anthropic: annotators only"),
     ("negative budget", _set("annotators", 0, "max_cost", -5), "annotators[0].max_cost", "less than or equal to the minimum"),
@@ -208,6 +211,17 @@ def test_filter_may_read_a_reviewers_verdicts(tmp_path, base):
     assert cfg.filter_options["annotator"] == "human:alice"
 
 
+def test_a_bare_local_model_name_is_an_annotator_as_on_the_command_line(tmp_path, base):
+    """One model grammar for every stage (scoring.model_spec): `curate annotate --annotator
+    smollm2-135m` and a config's bare name mean local:smollm2-135m, stored and matched so."""
+    def change(data):
+        data["annotators"][0]["annotator"] = "smollm2-135m"
+        data["filter"]["annotator"] = "local:smollm2-135m"  # the filter reads the records by their stored name
+    config = load_changed(tmp_path, base, change)
+    [annotator] = config.annotators
+    assert (annotator.annotator, annotator.backend) == ("local:smollm2-135m", "local")
+
+
 def test_filter_overrides_reach_the_filter(tmp_path, base):
     def change(data):
         data["filter"].update(annotator="local:smollm2-135m", tokenizer="smollm2-135m")
@@ -263,7 +277,7 @@ def test_check_config_cli(tmp_path, base):
     assert "score      smollm2-135m on full, zero, choice-only" in good.stdout
     bad = copy.deepcopy(base)
     bad["scoring"]["modes"] = ["fulll"]
-    bad["annotators"][0]["annotator"] = "gpt"
+    bad["annotators"][0]["annotator"] = "anthropic:"  # a backend with no model name
     path = tmp_path / "audit.yaml"
     path.write_text(yaml.safe_dump(bad))
     proc = run_cli("check-config", path, check=False)
