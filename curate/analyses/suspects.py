@@ -1,0 +1,134 @@
+"""Items whose gold label is likely wrong, from how many models answer them, with the evidence.
+
+``label_error_score`` is the log-odds, pooled over models, that some other option is the right
+one: for each option k other than the gold g, the models' evidence is the sum over models of
+log p_m(k) - log p_m(g) (each model's temperature-calibrated probabilities, so a weak model's
+flat guesses weigh little and a strong model's confident choice much: the naive-Bayes
+combination of calibrated classifiers, which treats models as independent). The score is that
+log-odds for the best k (the ``suspected_option``), plus item-level signs that the key is wrong:
+a negative corrected item-total discrimination (stronger models right *less* often) and misfit
+(outfit above 1). ``docs/item-validity.md`` gives the formula and the measured precision.
+
+``several_correct_score``: the strong models' mean probabilities q sorted, q(2) - q(3): two
+options share the mass and the rest have little. ``no_right_answer_score``: the normalized
+entropy of q (1 = the strong models spread their probability evenly: no option stands out).
+The scores give only relative probabilities across options, so "every option improbable" is
+read as "no option preferred". Strong models: those at or above the median accuracy.
+
+``two_best_baseline``: the simple detector to beat: the two most accurate models both prefer a
+non-gold option (score: the smaller of their margins p(best non-gold) - p(gold)).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from curate.analyses.item_stats import item_statistics
+from curate.analyses.responses import Responses
+
+#: Weights of the item-level signs added to the pooled log-odds.
+NEGATIVE_DISCRIMINATION_WEIGHT = 2.0
+MISFIT_WEIGHT = 1.0
+#: Models listed in an item's evidence: those preferring the suspected option, strongest first.
+EVIDENCE_MODELS = 10
+
+
+def suspects(responses: Responses, stats: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per item, sorted by ``label_error_score`` descending (ties: the responses' order)."""
+    stats = item_statistics(responses) if stats is None else stats
+    log_odds, suspected = pooled_log_odds(responses)
+    discrimination = np.nan_to_num(stats["discrimination"].to_numpy(float), nan=0.0)
+    misfit = np.log(np.maximum(stats["outfit"].to_numpy(float), 1e-6))
+    score = (log_odds + NEGATIVE_DISCRIMINATION_WEIGHT * np.maximum(-discrimination, 0)
+             + MISFIT_WEIGHT * np.maximum(misfit, 0))
+    q = strong_mean_probs(responses)
+    out = pd.DataFrame({
+        "item_id": responses.item_ids,
+        "label_error_score": score,
+        "suspected_option": suspected,
+        "several_correct_score": several_correct(q),
+        "no_right_answer_score": flatness(q, responses.n_options),
+        "evidence": evidence(responses, suspected, log_odds, stats),
+    })
+    return out.sort_values("label_error_score", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def pooled_log_odds(responses: Responses) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: max over non-gold k of sum_m log p_m(k) - log p_m(gold), and that k."""
+    logp = np.log(np.clip(np.nan_to_num(responses.probs, nan=0.0), 1e-12, None))
+    total = logp.sum(axis=0)  # items x options
+    cols = np.arange(len(responses.gold))
+    diff = total - total[cols, responses.gold][:, None]
+    width = diff.shape[1]
+    invalid = (np.arange(width)[None, :] >= responses.n_options[:, None]) | (
+        np.arange(width)[None, :] == responses.gold[:, None])
+    diff = np.where(invalid, -np.inf, diff)
+    best = diff.argmax(axis=1)
+    return diff[cols, best], best
+
+
+def model_accuracy(responses: Responses) -> np.ndarray:
+    return responses.correct.mean(axis=1)
+
+
+def strong_models(responses: Responses) -> np.ndarray:
+    """Indices of the models at or above the median accuracy."""
+    acc = model_accuracy(responses)
+    return np.flatnonzero(acc >= np.median(acc))
+
+
+def strong_mean_probs(responses: Responses) -> np.ndarray:
+    """items x options: the strong models' mean probability of each option (0 past the last)."""
+    return np.nan_to_num(responses.probs[strong_models(responses)], nan=0.0).mean(axis=0)
+
+
+def several_correct(q: np.ndarray) -> np.ndarray:
+    """q(2) - q(3) of each item's sorted mean probabilities (q(3) = 0 for two-option items)."""
+    ordered = -np.sort(-q, axis=1)
+    third = ordered[:, 2] if q.shape[1] > 2 else np.zeros(len(q))
+    return ordered[:, 1] - third
+
+
+def flatness(q: np.ndarray, n_options: np.ndarray) -> np.ndarray:
+    """Entropy of q over each item's options divided by log(number of options)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.nansum(np.where(q > 0, q * np.log(q), 0.0), axis=1)
+        return np.where(n_options > 1, ent / np.log(np.maximum(n_options, 2)), 0.0)
+
+
+def evidence(responses: Responses, suspected: np.ndarray, log_odds: np.ndarray, stats: pd.DataFrame) -> list[dict]:
+    """Per item: the suspected option, the pooled log-odds, discrimination and outfit, and the
+    models preferring the suspected option (strongest first) with their probabilities of it and
+    of the gold."""
+    order = np.argsort(-model_accuracy(responses), kind="stable")
+    pred = responses.pred
+    cols = np.arange(len(responses.gold))
+    p_sus = responses.probs[:, cols, suspected]
+    p_gold = responses.probs[:, cols, responses.gold]
+    disc, outfit = stats["discrimination"].to_numpy(float), stats["outfit"].to_numpy(float)
+    out = []
+    for j in cols:
+        backers = [m for m in order if pred[m, j] == suspected[j]][:EVIDENCE_MODELS]
+        out.append({
+            "gold": int(responses.gold[j]), "suspected_option": int(suspected[j]),
+            "log_odds": round(float(log_odds[j]), 3),
+            "discrimination": None if np.isnan(disc[j]) else round(float(disc[j]), 3),
+            "outfit": round(float(outfit[j]), 3),
+            "models": [{"model": responses.models[m], "p_suspected": round(float(p_sus[m, j]), 3),
+                        "p_gold": round(float(p_gold[m, j]), 3)} for m in backers],
+        })
+    return out
+
+
+def two_best_baseline(responses: Responses) -> pd.Series:
+    """item_id -> min over the two most accurate models of p(best non-gold option) - p(gold):
+    positive exactly when both prefer a non-gold option."""
+    top = np.argsort(-model_accuracy(responses), kind="stable")[:2]
+    probs = np.nan_to_num(responses.probs[top], nan=-1.0)
+    cols = np.arange(len(responses.gold))
+    on_gold = probs[:, cols, responses.gold]
+    others = probs.copy()
+    others[:, cols, responses.gold] = -1.0
+    margin = others.max(axis=2) - on_gold
+    return pd.Series(margin.min(axis=0), index=pd.Index(responses.item_ids, name="item_id"),
+                     name="two_best_baseline")
