@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 PIP_VERSION := 26.3
 
-.PHONY: install browser test test-slow demo clean lock schemas
+.PHONY: install browser test test-slow demo docs clean lock schemas
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ demo: $(STAMP)
 	@echo "  $(VENV)/bin/curate review demo-out/workspace --decisions demo-out/decisions --queue removed --reviewer NAME"
 	@echo "  then open http://127.0.0.1:8000/"
 
+# The documentation site (mkdocs.yml, docs/) into site/. `make test` builds it too, with --strict
+# (tests/test_docs.py): a broken link, anchor or page fails. The banner is Material's notice about MkDocs 2.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 # Rewrite the schema files built from code: schemas/rules.schema.json from the condition kinds
 # (curate/filter/kinds/), the audit schema's benchmark list from the adapters (a test checks both).
 schemas: $(STAMP)
@@ -63,4 +68,4 @@ lock:
 	rm -f $(STAMP)
 
 clean:
-	rm -rf $(VENV) demo-out
+	rm -rf $(VENV) demo-out site
