@@ -1,13 +1,20 @@
 """Items whose gold label is likely wrong, from how many models answer them, with the evidence.
 
-``label_error_score`` is the log-odds, pooled over models, that some other option is the right
-one: for each option k other than the gold g, the models' evidence is the sum over models of
-log p_m(k) - log p_m(g) (each model's temperature-calibrated probabilities, so a weak model's
-flat guesses weigh little and a strong model's confident choice much: the naive-Bayes
-combination of calibrated classifiers, which treats models as independent). The score is that
-log-odds for the best k (the ``suspected_option``), plus item-level signs that the key is wrong:
-a negative corrected item-total discrimination (stronger models right *less* often) and misfit
-(outfit above 1). ``docs/item-validity.md`` gives the formula and the measured precision.
+``label_error_score`` (docs/item-validity.md has the formula and the measured precision):
+
+    L_j = max over options k != gold g of  sum_m w_m (log p_m(k) - log p_m(g)) / sum_m w_m
+    label_error_score_j = L_j - DISCRIMINATION_WEIGHT * discrimination_j
+
+p_m are each model's temperature-calibrated option probabilities (``responses.probs``), so a
+confident model counts more than a hesitant one; w_m = ((acc_m - chance) / (acc_best - chance))
+** ABILITY_POWER weights models by how far above chance they are, steeply: weak models agree with
+each other on wrong options often enough that equal weights (naive Bayes) rank hard items above
+mis-keyed ones (AUROC 0.92 against 0.98, benchmarks/detectors_gold_moves.py). The
+``suspected_option`` is the k of L_j. ``discrimination`` is the corrected item-total correlation
+(NaN counts as 0): on a mis-keyed item the models "right" are the ones that guessed the wrong key,
+so it turns negative; an item that separates strong from weak models well is unlikely to be
+mis-keyed. Outfit (misfit) was tried too and adds nothing on top of these two (logistic
+regression weight about 0 on planted HellaSwag errors), so it is shown as evidence, not scored.
 
 ``several_correct_score``: the strong models' mean probabilities q sorted, q(2) - q(3): two
 options share the mass and the rest have little. ``no_right_answer_score``: the normalized
@@ -26,9 +33,10 @@ import pandas as pd
 from curate.analyses.item_stats import item_statistics
 from curate.analyses.responses import Responses
 
-#: Weights of the item-level signs added to the pooled log-odds.
-NEGATIVE_DISCRIMINATION_WEIGHT = 2.0
-MISFIT_WEIGHT = 1.0
+#: How steeply a model's weight falls with its accuracy (see the module docstring).
+ABILITY_POWER = 16
+#: Weight of the corrected item-total discrimination subtracted from the pooled log-odds.
+DISCRIMINATION_WEIGHT = 4.0
 #: Models listed in an item's evidence: those preferring the suspected option, strongest first.
 EVIDENCE_MODELS = 10
 
@@ -36,11 +44,8 @@ EVIDENCE_MODELS = 10
 def suspects(responses: Responses, stats: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per item, sorted by ``label_error_score`` descending (ties: the responses' order)."""
     stats = item_statistics(responses) if stats is None else stats
-    log_odds, suspected = pooled_log_odds(responses)
-    discrimination = np.nan_to_num(stats["discrimination"].to_numpy(float), nan=0.0)
-    misfit = np.log(np.maximum(stats["outfit"].to_numpy(float), 1e-6))
-    score = (log_odds + NEGATIVE_DISCRIMINATION_WEIGHT * np.maximum(-discrimination, 0)
-             + MISFIT_WEIGHT * np.maximum(misfit, 0))
+    log_odds, suspected = pooled_log_odds(responses, ability_weights(responses))
+    score = log_odds - DISCRIMINATION_WEIGHT * np.nan_to_num(stats["discrimination"].to_numpy(float), nan=0.0)
     q = strong_mean_probs(responses)
     out = pd.DataFrame({
         "item_id": responses.item_ids,
@@ -53,10 +58,21 @@ def suspects(responses: Responses, stats: pd.DataFrame | None = None) -> pd.Data
     return out.sort_values("label_error_score", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def pooled_log_odds(responses: Responses) -> tuple[np.ndarray, np.ndarray]:
-    """Per item: max over non-gold k of sum_m log p_m(k) - log p_m(gold), and that k."""
+def ability_weights(responses: Responses) -> np.ndarray:
+    """w_m = ((acc_m - chance) / (acc_best - chance)) ** ABILITY_POWER, 0 at or below chance."""
+    acc = model_accuracy(responses)
+    chance = float(np.mean(1.0 / responses.n_options))
+    above = np.clip(acc - chance, 0, None)
+    if not above.max() > 0:
+        return np.ones(len(acc))
+    return (above / above.max()) ** ABILITY_POWER
+
+
+def pooled_log_odds(responses: Responses, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: max over non-gold k of the weighted mean over models of log p_m(k) - log p_m(gold),
+    and that k."""
     logp = np.log(np.clip(np.nan_to_num(responses.probs, nan=0.0), 1e-12, None))
-    total = logp.sum(axis=0)  # items x options
+    total = np.tensordot(weights / weights.sum(), logp, axes=1)  # items x options
     cols = np.arange(len(responses.gold))
     diff = total - total[cols, responses.gold][:, None]
     width = diff.shape[1]
