@@ -1,5 +1,5 @@
-"""The audit config: the embedded defaults, the README examples, and a clear error for each
-kind of mistake, naming the file and the dotted path of the bad key."""
+"""The audit config: the embedded defaults, the examples docs/stages/audit.md describes, and a
+clear error for each kind of mistake, naming the file and the dotted path of the bad key."""
 from __future__ import annotations
 
 import copy
@@ -50,7 +50,7 @@ def test_embedded_adapter_reads_the_demo_rows():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_readme_examples_validate(example):
+def test_documented_examples_validate(example):
     config = load_config(example, check_files=False)
     assert config.benchmark.adapter in ("hellaswag", "generic")
 

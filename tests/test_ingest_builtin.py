@@ -73,7 +73,7 @@ def first(name):
         return get_adapter(name).to_item(json.loads(fh.readline()), 0, split)
 
 
-def test_prompt_modes_as_the_readme_says():
+def test_prompt_modes_as_the_ingest_page_says():     # docs/stages/ingest.md, Built-in benchmarks
     """zero keeps only the template's fixed text; placeholder puts the filler before it;
     choice-only is empty (letters: the lettered options alone)."""
     arc = first("arc_easy")
