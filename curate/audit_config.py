@@ -23,6 +23,7 @@ import yaml
 import schemas
 from annotate.options import DEFAULTS as ANNOTATE_DEFAULTS
 from curate import strict_yaml
+from curate.adapters.columns import adapter_keywords
 from curate.errors import CurateError, InputError
 from curate.filter.options import DEFAULTS as FILTER_DEFAULTS
 from curate.reading import CONFIG_LIMIT, read_text
@@ -277,7 +278,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     benchmark = Benchmark(
         adapter=b["adapter"], path=(here / b["path"]).resolve() if "path" in b else None,
         hub=b.get("hub"), revision=b.get("revision"), split=b.get("split"),
-        limit=b.get("limit"), columns=_adapter_columns(b.get("columns")), config=b.get("config"),
+        limit=b.get("limit"), columns=adapter_keywords(b.get("columns")), config=b.get("config"),
         delimiter=b.get("delimiter"), encoding=b.get("encoding"))
     annotators = tuple(Annotator(_annotator(a["annotator"]), tuple(a["rounds"]), **_given(a, "batch", "concurrency", "max_cost"))
                        for a in data.get("annotators") or [])
@@ -310,18 +311,6 @@ def _annotator(spec: str) -> str:
     """An annotator as annotations store it: its backend written out (scoring.model_spec, the
     grammar of every stage); a reviewer's verdicts (human:NAME) are no model and stay as given."""
     return spec if spec.startswith("human:") else model_spec.canonical(spec, "annotator")
-
-
-def _adapter_columns(columns: dict | None) -> dict:
-    """Generic adapter keywords: the config's column keys are its field names."""
-    if not columns:
-        return {}
-    options = {"name": "generic", **columns}
-    for key in ("choices", "ids"):
-        if key in options:
-            value = options[key]
-            options[key] = (value,) if isinstance(value, str) else tuple(value)
-    return options
 
 
 def _cross_key_problems(data: dict) -> list[tuple[str, str]]:

@@ -80,6 +80,46 @@ def _adapters() -> list[str]:
     return known()
 
 
+#: The generic adapter's column mapping as single flags (its keys in --columns): the spelling
+#: before --columns, still accepted, hidden from --help. Flag -> (mapping key, a list of columns?).
+_COLUMN_FLAGS = {"--name": ("name", False), "--question": ("question", False), "--choices": ("choices", True),
+                 "--answer": ("answer", False), "--answer-format": ("answer_format", False),
+                 "--choice-labels": ("choice_labels", False), "--zero-column": ("zero", False),
+                 "--source-column": ("source", False), "--id-columns": ("ids", True),
+                 "--template": ("template", False), "--letters-template": ("letters_template", False),
+                 "--kind": ("kind", False), "--formulation": ("formulation", False)}
+
+
+def _generic_column_flags(f):
+    for flag in reversed(_COLUMN_FLAGS):
+        f = click.option(flag, "column_" + _COLUMN_FLAGS[flag][0], default=None, hidden=True)(f)
+    return f
+
+
+def _column_mapping(columns: str | None, flags: dict) -> dict:
+    """One mapping from --columns and the single flags; a key given both ways is refused, and the
+    whole is checked as the audit config's benchmark.columns is."""
+    from curate.adapters.columns import check_columns, read_columns
+
+    mapping = read_columns(columns) if columns else {}
+    for flag, (key, is_list) in _COLUMN_FLAGS.items():
+        value = flags["column_" + key]
+        if value is None:
+            continue
+        if key in mapping:
+            raise click.UsageError(f"{flag} and --columns both give {key}: give it once")
+        # "--choices endings" is one list column (a string, as in the config), "--choices a,b" one per option
+        listed = [c for c in value.split(",") if c] if is_list else value
+        if not listed:
+            raise click.UsageError(f"{flag} {value!r}: name the {key} column(s)")
+        mapping[key] = listed[0] if key == "choices" and len(listed) == 1 else listed
+    if not {"question", "choices", "answer"} <= set(mapping):
+        missing = [k for k in ("question", "choices", "answer") if k not in mapping]
+        raise click.UsageError(f"the generic adapter needs --columns with {', '.join(missing)}")
+    check_columns(mapping, where="--columns")
+    return mapping
+
+
 @main.command()
 @click.argument("workspace", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--benchmark", required=True, type=click.Choice(_adapters()),
@@ -97,45 +137,24 @@ def _adapters() -> list[str]:
 @click.option("--delimiter", default=None, help="CSV: the field delimiter [default: detected].")
 @click.option("--encoding", default=None, help="CSV or JSON: the file's encoding [default: UTF-8, or detected for CSV].")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
-@click.option("--name", default=None, help="generic: benchmark name used in item ids (default 'generic').")
-@click.option("--question", default=None, help="generic: question/context column (dotted paths allowed).")
-@click.option("--choices", default=None, help="generic: one list column, or option columns separated by commas.")
-@click.option("--answer", default=None,
-              help="generic: answer column (an option number, a letter, a label or the option's text).")
-@click.option("--answer-format", type=click.Choice(["auto", "index", "index1", "letter", "text"]), default="auto",
-              show_default=True, help="generic: index counts from 0, index1 from 1; auto reads a number from 0, a "
-                                      "letter, else the option's text.")
-@click.option("--choice-labels", default=None, help="generic: column of option labels the answer refers to (ARC: choices.label).")
-@click.option("--zero-column", default=None, help="generic: column kept as context in zero mode (default: none).")
-@click.option("--source-column", default=None, help="generic: column naming the item's sub-source/domain.")
-@click.option("--id-columns", default=None, help="generic: the benchmark's own id columns, comma-separated (must be unique).")
-@click.option("--template", default="{question}", show_default=True,
-              help="generic: full-mode context; {question} and {column} are filled in.")
-@click.option("--letters-template", default=None,
-              help="generic: the letters formulation's text before the lettered options [default: the full context].")
-@click.option("--kind", type=click.Choice(["question", "continuation"]), default="question", show_default=True,
-              help="generic: a question with answers, or a text continued by endings (the annotation wording).")
-@click.option("--formulation", type=click.Choice(["cloze", "letters"]), default="cloze", show_default=True,
-              help="generic: the formulation `curate score` uses by default.")
-def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter, encoding, limit, name, question,
-         choices, answer, answer_format, choice_labels, zero_column, source_column, id_columns, template,
-         letters_template, kind, formulation):
+@click.option("--columns", default=None, metavar="FILE|MAPPING",
+              help="generic: the column mapping, as the audit config's benchmark.columns writes it: a YAML/JSON "
+                   "file, or inline, e.g. '{question: goal, choices: [sol1, sol2], answer: label}'.")
+@_generic_column_flags
+def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter, encoding, limit, columns,
+         **column_flags):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
     from curate.adapters import get_adapter, hub_default
+    from curate.adapters.columns import adapter_keywords
     from curate.ingest import ingest
 
     if benchmark == "generic":
-        missing = [f"--{n}" for n, v in (("data", data), ("question", question), ("choices", choices),
-                                         ("answer", answer)) if not v]
-        if missing:
-            raise click.UsageError(f"the generic adapter needs {', '.join(missing)}")
         try:
-            adapter = get_adapter("generic", name=name or "generic", question=question, choices=choices,
-                                  answer=answer, answer_format=answer_format, choice_labels=choice_labels,
-                                  zero=zero_column, source=source_column, ids=id_columns or "", template=template,
-                                  letters_template=letters_template, kind=kind, formulation=formulation)
+            adapter = get_adapter("generic", **adapter_keywords(_column_mapping(columns, column_flags)))
         except ValueError as exc:  # a column mapping that names nothing (--choices ",")
             raise click.UsageError(str(exc)) from None
+    elif columns or any(v is not None for v in column_flags.values()):
+        raise click.UsageError(f"the {benchmark} adapter takes no column mapping (--columns is for generic)")
     else:
         adapter = get_adapter(benchmark)
     try:
@@ -252,6 +271,8 @@ from curate.duplicates.cli import duplicates  # noqa: E402
 main.add_command(duplicates)
 from curate.export_cli import export  # noqa: E402
 main.add_command(export)
+from curate.plant.cli import plant  # noqa: E402
+main.add_command(plant)
 from curate.review.cli import COMMANDS as _review_commands  # noqa: E402
 for _command in _review_commands:
     main.add_command(_command)

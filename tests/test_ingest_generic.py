@@ -119,6 +119,34 @@ def test_a_column_mapping_naming_no_column_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "name the choices column(s)" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_columns_take_the_audit_configs_mapping_inline_or_as_a_file_as_the_single_flags_do(tmp_path):
+    """`curate init --columns` is the audit config's benchmark.columns: the same keys, the same
+    checks; the single flags (hidden now) still work and give the same items."""
+    data = tmp_path / "mmlu.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in MMLU))
+    common = ("init", "--benchmark", "generic", "--data", data, "--split", "test")
+    run_cli(common[0], tmp_path / "flags", *common[1:], "--name", "mmlu", "--question", "question",
+            "--choices", "choices", "--answer", "answer", "--source-column", "subject")
+    mapping = "{name: mmlu, question: question, choices: choices, answer: answer, source: subject}"
+    run_cli(common[0], tmp_path / "inline", *common[1:], "--columns", mapping)
+    (tmp_path / "columns.yaml").write_text("name: mmlu\nquestion: question\nchoices: choices\nanswer: answer\n")
+    run_cli(common[0], tmp_path / "file", *common[1:], "--columns", tmp_path / "columns.yaml", "--source-column", "subject")
+    with Workspace.open(tmp_path / "flags") as a, Workspace.open(tmp_path / "inline") as b, \
+            Workspace.open(tmp_path / "file") as c:
+        assert a.items() and [i["content_hash"] for i in a.items()] == [i["content_hash"] for i in b.items()] == \
+            [i["content_hash"] for i in c.items()]
+    assert "--question" not in run_cli("init", "--help").stdout  # one spelling shown: --columns
+
+    bad_key = run_cli(common[0], tmp_path / "w1", *common[1:], "--columns", "{question: q, choices: c, answr: a}",
+                      check=False)
+    assert bad_key.returncode == 2 and "--columns" in bad_key.stderr and "answr" in bad_key.stderr
+    twice = run_cli(common[0], tmp_path / "w2", *common[1:], "--columns", mapping, "--question", "q", check=False)
+    assert twice.returncode == 2 and "--question and --columns both give question" in twice.stderr
+    builtin = run_cli("init", tmp_path / "w3", "--benchmark", "piqa", "--data", data, "--columns", mapping, check=False)
+    assert builtin.returncode == 2 and "takes no column mapping" in builtin.stderr
+    assert not any((tmp_path / w).exists() for w in ("w1", "w2", "w3"))
+
+
 def test_a_parquet_file_replaced_with_the_same_time_is_read_anew_and_arrow_files_of_either_format(tmp_path):
     """The rows come from the bytes whose sha256 is recorded: `datasets`' cache, which knows a
     local file by path and modification time, gave a file replaced with the same time (cp -p,
