@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from curate.adapters.fields import FieldError, blank, is_index_text, option, require
+from curate.fewshot import Settings
 from curate.formulations import LABELS
 from curate.items import PLACEHOLDER, letters_from, make_item, prompts_from
 
@@ -155,6 +156,12 @@ def mmlu_subject(subject: str) -> str:
     return subject.replace("_", " ")
 
 
+def mmlu_description(subject: str, formulation: str) -> str:
+    """The subject line of lm-eval's MMLU task yamls: ``default`` (letters) or ``continuation`` (cloze)."""
+    kind = "multiple choice questions" if formulation == "letters" else "questions"
+    return f"The following are {kind} (with answers) about {mmlu_subject(subject)}.\n\n"
+
+
 def mmlu(row, row_index, split, name):
     question, subject = _question(row, "question").strip(), _text(row, "subject")
     options = require(row, "choices", list)
@@ -168,8 +175,7 @@ def mmlu(row, row_index, split, name):
             raise FieldError("answer", f"answer {answer!r} is not one of the letters {', '.join(allowed)}")
         answer = allowed.index(letter)
     gold = _index(answer, "answer", len(options))
-    letters_line = f"The following are multiple choice questions (with answers) about {mmlu_subject(subject)}.\n\n"
-    cloze_line = f"The following are questions (with answers) about {mmlu_subject(subject)}.\n\n"
+    letters_line, cloze_line = (mmlu_description(subject, f) for f in ("letters", "cloze"))
     return _qa_item(row_index, split, name, full=f"{cloze_line}Question: {question}\nAnswer:",
                     zero=f"{cloze_line}Answer:", options=options, gold=gold, stem=f"{letters_line}{question}\n",
                     zero_stem=letters_line, source=subject, parts={"question": question})
@@ -233,6 +239,20 @@ BENCHMARKS = {
 }
 
 
+#: lm-eval's few-shot settings per task (curate.fewshot): its few-shot split and sampler, and
+#: whether it hands the evaluated document to the sampler (its fewshot_split equals its
+#: test_split, None == None included). MMLU: first_n from dev, one task per subject, the
+#: subject line first. ARC, OpenBookQA and SciQ name a test split, so nothing is left out.
+RANDOM_TRAIN = Settings()
+FEWSHOT = {
+    **{name: RANDOM_TRAIN for name in ("arc_easy", "arc_challenge", "openbookqa", "sciq")},
+    **{name: Settings(passes_eval_doc=True) for name in ("piqa", "social_iqa", "winogrande", "copa",
+                                                          "commonsense_qa", "boolq")},
+    "mmlu": Settings(split="dev", sampler="first_n", group=lambda item: item["source"],
+                     description=lambda item, formulation: mmlu_description(item["source"], formulation)),
+}
+
+
 @dataclass(frozen=True)
 class Builtin:
     """The adapter of one built-in benchmark (``name`` a key of ``BENCHMARKS``)."""
@@ -249,6 +269,10 @@ class Builtin:
     @property
     def formulation(self) -> str:
         return self.spec.formulation
+
+    @property
+    def fewshot(self) -> Settings:
+        return FEWSHOT[self.name]
 
     def to_item(self, row: dict, row_index: int, split: str) -> dict:
         return BENCHMARKS[self.name][0](row, row_index, split, self.name)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from curate.adapters.fields import FieldError, is_index_text, require
+from curate.fewshot import Settings
 from curate.items import make_item, prompts_from
 
 _BRACKET_TAG = re.compile(r"\[.*?\]")
@@ -44,6 +45,9 @@ def gold_index(label) -> int:
 @dataclass(frozen=True)
 class HellaSwag:
     name: str = "hellaswag"
+    #: lm-eval's task: shots drawn at random from train; it names no test split, so (None ==
+    #: None) the evaluated document goes to the sampler, which draws k + 1 and drops it.
+    fewshot = Settings(passes_eval_doc=True)
 
     def to_item(self, row: dict, row_index: int, split: str) -> dict:
         activity_label = require(row, "activity_label", str)

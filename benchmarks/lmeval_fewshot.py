@@ -1,0 +1,93 @@
+"""lm-evaluation-harness 0.4.13's own k-shot requests, built without a model, as the reference
+for ``curate.fewshot`` (tests/test_fewshot_contexts.py).
+
+Each task yaml is the installed one with its data pointed at local files, as
+``benchmarks/lmeval_reference.py`` does. The evaluated file is the task's test split; the
+few-shot split is a given file (MMLU's dev) or, where the task's own few-shot split is not in
+../shared/data, the evaluated split itself: lm-eval then hands each evaluated document to its
+sampler, which leaves it out. With ``own_splits`` the task keeps its own split settings and
+reads the given file as its train split too (its default few-shot source), so whether lm-eval
+hands the evaluated document to the sampler is the task's own choice. lm-eval's default
+``fewshot_random_seed`` (1234) seeds each task.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+
+from benchmarks.lmeval_reference import BOOLQ_DOCS, TASK_YAMLS, _read_rows
+
+
+def _yaml(builtin: Path, name: str, test: Path, fewshot: Path | None, k: int, own_splits: bool = False) -> str:
+    if own_splits:  # the task's own splits: train (its few-shot source), validation and test all read the file
+        return (f"include: {builtin}\ntask: {name}\ndataset_path: json\ndataset_name: null\n"
+                "dataset_kwargs:\n  data_files:\n"
+                + "".join(f"    {s}: {test.resolve()}\n" for s in ("train", "validation", "test"))
+                + f"num_fewshot: {k}\n")
+    files = f"    test: {test.resolve()}\n" + (f"    dev: {fewshot.resolve()}\n" if fewshot else "")
+    return (f"include: {builtin}\n"
+            f"task: {name}\n"
+            "dataset_path: json\n"
+            "dataset_name: null\n"
+            f"dataset_kwargs:\n  data_files:\n{files}"
+            "training_split: null\nvalidation_split: null\ntest_split: test\n"
+            f"fewshot_split: {'dev' if fewshot else 'test'}\n"
+            f"num_fewshot: {k}\n")
+
+
+def _tasks(folder: Path, benchmark: str, data: Path, fewshot: Path | None, k: int,
+           own_splits: bool = False) -> dict[str, list[int]]:
+    """Task yamls in ``folder``; {task name: the rows of ``data`` its documents are}."""
+    import lm_eval
+
+    tasks_dir = Path(lm_eval.__file__).parent / "tasks"
+    if benchmark.startswith("mmlu"):  # one task per subject, over its subject's rows (and dev rows)
+        rows, shots = _read_rows(data), _read_rows(fewshot)
+        by_subject: dict[str, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_subject.setdefault(row["subject"], []).append(i)
+        out = {}
+        for subject, indices in by_subject.items():
+            test, dev = folder / f"{subject}.test.jsonl", folder / f"{subject}.dev.jsonl"
+            test.write_text("".join(json.dumps(rows[i]) + "\n" for i in indices))
+            dev.write_text("".join(json.dumps(r) + "\n" for r in shots if r["subject"] == subject))
+            name = f"{benchmark}_{subject}_fs"
+            builtin = tasks_dir / TASK_YAMLS[benchmark].format(subject=subject)
+            (folder / f"{name}.yaml").write_text(_yaml(builtin, name, test, dev, k))
+            out[name] = indices
+        return out
+    name = f"{benchmark}_fs"
+    extra = ""
+    if benchmark == "boolq":
+        (folder / "boolq_local_docs.py").write_text(BOOLQ_DOCS)
+        extra = "process_docs: !function boolq_local_docs.process_docs\n"
+    (folder / f"{name}.yaml").write_text(_yaml(tasks_dir / TASK_YAMLS[benchmark], name, data, None, k, own_splits)
+                                         + extra)
+    return {name: list(range(len(_read_rows(data))))}
+
+
+def lmeval_fewshot_contexts(benchmark: str, data: Path, k: int, *, fewshot: Path | None = None,
+                            limit: int | None = None, seed: int = 1234, own_splits: bool = False
+                            ) -> dict[int, list[str]]:
+    """{row of ``data``: the contexts of lm-eval's k-shot requests for it (one per request)},
+    for the first ``limit`` documents of each task."""
+    from lm_eval import utils
+    from lm_eval.tasks import TaskManager
+
+    if not hasattr(utils.env.from_string, "cache_info"):  # same text, compiled templates cached
+        utils.env.from_string = functools.lru_cache(maxsize=None)(utils.env.from_string)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_of = _tasks(Path(tmp), benchmark, data, fewshot, k, own_splits)
+        tasks = TaskManager(include_path=tmp, include_defaults=False).load(list(rows_of))["tasks"]
+        out: dict[int, list[str]] = {}
+        for name, task in tasks.items():
+            task.set_fewshot_seed(seed)  # as lm-eval's evaluator does before building requests
+            task.build_all_requests(limit=limit)
+            by_doc: dict[int, list] = {}
+            for inst in task.instances:
+                by_doc.setdefault(inst.doc_id, []).append(inst)
+            for doc_id, instances in by_doc.items():
+                out[rows_of[name][doc_id]] = [i.arguments[0] for i in sorted(instances, key=lambda i: i.idx)]
+    return out

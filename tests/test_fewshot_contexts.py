@@ -1,0 +1,70 @@
+"""k-shot contexts (curate/fewshot.py) against lm-evaluation-harness 0.4.13's own requests,
+character for character (benchmarks/lmeval_fewshot.py builds them without a model).
+
+MMLU: every one of the 57 subject tasks (first_n from dev, the subject line first), the first
+items of each subject, in both formulations. The others: lm-eval's seeded random sampler over
+the evaluated split (their own few-shot split is not in ../shared/data), the item itself left
+out, on the first items in evaluation order (each item's shots depend on every draw before it).
+"""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.lmeval_fewshot import lmeval_fewshot_contexts
+from benchmarks.lmeval_reference import shared_file
+from conftest import HELLASWAG, SHARED
+from curate import fewshot
+from curate.adapters import default_formulation, get_adapter
+
+BENCHMARKS = SHARED / "benchmarks"
+PER_SUBJECT = 3     # MMLU items per subject (first_n draws no random numbers: any sample will do)
+FIRST = 60          # items of the other benchmarks, in order
+
+
+def read_items(name, path, split):
+    from curate.ingest import build_items
+    from curate.sources import open_source
+    items, _ = build_items(open_source(str(path), split=split).rows, get_adapter(name), split=split, where=str(path))
+    return items
+
+
+def ours(items, pool, k, formulation, settings, rows):
+    scored = fewshot.fewshot_scored([items[r] for r in rows], pool, k, "full", formulation, settings)
+    return {r: list(s.contexts) for r, s in zip(rows, scored)}
+
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_mmlu_every_subject(k):
+    test, dev = BENCHMARKS / "mmlu" / "test.jsonl.gz", BENCHMARKS / "mmlu" / "dev.jsonl.gz"
+    items, pool = read_items("mmlu", test, "test"), read_items("mmlu", dev, "dev")
+    settings = get_adapter("mmlu").fewshot
+    for benchmark, formulation in (("mmlu", "letters"), ("mmlu_cloze", "cloze")):
+        ref = lmeval_fewshot_contexts(benchmark, test, k, fewshot=dev, limit=PER_SUBJECT)
+        assert len({items[r]["source"] for r in ref}) == 57
+        assert ours(items, pool, k, formulation, settings, sorted(ref)) == ref
+
+
+@pytest.mark.parametrize("k", [1, 5])
+@pytest.mark.parametrize("name", ["hellaswag", "arc_easy", "arc_challenge", "openbookqa", "piqa", "social_iqa",
+                                  "winogrande", "copa", "commonsense_qa", "sciq", "boolq"])
+def test_random_sampler_from_the_evaluated_split(name, k):
+    path, split = (HELLASWAG, "validation") if name == "hellaswag" else shared_file(name, BENCHMARKS)
+    items = read_items(name, path, split)
+    ref = lmeval_fewshot_contexts(name, path, k, limit=FIRST)
+    assert sorted(ref) == list(range(FIRST))
+    settings = get_adapter(name).fewshot.from_evaluated_split()
+    assert ours(items, items, k, default_formulation(get_adapter(name)), settings, list(range(FIRST))) == ref
+
+
+@pytest.mark.parametrize("name", ["hellaswag", "arc_easy", "openbookqa", "piqa", "social_iqa", "winogrande", "copa",
+                                  "commonsense_qa", "sciq", "boolq"])
+def test_the_tasks_own_splits_decide_what_is_left_out(name):
+    """Each task as lm-eval configures it, its train split being the evaluated file: ARC,
+    OpenBookQA and SciQ name a test split, so lm-eval keeps the item among its candidates; the
+    others name none, and (None == None) it leaves the item out. Our settings say which."""
+    path, split = (HELLASWAG, "validation") if name == "hellaswag" else shared_file(name, BENCHMARKS)
+    items = read_items(name, path, split)
+    ref = lmeval_fewshot_contexts(name, path, 5, limit=FIRST, own_splits=True)
+    settings = get_adapter(name).fewshot
+    assert ours(items, items, 5, default_formulation(get_adapter(name)), settings, list(range(FIRST))) == ref
+    assert settings.passes_eval_doc == (name not in ("arc_easy", "openbookqa", "sciq"))
