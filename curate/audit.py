@@ -1,10 +1,11 @@
-"""`curate audit`: ingest -> annotate -> score -> analyze -> filter -> release, in one workspace.
+"""`curate audit`: ingest -> annotate -> score -> filter -> analyze -> release, in one workspace.
 
 Every stage is resumable on its own (ingest makes the workspace once; annotation and scoring
 cache by request/content key), so running an audit again does only what is missing. The two
-stages that recompute from stored data, analyze and filter, are skipped when their inputs have
+stages that recompute from stored data, filter and analyze, are skipped when their inputs have
 not changed: each output folder keeps the fingerprint of the workspace state and the settings it
-was made from (``.audit-fingerprint``). A release version is immutable: when it exists with the
+was made from (``.audit-fingerprint``). The filter runs before the analysis so the report counts
+what it removes (``curate analyze --decisions``). A release version is immutable: when it exists with the
 same kept items the stage is done, otherwise the audit stops and asks for a new version.
 """
 from __future__ import annotations
@@ -172,7 +173,8 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
         extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
         s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
                             formulations=list(sc.formulations) if sc.formulations else None,
-                            max_memory=sc.max_memory, self_check_items=sc.self_check, **extra)
+                            max_memory=sc.max_memory, self_check_items=sc.self_check, fewshot=sc.fewshot,
+                            fewshot_pool=sc.fewshot_pool, **extra)
         status = "ran" if s["computed"] else "skipped"
         outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
                                 f"{s['computed']} item-modes computed, {s['cached']} cached", s))
@@ -181,12 +183,15 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
 
 def analyze_stage(cfg: AuditConfig, state: str) -> Outcome:
     from curate.analyses.report import analyze_workspace
+    from curate.sources import file_sha256
 
-    stamp = fingerprint(state, {"stage": "analyze"})
+    decisions = cfg.filter_out if cfg.filter_rules else None  # the report counts what the filter removed
+    summary = decisions / "summary.json" if decisions else None
+    stamp = fingerprint(state, {"stage": "analyze", "decisions": file_sha256(summary) if summary else None})
     with folder_lock(cfg.analyze_out, command="analyze"):  # the output checked and stamped is this run's own
         if up_to_date(cfg.analyze_out, "analyze", stamp):
             return Outcome("analyze", "skipped", f"report up to date in {cfg.analyze_out}")
-        metrics = analyze_workspace(cfg.workspace, cfg.analyze_out)
+        metrics = analyze_workspace(cfg.workspace, cfg.analyze_out, decisions=decisions)
         mark(cfg.analyze_out, "analyze", stamp)
     return Outcome("analyze", "ran", f"report in {cfg.analyze_out / 'report.html'}", {"metrics": metrics})
 
@@ -234,7 +239,7 @@ def release_stage(cfg: AuditConfig) -> Outcome:
 def run_audit(cfg: AuditConfig, *, echo=click.echo) -> list[Outcome]:
     """Run every stage the config names, in order; stop after a stage that stopped."""
     plan = ["ingest", *(["annotate"] if cfg.annotators else []), *(["score"] if cfg.scoring else []),
-            *(["analyze"] if cfg.analyze_out else []), *(["filter"] if cfg.filter_rules else []),
+            *(["filter"] if cfg.filter_rules else []), *(["analyze"] if cfg.analyze_out else []),
             *(["release"] if cfg.release else [])]
     outcomes: list[Outcome] = []
     for n, stage in enumerate(plan, start=1):

@@ -31,15 +31,15 @@ stages:
 """
 
 
-def write_study_scores(root: Path, modes=("full", "zero")) -> None:
-    """The study's released seq_mean scores for the workspace's rows (test_analyze_report does the
-    same for every 50th row)."""
+def write_study_scores(root: Path, modes=("full", "zero"), models=MODELS) -> None:
+    """The study's released seq_mean scores of ``models`` (file stems) for the workspace's rows
+    (test_analyze_report does the same for every 50th row)."""
     from scoring.store import add_run, open_scores, write_scores
 
     with open_scores(root) as ws:
         items = ws.items()
         with ws.transaction():
-            for stem in MODELS:
+            for stem in models:
                 model = stem.replace("--", "/")
                 for mode in modes:
                     values = pd.read_csv(PAPER_SCORES / f"{mode}_prompt" / f"{stem}.csv").to_numpy()

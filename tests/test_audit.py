@@ -39,7 +39,7 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
     model = save_tiny(tmp_path / "tiny", "llama", load_tokenizer(resolve("smollm2-135m")))
     config = small_demo_config(tmp_path, n_items=6, model=model)
     first = run_cli("audit", config, cwd=tmp_path).stdout
-    assert "new work   ingest, annotate r1, annotate r2, score, analyze, filter, release" in first
+    assert "new work   ingest, annotate r1, annotate r2, score, filter, analyze, release" in first
     out = tmp_path / "demo-out"
     where = out.resolve()
     assert f"review     curate review {where / 'workspace'} --decisions {where / 'decisions'} --queue removed" in first

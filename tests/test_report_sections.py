@@ -84,10 +84,11 @@ def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
     from curate.analyses.report import analyze_workspace
 
     names = [sections.name(s) for s in sections.registry()]
-    assert names == ["accuracy", "agreement", "core", "length", "annotations", "comparisons", "position", "generation", "duplicates", "contamination"]
+    assert names == ["accuracy", "agreement", "core", "length", "annotations", "comparisons", "position", "generation", "duplicates", "contamination",
+                     "filter"]
     analyze_workspace(ws, tmp_path / "report", n_resamples=50, core_threshold=2)
     assert headings(tmp_path / "report") == [
-        "## 1. Accuracy", "## 2. Agreement between prompt modes", "## 3. Zero-prompt core", "## 4. Length bias",
+        "## What this audit found", "## About this report", "## 1. Accuracy", "## 2. Agreement between prompt modes", "## 3. Zero-prompt core", "## 4. Length bias",
         "## 5. Annotations", "## 6. Paired comparisons", "## 7. Position audit"]  # no generations: no section 8
 
 

@@ -21,7 +21,7 @@ from curate.options import click_options
               help="chars, bytes or tokens:<built-in model or tokenizer folder>, e.g. tokens:smollm2-135m (repeatable).")
 @click_options(ANALYZE)
 def analyze(workspace, out_dir, normalization, models, modes_list, modes, length_units, core_mode, core_threshold,
-            alpha, n_resamples, seed):
+            alpha, n_resamples, seed, decisions):
     """Run the audit analyses on WORKSPACE and write the report into --out."""
     from curate.analyses.report import analyze_workspace
 
@@ -29,7 +29,8 @@ def analyze(workspace, out_dir, normalization, models, modes_list, modes, length
 
     metrics = analyze_workspace(workspace, out_dir, normalization=normalization, models=models or None,
                                 modes=modes or None, length_units=length_units, core_mode=core_mode,
-                                core_threshold=core_threshold, alpha=alpha, n_resamples=n_resamples, seed=seed)
+                                core_threshold=core_threshold, alpha=alpha, n_resamples=n_resamples, seed=seed,
+                                decisions=decisions)
     s = metrics["settings"]
     how = s["normalization"] or "generation only"
     click.echo(f"analyzed {len(s['models'])} models x {len(s['modes'])} modes ({how}) "

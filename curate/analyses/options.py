@@ -12,6 +12,8 @@ ANALYZE = [
     Option("alpha", float, 0.05, min=0, max=1, min_open=True, max_open=True),
     Option("n_resamples", int, 2000, min=100, flag="--bootstrap", help="Paired bootstrap resamples."),
     Option("seed", int, 0, help="Seed of the bootstrap's numpy RNG."),
+    Option("decisions", help="A `curate filter --out` folder made on this workspace: the report counts what it "
+                             "removes (the audit passes its own)."),
 ]
 
 DEFAULTS = defaults(ANALYZE)

@@ -1,7 +1,11 @@
 """Render one list of report blocks as Markdown and as a self-contained HTML page.
 
 A block is ("h1" | "h2" | "h3" | "p", text), ("table", DataFrame), ("img", png_path, caption) or
-("links", [(label, relative href or None, note), ...]). A paragraph's text is our own prose, with
+("links", [(label, relative href or None, note), ...]). A heading may name its anchor, ("h2", text,
+anchor), which links ``#anchor`` reach; ("box", anchor, blocks) keeps blocks together under an
+anchor (the report's findings), ("cols", [blocks, blocks]) shows groups of blocks side by side
+in HTML (one after the other in Markdown), and ("nav", lead, [(label, href), ...]) is one line of
+links after a lead text. A paragraph's text is our own prose, with
 `code` spans, or a list of such prose and ``Lit`` parts: text from the workspace (model labels,
 file names), shown exactly as it is in both formats. Table cells and link labels are always
 shown literally.
@@ -26,6 +30,11 @@ img{max-width:100%;height:auto;display:block;margin:0.4em 0}
 figcaption{font-size:0.85em;color:#555;margin-bottom:1.4em}
 code{background:#f5f5f5;padding:0 3px}
 .wide{overflow-x:auto}
+.findings{border:1px solid #bbb;border-radius:4px;padding:0 1em 0.4em;background:#fafafa}
+.findings h2{margin:0.5em 0 0.3em}.findings p{margin:0.3em 0}.findings table{margin:0.3em 0}
+.findings ul,.findings ol{margin:0.2em 0;padding-left:1.3em;font-size:0.9em}.findings nav{margin:0.5em 0;font-size:0.9em}
+.findings td,.findings th{white-space:nowrap;padding:1px 5px}
+.cols{display:flex;gap:1.5em;align-items:flex-start}.cols>div{flex:1 1 0;min-width:0}.cols>div+div{flex:0 1 auto}
 """
 
 
@@ -68,7 +77,14 @@ def markdown(blocks) -> str:
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            out.append("#" * int(kind[1]) + " " + block[1])
+            anchor = f'<a id="{html.escape(block[2])}"></a>\n\n' if len(block) > 2 else ""
+            out.append(anchor + "#" * int(kind[1]) + " " + block[1])
+        elif kind == "box":
+            out.append(f'<a id="{html.escape(block[1])}"></a>\n\n' + markdown(block[2]).rstrip("\n"))
+        elif kind == "cols":
+            out += [markdown(group).rstrip("\n") for group in block[1]]
+        elif kind == "nav":
+            out.append(block[1] + " " + " · ".join(f"[{md_literal(label)}](<{href}>)" for label, href in block[2]))
         elif kind == "p":
             out.append("".join(md_literal(p) if isinstance(p, Lit) else p for p in _parts(block[1])))
         elif kind == "table":
@@ -89,11 +105,26 @@ def _md_table(df: pd.DataFrame) -> str:
 
 
 def html_page(blocks, title: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
+            + html_body(blocks) + "\n</body></html>\n")
+
+
+def html_body(blocks) -> str:
     body = []
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            body.append(f"<{kind}>{html.escape(block[1])}</{kind}>")
+            anchor = f' id="{html.escape(block[2])}"' if len(block) > 2 else ""
+            body.append(f"<{kind}{anchor}>{html.escape(block[1])}</{kind}>")
+        elif kind == "box":
+            body.append(f'<section id="{html.escape(block[1])}" class="{html.escape(block[1])}">'
+                        f"{html_body(block[2])}</section>")
+        elif kind == "cols":
+            body.append('<div class="cols">' + "".join(f"<div>{html_body(g)}</div>" for g in block[1]) + "</div>")
+        elif kind == "nav":
+            body.append(f"<nav>{_inline(block[1])} " + " &middot; ".join(_link(label, href) for label, href in block[2])
+                        + "</nav>")
         elif kind == "p":
             body.append("<p>" + "".join(html.escape(p) if isinstance(p, Lit) else _inline(p)
                                         for p in _parts(block[1])) + "</p>")
@@ -106,9 +137,7 @@ def html_page(blocks, title: str) -> str:
         elif kind == "links":
             body.append("<ul>" + "".join(
                 f"<li>{_link(label, href)}: {html.escape(note)}</li>" for label, href, note in block[1]) + "</ul>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return "\n".join(body)
 
 
 def _parts(text) -> list[str]:

@@ -61,7 +61,8 @@ PLOTS_ABOUT = {"plots": "file names of the PNG figures in the output folder"}
 def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["normalization"], models=None,
                       modes=None, length_units=("chars",), core_mode: str = DEFAULTS["core_mode"],
                       core_threshold: int | None = DEFAULTS["core_threshold"], alpha: float = DEFAULTS["alpha"],
-                      n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"]) -> dict:
+                      n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"],
+                      decisions=DEFAULTS["decisions"]) -> dict:
     """Run every analysis on the workspace at ``root``; write the report into ``out_dir``;
     return the metrics. ``normalization`` (default: the first of ``scoring.normalize.PREFERENCE`` all
     (model, mode) pairs have) drives agreement, core, length, annotation and comparison
@@ -72,6 +73,9 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["no
         if kind == "tokens":
             tokenizer(name)
     outdir.check_report_dir(out)
+    if decisions is not None:  # refuse a folder that is not a filter output before any work is done
+        from curate.review.data import Decisions
+        decisions = Decisions.read(decisions).path
     # One run at a time writes a report folder: two would mix their plots and reports.
     # Steps: reading, each section, writing the report.
     steps = 2 + len(sections.registry())
@@ -80,7 +84,7 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["no
         try:
             metrics = _analyze(bar, root, built, normalization=normalization, models=models, modes=modes,
                                length_units=length_units, core_mode=core_mode, core_threshold=core_threshold,
-                               alpha=alpha, n_resamples=n_resamples, seed=seed)
+                               alpha=alpha, n_resamples=n_resamples, seed=seed, decisions=decisions)
             outdir.publish(built, out)
         finally:
             shutil.rmtree(built, ignore_errors=True)
@@ -88,7 +92,7 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["no
 
 
 def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units, core_mode, core_threshold,
-             alpha, n_resamples, seed) -> dict:
+             alpha, n_resamples, seed, decisions) -> dict:
     with _stage(bar, "reading scores and annotations"):
         with open_scores(root) as ws:
             items = ws.items()
@@ -113,7 +117,7 @@ def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units
     ctx = sections.Context(root=root, out=out, items=items, gold=pd.Series({it["item_id"]: it["gold"] for it in items}),
                            round1=round1, round2=round2, gens=gens, gen_runs=gen_runs, alpha=alpha,
                            n_resamples=n_resamples, seed=seed, length_units=tuple(length_units), core_mode=core_mode,
-                           core_threshold=core_threshold)
+                           core_threshold=core_threshold, decisions=decisions)
     out.mkdir(parents=True, exist_ok=True)
     if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
         sources = pd.DataFrame(columns=SOURCE_COLUMNS)

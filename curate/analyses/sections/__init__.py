@@ -28,6 +28,7 @@ from types import ModuleType
 import pandas as pd
 
 from curate.analyses import render
+from curate.analyses.sections import _findings
 from curate.analyses.sections._common import p_text as _p_text  # noqa: F401 (tests read it here)
 from curate.analyses.stats import level
 
@@ -87,6 +88,7 @@ class Context:
     formulation_order: list = field(default_factory=list)
     base_forms: list = field(default_factory=list)   # the formulations that are not rotations
     primary: str | None = None                       # the primary formulation
+    decisions: Path | None = None                    # a `curate filter --out` folder (the filter section)
     subsets: dict = field(default_factory=dict)      # name -> item ids (all, each source, ...)
     plots: dict = field(default_factory=dict)        # plot name -> file name in ``out``
 
@@ -113,12 +115,30 @@ def about() -> dict:
 
 
 def report_blocks(m: dict, out: Path) -> list:
-    """The report as render blocks: the header, then each section that has metrics here."""
-    blocks = header_blocks(m)
-    for number, section in enumerate(registry(), 1):
-        if m["settings"]["normalization"] is not None or not getattr(section, "SCORES", True):
-            blocks += section.render(m, number, out)
-    return blocks
+    """The report as render blocks: the title, what the audit found (``_findings``: the first
+    screen), the header, then each section that has metrics here, its heading anchored by its
+    name (``#accuracy``) for the findings' links."""
+    shown = [(number, section) for number, section in enumerate(registry(), 1)
+             if m["settings"]["normalization"] is not None or not getattr(section, "SCORES", True)]
+    details, contents, found = [], [("About this report", "about")], [("about", intro_findings(m))]
+    for number, section in shown:
+        blocks = section.render(m, number, out)
+        heading = next((i for i, b in enumerate(blocks) if b[0] == "h2"), None)
+        if heading is not None:
+            blocks[heading] = ("h2", blocks[heading][1], name(section))
+            contents.append((blocks[heading][1], name(section)))
+        details += blocks
+        if hasattr(section, "findings"):
+            found.append((name(section), section.findings(m)))
+    return [("h1", "benchcurate audit report"), _findings.block(found, contents), *header_blocks(m), *details]
+
+
+def intro_findings(m: dict) -> list:
+    """The paragraph's first sentence: what was audited."""
+    s, prov = m["settings"], m["provenance"]
+    what = (f"{len(s['models'])} model(s) in {len(s['modes'])} prompt mode(s) ({', '.join(s['modes'])})")
+    return [_findings.Sentence([f"This audit read {prov['items']} items of ", render.Lit(str(prov["benchmark"])),
+                                f" ({prov['split']}), answered by {what}."])]
 
 
 #: What each normalization's number is, for the report's readers (scoring/normalize.py computes them).
@@ -153,7 +173,7 @@ def scores_text(prov: dict, normalization: str) -> list[str]:
 def header_blocks(m: dict) -> list:
     """The title, what was read, and how to read the numbers."""
     s, prov = m["settings"], m["provenance"]
-    blocks = [("h1", "benchcurate audit report"),
+    blocks = [("h2", "About this report", "about"),
               ("p", f"Workspace `{prov['workspace']}`: {prov['benchmark']} ({prov['split']}), {prov['items']} items "
                     f"(`{prov['items_digest'][:23]}`). Score runs: {len(prov['score_runs'])}; annotation "
                     f"records: {sum(r['records'] for r in prov['annotations'])}. Generated {m['generated_at']} by benchcurate "

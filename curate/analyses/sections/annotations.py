@@ -9,6 +9,7 @@ import pandas as pd
 from annotate.flags import item_flags
 from curate.analyses import accuracy, annotations
 from curate.analyses.sections._common import records
+from curate.analyses.sections._findings import Flag
 
 ORDER = 50
 ABOUT = {
@@ -86,3 +87,12 @@ def render(m: dict, number: int, out) -> list:
                                                 len(pages["rows"]) else ".")),
                    ("links", [(r["item_id"], r["page"], "; ".join(r["flags"])) for r in shown])]
     return blocks
+
+
+def findings(m: dict) -> list:
+    """How many items some annotator flagged, linked to their list."""
+    pages = m.get("item_pages") or {}
+    if not pages.get("flagged"):
+        return []
+    return [Flag("annotators", pages["flagged"], m["provenance"]["items"], "a problem label, a round-2 flag or a "
+                 "refusal", href=pages["index"])]

@@ -5,6 +5,7 @@ import pandas as pd
 
 from curate.analyses import core, plots
 from curate.analyses.sections._common import records
+from curate.analyses.sections._findings import Flag, Sentence, percent
 from curate.exports import write_records
 
 ORDER = 30
@@ -54,3 +55,17 @@ def render(m: dict, number: int, out) -> list:
         text += f" At k >= {c['threshold']}: {c['n_at_threshold']} items."
     return [("h2", f"{number}. {c['mode'].capitalize()}-prompt core"), ("p", text), ("table", curve),
             ("img", out / m["plots"]["core"], "Core curve")]
+
+
+def findings(m: dict) -> list:
+    """The items at the threshold: answered right by k models in the core mode (in zero mode,
+    without the question)."""
+    c = m.get("core")
+    if not c or "threshold" not in c:
+        return []
+    how = " (without the question)" if c["mode"] == "zero" else ""
+    return [Flag(f"{c['mode']}-prompt core", c["n_at_threshold"], c["n_items"],
+                 f"right by at least {c['threshold']} of {c['models']} models in {c['mode']} mode{how}"),
+            Sentence(f"{c['n_at_threshold']} of {c['n_items']} items ({percent(c['n_at_threshold'], c['n_items'])}) "
+                     f"are answered right by at least {c['threshold']} of the {c['models']} models in {c['mode']} "
+                     f"mode{how}.")]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from curate.analyses.sections._findings import Flag
 from curate.duplicates import store
 from curate.exports import write_records
 from curate.store import Workspace
@@ -57,3 +58,11 @@ def render(m: dict, number: int, out) -> list:
     if d["closest"]:
         blocks += [("p", f"The closest {len(d['closest'])} pairs:"), ("table", pd.DataFrame(d["closest"]))]
     return blocks
+
+
+def findings(m: dict) -> list:
+    """How many items are in a duplicate pair."""
+    d = m.get("duplicates")
+    if not d or not d.get("present") or not d["workspace_items_in_pairs"]:
+        return []
+    return [Flag("duplicates", d["workspace_items_in_pairs"], d["n_items"], f"in {d['n_pairs']} pairs")]

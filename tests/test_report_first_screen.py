@@ -1,0 +1,120 @@
+"""The report's first screen (issue 31): report.html opens with what the audit found, within
+1280 x 800, and every link on the page resolves; checked in a real headless Chromium on the
+study's ten models' released scores for the first HellaSwag items, filtered by a real rules file."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from conftest import PAPER_SCORES, run_cli, small_workspace
+from headless import Browser, Tab, require_chromium
+from review_helpers import write_study_scores
+
+N_ITEMS = 300
+WIDTH, HEIGHT = 1280, 800
+RULES = """name: zero-core
+description: the zero-prompt core of the study's ten models
+stages:
+  - name: zero-prompt-core
+    description: ">= 7 of the 10 models right in zero mode"
+    when:
+      correct: {models: [%s], mode: zero, normalization: seq_mean, at_least: 7}
+"""
+#: What a reader's browser reports of the block and the links (hrefs as written and resolved).
+PROBE = """(() => {
+  const box = document.getElementById('findings').getBoundingClientRect();
+  const links = Array.from(document.querySelectorAll('a[href]')).map(a => ({
+    raw: a.getAttribute('href'), url: a.href,
+    target: a.getAttribute('href').startsWith('#')
+      ? !!document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1))) : null}));
+  const inside = sel => Array.from(document.querySelectorAll('#findings ' + sel));
+  return JSON.stringify({box: {top: box.top, bottom: box.bottom, left: box.left, right: box.right},
+    links, flags: inside('ul li').map(li => li.innerText), paragraph: inside('p')[0].innerText,
+    cells: inside('td').map(td => td.innerText), heading: inside('h2')[0].innerText});
+})()"""
+
+
+def stems(mode: str) -> list[str]:
+    """The study's models with seq_mean scores in ``mode`` (file stems)."""
+    return sorted(p.stem for p in (PAPER_SCORES / f"{mode}_prompt").glob("*.csv")
+                  if not p.stem.startswith(("sum_", "byte_mean_")))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    """`curate filter` then `curate analyze --decisions` on the study's scores of N_ITEMS items."""
+    base = tmp_path_factory.mktemp("first-screen")
+    root = small_workspace(base / "ws", N_ITEMS)
+    for mode in ("full", "zero", "placeholder"):
+        write_study_scores(root, (mode,), stems(mode))
+    models = [stem.replace("--", "/") for stem in stems("zero")]
+    rules = base / "rules.yaml"
+    rules.write_text(RULES % ", ".join(models))
+    run_cli("filter", root, "--rules", rules, "--out", base / "decisions")
+    run_cli("analyze", root, "--out", base / "report", "--decisions", base / "decisions", "--bootstrap", "200")
+    return base / "report"
+
+
+def probe(page: Path, screenshot: Path | None = None) -> dict:
+    browser = Browser(require_chromium())
+    try:
+        tab = Tab(browser, WIDTH, HEIGHT)
+        tab.goto(page.resolve().as_uri())
+        if screenshot:
+            tab.screenshot(screenshot)
+        return json.loads(tab.evaluate(PROBE))
+    finally:
+        browser.close()
+
+
+def test_first_screen_says_what_the_audit_found(report, tmp_path):
+    """The findings block lies within 1280 x 800 and holds the flags per signal and the filter's,
+    accuracy per model and mode with intervals, and the plain-language paragraph."""
+    page = probe(report / "report.html", tmp_path / "first-screen.png")
+    box = page["box"]
+    assert 0 <= box["top"] and box["bottom"] <= HEIGHT and box["right"] <= WIDTH, box
+    assert page["heading"] == "What this audit found"
+    m = json.loads((report / "metrics.json").read_text())
+    core, filt = m["core"], m["filter"]
+    assert any(f.startswith("zero-prompt core: ") and f"{core['n_at_threshold']} of {N_ITEMS} items" in f
+               for f in page["flags"])
+    assert any(f.startswith("filter: ") and f"{filt['removed']} of {N_ITEMS} items" in f for f in page["flags"])
+    intervals = [c for c in page["cells"] if re.fullmatch(r"\d+\.\d \(\d+\.\d–\d+\.\d\)", c)]
+    assert len(intervals) == 28  # 10 models in full and zero mode, 8 in placeholder mode
+    text = page["paragraph"]
+    assert f"This audit read {N_ITEMS} items of hellaswag (validation), answered by 10 model(s)" in text
+    assert f"keep {filt['kept']}" in text and "Accuracy ranges from" in text
+    assert (tmp_path / "first-screen.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_link_on_the_report_resolves(report):
+    page = probe(report / "report.html")
+    assert len(page["links"]) > 5
+    assert unresolved(page["links"]) == []
+
+
+def unresolved(links: list[dict]) -> list[str]:
+    """The hrefs that lead nowhere: an anchor with no element of that id, or a missing file."""
+    bad = []
+    for link in links:
+        if link["raw"].startswith("#"):
+            if not link["target"]:
+                bad.append(link["raw"])
+            continue
+        url = urlparse(link["url"])
+        if url.scheme != "file" or not Path(unquote(url.path)).is_file():
+            bad.append(link["raw"])
+    return bad
+
+
+def test_the_link_check_is_not_vacuous(tmp_path):
+    """A missing anchor and a missing file are both caught."""
+    (tmp_path / "there.html").write_text("<p>here</p>")
+    page = tmp_path / "page.html"
+    page.write_text('<section id="findings"><h2>x</h2><p>y</p></section><a href="#findings">ok</a>'
+                    '<a href="there.html">ok</a><a href="#nowhere">bad</a><a href="gone.html">bad</a>')
+    assert unresolved(probe(page)["links"]) == ["#nowhere", "gone.html"]
