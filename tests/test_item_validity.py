@@ -1,0 +1,168 @@
+"""Item validity analyses (issue 28): the response matrix, item statistics, the 2PL fit and the
+label-error suspects (curate/analyses/responses.py, item_stats.py, irt.py, suspects.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.detectors_gold_moves import measure, plant_gold_moves, read_responses
+from conftest import HELLASWAG, PAPER_SCORES, run_cli
+from curate.analyses.accuracy import all_predictions
+from curate.analyses.irt import fit_2pl
+from curate.analyses.item_stats import corrected_item_total, item_statistics
+from curate.analyses.responses import Responses, response_matrix, softmax_options
+from curate.analyses.suspects import suspects, two_best_baseline
+from scoring.store import open_scores, read_scores
+
+SLICE = 2000
+
+
+def _simulate(n_models, n_items, seed=0):
+    rng = np.random.default_rng(seed)
+    theta, a, b = rng.normal(size=n_models), rng.uniform(0.5, 2.5, n_items), rng.normal(size=n_items)
+    correct = rng.random((n_models, n_items)) < 1 / (1 + np.exp(-a * (theta[:, None] - b)))
+    return correct, theta, a, b
+
+
+def _coverage(est, se, true):
+    return float(np.mean(np.abs(est - true) <= 1.96 * se))
+
+
+def _on_fit_scale(theta, a, b):
+    """The true parameters on the scale the fit fixes (abilities of mean 0, sd 1)."""
+    mean, sd = theta.mean(), theta.std()
+    return (theta - mean) / sd, a * sd, (b - mean) / sd
+
+
+def test_2pl_recovers_known_parameters_200_items_2000_models():
+    correct, theta, a, b = _simulate(2000, 200)
+    fit = fit_2pl(correct)
+    assert fit.converged
+    for est, true in ((fit.a, a), (fit.b, b), (fit.theta, theta)):
+        assert np.corrcoef(est, true)[0, 1] >= 0.95
+    # standard errors calibrated: about 95% of the true values within 1.96 SE, on the fit's scale
+    theta, a, b = _on_fit_scale(theta, a, b)
+    assert 0.9 <= _coverage(fit.a, fit.a_se, a) <= 0.99
+    assert 0.9 <= _coverage(fit.b, fit.b_se, b) <= 0.99
+    assert 0.9 <= _coverage(fit.theta, fit.theta_se, theta) <= 0.99
+
+
+def test_2pl_200_models_2000_items_a_as_good_as_its_information_allows():
+    """With 200 models each item's a rests on 200 answers: its SE (~0.19) caps the correlation any
+    estimator reaches near sqrt(var a / (var a + SE^2)); b and theta still recover >= 0.95."""
+    correct, theta, a, b = _simulate(200, 2000)
+    fit = fit_2pl(correct)
+    assert np.corrcoef(fit.b, b)[0, 1] >= 0.95 and np.corrcoef(fit.theta, theta)[0, 1] >= 0.95
+    bound = np.sqrt(a.var() / (a.var() + np.mean(fit.a_se**2)))
+    assert np.corrcoef(fit.a, a)[0, 1] >= bound - 0.03
+    theta, a, b = _on_fit_scale(theta, a, b)
+    assert 0.9 <= _coverage(fit.a, fit.a_se, a) <= 0.99
+    assert 0.9 <= _coverage(fit.b, fit.b_se, b) <= 0.99
+
+
+def test_2pl_takes_missing_answers_and_keeps_negative_discrimination():
+    correct, theta, a, b = _simulate(300, 60, seed=1)
+    flipped = correct.copy()
+    flipped[:, 0] = ~flipped[:, 0]  # a mis-keyed item: the strong models now "wrong"
+    x = flipped.astype(float)
+    x[::7, 5] = np.nan
+    fit = fit_2pl(x)
+    assert fit.a[0] < 0 < fit.a[1:].min()
+    assert np.isfinite(fit.a_se).all() and np.isfinite(fit.b_se[1:]).all()
+
+
+def _tiny_responses(correct_picks, gold, probs=None):
+    """Responses of a few models on 4-option items from their picks (prob 0.7 on the pick)."""
+    picks = np.asarray(correct_picks)
+    n_models, n_items = picks.shape
+    if probs is None:
+        probs = np.full((n_models, n_items, 4), 0.1)
+        np.put_along_axis(probs, picks[:, :, None], 0.7, axis=2)
+    logp = np.log(probs)
+    return Responses(item_ids=np.array([f"i{j}" for j in range(n_items)], dtype=object),
+                     models=[f"m{i}" for i in range(n_models)], gold=np.asarray(gold), n_options=np.full(n_items, 4),
+                     logprobs=logp, probs=softmax_options(logp, np.ones(n_models)),
+                     correct=picks == np.asarray(gold)[None, :], normalization="sum", mode="full",
+                     formulation="cloze", temperature=np.ones(n_models))
+
+
+def test_item_statistics_definitions():
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, 4, size=(12, 30))
+    picks[:, 0] = 2  # every model right on item 0, with p = 0.7 < 0.8: not easy
+    r = _tiny_responses(picks, np.full(30, 2))
+    stats = item_statistics(r)
+    assert list(stats.columns) == ["item_id", "difficulty", "discrimination", "irt_a", "irt_b", "irt_a_se",
+                                   "irt_b_se", "infit", "outfit", "easy"]
+    assert np.allclose(stats["difficulty"], r.correct.mean(0))
+    x = r.correct.astype(float)
+    for j in range(1, 30):
+        rest = x.sum(1) - x[:, j]
+        expected = np.corrcoef(x[:, j], rest)[0, 1] if x[:, j].std() > 0 else np.nan
+        assert np.allclose(stats["discrimination"][j], expected, equal_nan=True)
+    assert np.isnan(stats["discrimination"][0]) and not stats["easy"].any()
+    sure = r.probs.copy()
+    sure[:, 0, :] = [0.05, 0.05, 0.85, 0.05]
+    assert item_statistics(Responses(**{**r.__dict__, "probs": sure}))["easy"].tolist() == [True] + [False] * 29
+
+
+def test_corrected_item_total_is_negative_for_a_reversed_item():
+    ability = np.linspace(0, 1, 20)
+    correct = ability[:, None] > np.linspace(0.1, 0.9, 10)[None, :]
+    correct[:, 3] = ~correct[:, 3]
+    disc = corrected_item_total(correct)
+    assert disc[3] < 0 < disc[np.arange(10) != 3].min()
+
+
+@pytest.fixture(scope="module")
+def slice_ws(tmp_path_factory):
+    """The first 2000 HellaSwag items with the first 2000 rows of the study's full-prompt files,
+    imported through `curate import-scores --format study-csv`."""
+    root = tmp_path_factory.mktemp("slice")
+    ws, scores = root / "ws", root / "scores" / "full_prompt"
+    run_cli("init", ws, "--benchmark", "hellaswag", "--data", HELLASWAG, "--limit", str(SLICE))
+    scores.mkdir(parents=True)
+    for path in sorted((PAPER_SCORES / "full_prompt").glob("*.csv")):
+        lines = path.read_text().splitlines()[:SLICE + 1]
+        (scores / path.name).write_text("\n".join(lines) + "\n")
+    run_cli("import-scores", ws, "--format", "study-csv", "--dir", root / "scores")
+    return ws
+
+
+@pytest.fixture(scope="module")
+def slice_responses(slice_ws):
+    return read_responses(slice_ws)
+
+
+def test_response_matrix_matches_the_report_accuracy(slice_ws, slice_responses):
+    r = slice_responses
+    with open_scores(slice_ws) as ws:
+        scores, items = read_scores(ws, modes=["full"]), ws.items()
+    assert r.normalization == "seq_mean" and len(r.models) == 10 and r.left_out == ()
+    assert r.logprobs.shape == (10, SLICE, 4) and np.allclose(np.nansum(r.probs, axis=2), 1)
+    preds = all_predictions(scores, pd.Series({it["item_id"]: it["gold"] for it in items}))
+    preds = preds[preds["normalization"] == "seq_mean"]
+    report = preds.groupby("model")["correct"].mean()
+    assert np.allclose(r.correct.mean(axis=1), report.loc[r.models].to_numpy())
+    # the temperature keeps each model's choice and makes the probabilities informative
+    assert (np.nanargmax(r.probs, axis=2) == r.pred).all() and (r.temperature < 1).all()
+    moved = r.with_gold((r.gold + 1) % 4)
+    assert (moved.probs == r.probs).all() and not (moved.correct & r.correct).any()
+    one = response_matrix(scores, items[:5], models=["qwen-2.5-32b-instruct"], mode="full")
+    assert one.models == ["qwen-2.5-32b-instruct"] and one.correct.shape == (1, 5)
+
+
+def test_label_error_score_beats_the_two_best_baseline_on_planted_gold_moves(slice_responses):
+    """5% of 2000 items (100) get their gold moved; the combined score ranks them above the
+    baseline by AUROC and precision@k (the full 10042-item run: benchmarks/detectors_gold_moves.py)."""
+    moved, planted = plant_gold_moves(slice_responses, 0.05, seed=0)
+    table = suspects(moved)
+    assert table["label_error_score"].is_monotonic_decreasing
+    combined = measure(table.set_index("item_id")["label_error_score"].reindex(moved.item_ids).to_numpy(), planted)
+    baseline = measure(two_best_baseline(moved).reindex(moved.item_ids).to_numpy(), planted)
+    assert combined["auroc"] > baseline["auroc"]
+    assert combined["precision_at_k"] > baseline["precision_at_k"]
+    top = table.iloc[0]
+    assert top["evidence"]["suspected_option"] == top["suspected_option"] != top["evidence"]["gold"]
+    assert top["evidence"]["models"] and {"model", "p_suspected", "p_gold"} <= set(top["evidence"]["models"][0])
