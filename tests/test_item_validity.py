@@ -166,3 +166,31 @@ def test_label_error_score_beats_the_two_best_baseline_on_planted_gold_moves(sli
     top = table.iloc[0]
     assert top["evidence"]["suspected_option"] == top["suspected_option"] != top["evidence"]["gold"]
     assert top["evidence"]["models"] and {"model", "p_suspected", "p_gold"} <= set(top["evidence"]["models"][0])
+
+
+def _scores_frame(values: dict, items: list[dict]) -> pd.DataFrame:
+    """A read_scores-shaped frame: values[(model, fewshot)] = items x options seq_mean values."""
+    from scoring.store import VALUE_COLUMNS
+    rows = []
+    for (model, fewshot), table in values.items():
+        for row, (it, options) in enumerate(zip(items, table)):
+            for j, v in enumerate(options):
+                rows.append({"model": model, "mode": "full", "formulation": "cloze", "fewshot": fewshot,
+                             "item_id": it["item_id"], "row_index": row, "source": None, "option_index": j,
+                             **{c: None for c in VALUE_COLUMNS}, "seq_mean": v})
+    return pd.DataFrame(rows)
+
+
+def test_response_matrix_keeps_shot_counts_apart_and_names_what_it_leaves_out():
+    items = [{"item_id": f"i{j}", "gold": 0, "options": ["a", "b", "c"]} for j in range(4)]
+    zero = [[-1, -2, -3]] * 4                      # 0-shot: always option 0 (the gold)
+    five = [[-3, -1, -2]] * 4                      # 5-shot: always option 1
+    frame = _scores_frame({("m", 0): zero, ("m", 5): five, ("n", 0): zero[:3]}, items)
+    r0 = response_matrix(frame, items, models=["m"])
+    r5 = response_matrix(frame, items, models=["m"], fewshot=5)
+    assert r0.correct.all() and not r5.correct.any() and r5.fewshot == 5
+    both = response_matrix(frame, items)  # model n scored 3 of the 4 items
+    assert both.models == ["m", "n"] and list(both.item_ids) == ["i0", "i1", "i2"] and both.left_out == ("i3",)
+    from curate.errors import CurateError
+    with pytest.raises(CurateError, match="no scores for model 'x'"):
+        response_matrix(frame, items, models=["x"])

@@ -72,7 +72,7 @@ def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mod
                     formulation: str = "cloze", fewshot: int = 0, normalization: str | None = None) -> Responses:
     """The response matrix of ``models`` (default: every model scored in ``mode``) on ``items``
     (the workspace's items, in row order) in one mode, formulation and shot count."""
-    scores = _condition_rows(with_formulation(scores), mode=mode, formulation=formulation, fewshot=fewshot)
+    scores = _condition_rows(scores, mode=mode, formulation=formulation, fewshot=fewshot)
     chosen = sorted(scores["model"].unique()) if models is None else list(models)
     absent = [m for m in chosen if m not in set(scores["model"])]
     if absent:
@@ -99,13 +99,14 @@ def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mod
 
 
 def _condition_rows(scores: pd.DataFrame, *, mode, formulation, fewshot) -> pd.DataFrame:
-    """The rows of one (mode, formulation, shot count); frames from before the shot axis are 0-shot."""
-    rows = scores[(scores["mode"] == mode) & (scores["formulation"] == formulation)]
-    if "fewshot" in rows.columns:
-        rows = rows[rows["fewshot"].fillna(0).astype(int) == int(fewshot)]
+    """The rows of one (mode, formulation, shot count); frames from before the formulation or the
+    shot axis are cloze and 0-shot."""
+    if "fewshot" in scores.columns:
+        scores = scores[scores["fewshot"].fillna(0).astype(int) == int(fewshot)]
     elif fewshot:
-        rows = rows.iloc[:0]
-    return rows
+        scores = scores.iloc[:0]
+    scores = with_formulation(scores)
+    return scores[(scores["mode"] == mode) & (scores["formulation"] == formulation)]
 
 
 def _value_array(scores, norm, models, item_ids, width) -> np.ndarray:

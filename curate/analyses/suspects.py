@@ -117,14 +117,14 @@ def evidence(responses: Responses, suspected: np.ndarray, log_odds: np.ndarray, 
     models preferring the suspected option (strongest first) with their probabilities of it and
     of the gold."""
     order = np.argsort(-model_accuracy(responses), kind="stable")
-    pred = responses.pred
     cols = np.arange(len(responses.gold))
+    backs = responses.pred[order] == suspected[None, :]  # models strongest first x items
     p_sus = responses.probs[:, cols, suspected]
     p_gold = responses.probs[:, cols, responses.gold]
     disc, outfit = stats["discrimination"].to_numpy(float), stats["outfit"].to_numpy(float)
     out = []
     for j in cols:
-        backers = [m for m in order if pred[m, j] == suspected[j]][:EVIDENCE_MODELS]
+        backers = order[np.flatnonzero(backs[:, j])[:EVIDENCE_MODELS]]
         out.append({
             "gold": int(responses.gold[j]), "suspected_option": int(suspected[j]),
             "log_odds": round(float(log_odds[j]), 3),
