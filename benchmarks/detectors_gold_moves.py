@@ -69,6 +69,21 @@ def detector_scores(responses) -> dict[str, np.ndarray]:
             "two_best_baseline": two_best_baseline(responses).reindex(responses.item_ids).to_numpy(float)}
 
 
+def ablations(responses, rate: float = 0.02, seed: int = 0) -> str:
+    """The parts of label_error_score alone, on one planting: equal model weights (naive Bayes),
+    the ability-weighted log-odds without the discrimination term, and the whole score."""
+    from curate.analyses.suspects import ability_weights, pooled_log_odds
+    moved, planted = plant_gold_moves(responses, rate, seed)
+    parts = {"equal weights": pooled_log_odds(moved, np.ones(len(moved.models)))[0],
+             "ability-weighted": pooled_log_odds(moved, ability_weights(moved))[0],
+             "+ discrimination": detector_scores(moved)["label_error_score"]}
+    lines = [f"parts of label_error_score at {rate:.0%}, seed {seed}:"]
+    for name, score in parts.items():
+        m = measure(score, planted)
+        lines.append(f"  {name:<18} AUROC {m['auroc']:.4f}  precision@k {m['precision_at_k']:.3f}")
+    return "\n".join(lines)
+
+
 def measure(score: np.ndarray, planted: np.ndarray) -> dict:
     """AUROC, precision@k = recall@k (k = number planted) and the unplanted items above the cut."""
     from sklearn.metrics import roc_auc_score
@@ -135,6 +150,8 @@ def main() -> None:
         responses = read_responses(workspace)
     rows = run(responses, [float(r) for r in args.rates.split(",")], [int(s) for s in args.seeds.split(",")])
     print(report(rows, responses))
+    print()
+    print(ablations(responses))
     print()
     print(real_suspects(responses, 10))
     print(f"\nworkspace {built - start:.0f} s, matrix and {len(rows)} detector runs {time.perf_counter() - built:.0f} s")

@@ -81,9 +81,10 @@ def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mod
     scores = scores[scores["model"].isin(chosen)]
     norm = primary_normalization(scores, normalization)
     preds = predictions(scores, norm)
-    complete = preds.groupby("item_id")["model"].nunique() == len(chosen)
-    keep = [it for it in items if complete.get(it["item_id"], False)]
-    left_out = tuple(it["item_id"] for it in items if not complete.get(it["item_id"], False))
+    counts = preds.groupby("item_id")["model"].nunique()
+    complete = set(counts.index[counts == len(chosen)])
+    keep = [it for it in items if it["item_id"] in complete]
+    left_out = tuple(it["item_id"] for it in items if it["item_id"] not in complete)
     if not keep:
         raise CurateError(f"no item has complete {norm!r} scores from all of {', '.join(chosen)} in mode {mode!r}")
     item_ids = np.array([it["item_id"] for it in keep], dtype=object)
