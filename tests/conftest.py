@@ -25,6 +25,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # this process and in the CLI fork server from the start (tests/cli_fork.py), so `curate` commands
 # stay forked after the import. It only tunes Hub downloads, which the tests never make.
 os.environ.setdefault("HF_XET_HIGH_PERFORMANCE", "1")
+# Likewise threadpoolctl (imported by lm_eval through scikit-learn) sets this when imported.
+os.environ.setdefault("KMP_DUPLICATE_LIB_OK", "True")
 
 # Under pytest-xdist (`make test` runs two workers on two cores) each worker and each CLI it
 # starts uses one thread: two torch thread pools of two threads each on two cores spin against

@@ -67,7 +67,8 @@ def test_local_release_writes_source_format_card_and_manifest(small, tmp_path):
     on_disk = json.loads((folder / "manifest.json").read_text())
     assert on_disk["rules"]["content"] == RULES_A
     assert on_disk["source"]["provenance"]["sha256"].startswith("sha256:")
-    assert set(on_disk["files"]) == {"README.md", "data/validation-00000-of-00001.parquet"}
+    assert set(on_disk["files"]) == {"README.md", "data/validation-00000-of-00001.parquet",
+                                     "lm_eval_task/hs-small.yaml", "lm_eval_task/utils.py"}
     assert verify_release(str(folder)) == []
 
 

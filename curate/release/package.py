@@ -25,6 +25,7 @@ from curate.filter.inputs import changed_inputs
 from curate.items import sha256_text
 from curate.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
 from curate.release.card import dataset_card, license_for
+from curate.release.lm_eval_task import write_task
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
 from curate.sources import bytes_sha256, public_provenance
 from curate.store import Workspace
@@ -114,6 +115,7 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
     decisions, summary, rules_text = read_decisions(Path(decisions_dir))
     with Workspace.open(root) as ws:
         benchmark, split, source = ws.meta("benchmark"), ws.meta("split"), ws.meta("source")
+        adapter, formulation = ws.meta("adapter") or {}, ws.meta("formulation", "cloze")
         items, raw_rows = ws.items(), ws.raw_rows()
         runs = _score_runs(ws)
         changed = changed_inputs(ws, summary["inputs"])
@@ -132,6 +134,8 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
     data_path = f"data/{split}-00000-of-00001.parquet"
     (folder / "data").mkdir(parents=True)
     write_rows([raw for raw, k in zip(raw_rows, kept) if k], folder / data_path, columns_from=raw_rows)
+    lm_eval_task = write_task(folder, name=name, version=version, adapter=adapter, split=split, data_path=data_path,
+                      items=[it for it, k in zip(items, kept) if k], formulation=formulation)
 
     removed = decisions[~decisions["kept"]]
     manifest = {
@@ -153,6 +157,7 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         "tokenizers": [_without_local_paths(t) for t in summary["inputs"]["tokenizers"]],
         "generation_runs": [_without_local_paths(g) for g in summary["inputs"].get("generation_runs", [])],
         **({"changelog": changelog.strip()} if changelog and changelog.strip() else {}),
+        "formats": {"lm_eval_task": lm_eval_task},
         "kept": decisions.loc[decisions["kept"], "item_id"].tolist(),
         "removed": dict(zip(removed["item_id"], removed["matched"])),
         "files": {},
