@@ -73,11 +73,12 @@ def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mod
     """The response matrix of ``models`` (default: every model scored in ``mode``) on ``items``
     (the workspace's items, in row order) in one mode, formulation and shot count."""
     scores = _condition_rows(scores, mode=mode, formulation=formulation, fewshot=fewshot)
-    chosen = sorted(scores["model"].unique()) if models is None else list(models)
-    absent = [m for m in chosen if m not in set(scores["model"])]
+    scored = sorted(scores["model"].unique())
+    chosen = scored if models is None else list(models)
+    absent = [m for m in chosen if m not in scored]
     if absent:
         raise CurateError(f"no scores for model {absent[0]!r} in mode {mode!r}, formulation {formulation!r}, "
-                          f"{fewshot}-shot; scored: {', '.join(sorted(scores['model'].unique())) or 'none'}")
+                          f"{fewshot}-shot; scored: {', '.join(scored) or 'none'}")
     scores = scores[scores["model"].isin(chosen)]
     norm = primary_normalization(scores, normalization)
     preds = predictions(scores, norm)
