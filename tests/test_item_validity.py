@@ -7,13 +7,14 @@ import pandas as pd
 import pytest
 
 from benchmarks.detectors_gold_moves import measure, plant_gold_moves, read_responses
-from conftest import HELLASWAG, PAPER_SCORES, run_cli
+from conftest import PAPER_SCORES, small_workspace
 from curate.analyses.accuracy import all_predictions
 from curate.analyses.irt import fit_2pl
 from curate.analyses.item_stats import corrected_item_total, item_statistics
 from curate.analyses.responses import Responses, response_matrix, softmax_options
 from curate.analyses.suspects import suspects, two_best_baseline
 from scoring.store import open_scores, read_scores
+from scoring.study_csv import import_study_csv
 
 SLICE = 2000
 
@@ -118,15 +119,15 @@ def test_corrected_item_total_is_negative_for_a_reversed_item():
 @pytest.fixture(scope="module")
 def slice_ws(tmp_path_factory):
     """The first 2000 HellaSwag items with the first 2000 rows of the study's full-prompt files,
-    imported through `curate import-scores --format study-csv`."""
+    imported by `curate import-scores --format study-csv`'s function (in process: the command's
+    start-up would double the time)."""
     root = tmp_path_factory.mktemp("slice")
-    ws, scores = root / "ws", root / "scores" / "full_prompt"
-    run_cli("init", ws, "--benchmark", "hellaswag", "--data", HELLASWAG, "--limit", str(SLICE))
+    ws, scores = small_workspace(root / "ws", SLICE), root / "scores" / "full_prompt"
     scores.mkdir(parents=True)
     for path in sorted((PAPER_SCORES / "full_prompt").glob("*.csv")):
         lines = path.read_text().splitlines()[:SLICE + 1]
         (scores / path.name).write_text("\n".join(lines) + "\n")
-    run_cli("import-scores", ws, "--format", "study-csv", "--dir", root / "scores")
+    import_study_csv(ws, root / "scores")
     return ws
 
 
