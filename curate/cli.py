@@ -14,6 +14,7 @@ import click
 import curate
 from curate.atomic import disk_full
 from curate.errors import CurateError
+from scoring.imports import names as import_formats
 
 
 class Group(click.Group):
@@ -227,20 +228,28 @@ def _summary(root, ws=None) -> str:
 
 @main.command("import-scores")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["study-csv"]), required=True)
-@click.option("--dir", "directory", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(import_formats()), required=True,
+              help="study-csv: the study's CSVs (--dir); lm-eval-samples: lm-eval --log_samples files or folders.")
+@click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The folder to import (or give PATHS).")
+@click.option("--label", default=None, help="Store under this model name (lm-eval-samples; default: the results file's).")
 @click.option("--replace", is_flag=True,
               help="Replace stored scores of the same model and mode that came from elsewhere (refused without it).")
-def import_scores(workspace, fmt, directory, replace):
-    """Import released per-option scores into WORKSPACE as if scored here."""
-    from scoring.study_csv import import_study_csv
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
+    """Import released per-option scores from PATHS into WORKSPACE as if scored here."""
+    from scoring.imports import get
 
-    summary = import_study_csv(workspace, directory, replace=replace)
+    paths = (*paths, *([directory] if directory else []))
+    if not paths:
+        raise click.UsageError("give the files or folders to import (PATHS or --dir)")
+    summary = get(fmt).import_scores(workspace, paths, label=label, replace=replace, progress=not quiet)
     pairs = sorted({(s["model"], s["mode"]) for s in summary})
     for model, mode in pairs:
-        cols = ", ".join(s["column"] for s in summary if (s["model"], s["mode"]) == (model, mode))
-        click.echo(f"  {model:<45} {mode:<12} {cols}")
-    click.echo(f"imported {len(summary)} files: {len(pairs)} (model, mode) pairs")
+        detail = "; ".join(s["detail"] for s in summary if (s["model"], s["mode"]) == (model, mode))
+        click.echo(f"  {model:<45} {mode:<12} {detail}")
+    click.echo(f"imported {len(summary)} {'files' if fmt == 'study-csv' else 'parts'}: {len(pairs)} (model, mode) pairs")
 
 
 from curate.filter.cli import filter_command  # noqa: E402

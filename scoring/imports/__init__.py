@@ -1,0 +1,37 @@
+"""Score import formats, one module each: ``curate import-scores --format NAME`` and the audit
+config's ``scoring.imports[].format`` both take their choices from here.
+
+A format is a module of this package whose name is the format's name with ``-`` written ``_``
+(``lm_eval_samples`` is ``--format lm-eval-samples``). It defines:
+
+- ``DESCRIPTION``: one line for ``--help`` and the audit schema.
+- ``import_scores(workspace, paths, *, label=None, replace=False, progress=True) -> list[dict]``:
+  read the files, check them against the workspace's items, store them through
+  ``scoring.store`` (``add_run``, ``write_scores``, under ``label_lock``) all or nothing; one
+  summary dict per stored (model, mode, ...), each with ``model``, ``mode`` and ``detail``.
+- ``imported(workspace, paths) -> bool``: whether those files are stored already, unchanged
+  (the audit skips the step then).
+- ``supplies(paths, default_formulation) -> {(model, mode, formulation): normalizations}``: what
+  importing them will store, read without importing (the audit plan's check).
+
+Modules starting with ``_`` are helpers.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+from curate.errors import CurateError
+
+
+def names() -> list[str]:
+    """Every format's name, sorted."""
+    return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def get(name: str) -> ModuleType:
+    """The module of format ``name``; a CurateError naming the known ones for anything else."""
+    if name not in names():
+        raise CurateError(f"unknown import format {name!r}; known: {', '.join(names())}")
+    return importlib.import_module(f"{__name__}.{name.replace('-', '_')}")

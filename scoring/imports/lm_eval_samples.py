@@ -1,0 +1,457 @@
+"""``--format lm-eval-samples``: per-option log-likelihoods from lm-evaluation-harness 0.4.x runs.
+
+``lm_eval --log_samples --output_path OUT`` writes, per model folder and run (one date id),
+``samples_<task>_<date>.jsonl`` (one sample per document: ``doc_id``, ``doc``, ``target``,
+``arguments`` ``{gen_args_i: {arg_0: context, arg_1: continuation}}`` and ``resps``
+``[[[loglikelihood, is_greedy]], ...]`` as strings) and ``results_<date>.json`` (model name and
+args, revision, dtype, ``n-shot`` per task). The same records as parquet (``samples_*.parquet``,
+as leaderboards publish their "details") and gzipped jsonl are read alike.
+
+Each sample is matched to a workspace item by content: its first request's context (the text
+after its last blank line, so k-shot contexts find their item too) looks up the items whose
+requests in some formulation (cloze, letters) have that context; the one whose every (context,
+continuation) equals the sample's requests is it (k-shot: the sample's context is the item's
+with the shots between the description and the item). Then the sample's ``doc`` must agree with
+the item's own ids and raw context fields, and its ``target`` with the item's gold. Anything else
+is a CurateError naming the file, doc_id and field, and nothing of the import is stored.
+
+One lm-eval run (a results file and its sample files) is one score run; rows go to mode
+``full``, the matched formulation and the task's shot count, under the model's label.
+"""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from curate import formulations as forms
+from curate.errors import CurateError, InputError
+from scoring.store import add_run, check_label, label_lock, open_scores, write_scores
+
+DESCRIPTION = ("lm-evaluation-harness 0.4.x --log_samples output: samples_<task>_<date>.jsonl (or .jsonl.gz, "
+               ".parquet) with the results_<date>.json beside them; files or whole --output_path trees")
+ORIGIN = "imported:lm-eval-samples"
+MODE = "full"
+SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+?)\.(?:jsonl|jsonl\.gz|parquet)$")
+#: The normalizations the stored columns give (no token counts: they need the model's tokenizer).
+NORMALIZATIONS = ("sum", "char", "byte")
+
+
+# --- finding the runs --------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """One lm-eval run: its results file and the sample files beside it (one per task)."""
+    results: Path
+    samples: list[Path] = field(default_factory=list)
+
+    def info(self) -> dict:
+        return _read_results(self.results)
+
+
+def find_runs(paths) -> list[Run]:
+    """The runs named by ``paths``: sample files, results files (every sample file of their
+    run) or folders (every sample file under them); an error for a path that is none of these."""
+    files: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = [f for f in path.rglob("samples_*") if SAMPLES.match(f.name)]
+            if not found:
+                raise InputError("no lm-eval sample files (samples_<task>_<date>.jsonl) under this folder",
+                                 path=str(path))
+            files.update(found)
+        elif SAMPLES.match(path.name):
+            files.add(path)
+        elif path.suffix == ".json" and (date := _date_of_results(path)):
+            files.update(f for f in path.parent.glob(f"samples_*_{date}.*") if SAMPLES.match(f.name))
+        else:
+            raise InputError("not an lm-eval samples file (samples_<task>_<date>.jsonl, .jsonl.gz or .parquet), "
+                             "results file or folder", path=str(path))
+    runs: dict[Path, Run] = {}
+    for f in sorted(files):
+        results = _results_beside(f)
+        runs.setdefault(results, Run(results)).samples.append(f)
+    return [runs[k] for k in sorted(runs)]
+
+
+def _date_of_results(path: Path) -> str | None:
+    match = re.search(r"_(\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.json$", path.name)
+    return match.group(1) if match else None
+
+
+def _results_beside(sample: Path) -> Path:
+    date = SAMPLES.match(sample.name).group("date")
+    found = sorted(p for p in sample.parent.glob(f"*_{date}.json") if not p.name.startswith("samples_"))
+    if len(found) != 1:
+        what = "no results file" if not found else f"{len(found)} results files"
+        raise InputError(f"{what} *_{date}.json beside it (lm-eval writes one per run: it names the model and "
+                         f"each task's shot count)", path=str(sample))
+    return found[0]
+
+
+def _read_results(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable results file: {exc}", path=str(path)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise InputError("not an lm-eval results file (no 'config' object)", path=str(path), field="config")
+    return data
+
+
+def model_label(results: dict, path: Path) -> str:
+    """The model's name as the results file gives it (``model_name``, else ``pretrained=`` of its
+    model args); a local folder is named by its last component."""
+    name = results.get("model_name") or _model_args(results).get("pretrained")
+    if not name:
+        raise InputError("names no model (no model_name, no pretrained= in config.model_args); give --label",
+                         path=str(path), field="model_name")
+    name = str(name)
+    return Path(name).name if name.startswith(("/", "./", "../", "~")) else name
+
+
+def _model_args(results: dict) -> dict:
+    args = results["config"].get("model_args") or {}
+    if isinstance(args, str):  # "pretrained=x,dtype=y" in older versions
+        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    return args
+
+
+def shots(results: dict, task: str, path: Path) -> int:
+    value = (results.get("n-shot") or {}).get(task)
+    if value is None:
+        value = ((results.get("configs") or {}).get(task) or {}).get("num_fewshot")
+    if value is None:
+        raise InputError(f"gives no shot count for task {task!r}", path=str(path), field=f"n-shot.{task}")
+    return int(value)
+
+
+def run_record(results: dict, results_path: Path, sample: Path, task: str, fewshot: int) -> dict:
+    """What a sample file's run keeps: where its numbers came from."""
+    config, args = results["config"], _model_args(results)
+    return {"results": str(results_path.resolve()), "file": sample.name, "sha256": _sha256(sample), "task": task,
+            "fewshot": fewshot, "model_name": results.get("model_name"), "model_args": args,
+            "revision": config.get("model_revision") or args.get("revision"), "model_sha": config.get("model_sha"),
+            "dtype": args.get("dtype") or config.get("model_dtype"), "lm_eval_version": results.get("lm_eval_version"),
+            "date": results.get("date")}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- reading samples ---------------------------------------------------------------------------
+
+def read_samples(path: Path):
+    """The file's samples as dicts, in file order."""
+    try:
+        if path.name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+            yield from pq.read_table(path).to_pylist()
+            return
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for line_no, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except ValueError as exc:
+                        raise InputError(f"not JSON: {exc}", path=str(path), row=line_no) from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"unreadable: {exc}", path=str(path)) from None
+
+
+def requests_of(sample: dict, where) -> tuple[list[tuple[str, str]], list[float], list[bool]]:
+    """(requests as (context, continuation), log-likelihoods, greedy flags) of a sample."""
+    args, resps = sample.get("arguments"), sample.get("resps")
+    if not isinstance(args, dict) or not args:
+        where.fail("arguments", "has no requests (an object gen_args_0, gen_args_1, ...)")
+    requests = []
+    for i in range(len(args)):
+        arg = args.get(f"gen_args_{i}")
+        if not isinstance(arg, dict) or not isinstance(arg.get("arg_0"), str) or not isinstance(arg.get("arg_1"), str):
+            where.fail(f"arguments.gen_args_{i}", "is not a log-likelihood request (context, continuation); "
+                       "only multiple-choice log-likelihood tasks can be imported")
+        requests.append((arg["arg_0"], arg["arg_1"]))
+    if not isinstance(resps, list) or len(resps) != len(requests):
+        where.fail("resps", f"holds {len(resps) if isinstance(resps, list) else 'no'} responses for "
+                   f"{len(requests)} requests")
+    lls, greedy = [], []
+    for i, resp in enumerate(resps):
+        try:
+            ll, is_greedy = resp[0]
+            lls.append(float(ll))
+            greedy.append(str(is_greedy) == "True")
+        except (TypeError, ValueError, IndexError):
+            where.fail(f"resps.{i}", f"is not [[loglikelihood, is_greedy]]: {str(resp)[:60]}")
+        if not lls[-1] <= 0:
+            where.fail(f"resps.{i}", f"{lls[-1]} is not a log-likelihood (finite, <= 0)")
+    return requests, lls, greedy
+
+
+@dataclass
+class Where:
+    path: Path
+    doc_id: object = None
+
+    def fail(self, field_name: str, message: str):
+        raise CurateError(f"{self.path}, doc_id {self.doc_id}, field '{field_name}': {message}; nothing was imported")
+
+
+# --- matching samples to items -----------------------------------------------------------------
+
+def _tail(context: str) -> str:
+    """The text after the context's last blank line: the item itself when shots or a description
+    come before it."""
+    cut = context.rfind("\n\n")
+    return context if cut < 0 else context[cut + 2:]
+
+
+class Index:
+    """The workspace's items by the tail of their requests' first context, in each formulation."""
+
+    def __init__(self, items: list[dict]):
+        self.items = items
+        self.by_tail: dict[str, list[tuple[int, str, list[tuple[str, str]]]]] = {}
+        for i, item in enumerate(items):
+            for formulation in forms.FORMULATIONS:
+                s = forms.scored(item, MODE, formulation)
+                requests = [(c, s.delimiter + t) for c, t in zip(s.contexts, s.continuations)]
+                self.by_tail.setdefault(_tail(requests[0][0]), []).append((i, formulation, requests))
+
+    def match(self, requests: list[tuple[str, str]], fewshot: int, where: Where) -> tuple[int, str]:
+        """(item index, formulation) of the item whose requests are ``requests``."""
+        candidates = [c for c in self.by_tail.get(_tail(requests[0][0]), ())
+                      if _same_contexts(c[2], requests, fewshot)]
+        if not candidates:
+            where.fail("arguments.gen_args_0.arg_0", f"matches no workspace item (no item's {MODE}-mode context in "
+                       f"any formulation is {_short(requests[0][0])})")
+        exact = [c for c in candidates if [t for _, t in c[2]] == [t for _, t in requests]]
+        if not exact:
+            i, formulation, mine = candidates[0]
+            if len(mine) != len(requests):
+                where.fail("arguments", f"has {len(requests)} requests but item {self.items[i]['item_id']} (same "
+                           f"context) has {len(mine)} options")
+            j = next(j for j, (a, b) in enumerate(zip(mine, requests)) if a[1] != b[1])
+            where.fail(f"arguments.gen_args_{j}.arg_1", f"{_short(requests[j][1])} differs from option {j} of item "
+                       f"{self.items[i]['item_id']} ({formulation}: {_short(mine[j][1])}); its options differ")
+        return [(i, f) for i, f, _ in exact]
+
+
+def _same_contexts(mine: list[tuple[str, str]], theirs: list[tuple[str, str]], fewshot: int) -> bool:
+    """Whether each of the sample's contexts is the item's, with shots between the item's
+    description (what comes before its tail) and its tail when ``fewshot``."""
+    if len(mine) != len(theirs):
+        return len(mine) > 0 and _context_fits(mine[0][0], theirs[0][0], fewshot)
+    return all(_context_fits(a[0], b[0], fewshot) for a, b in zip(mine, theirs))
+
+
+def _context_fits(item_context: str, sample_context: str, fewshot: int) -> bool:
+    if not fewshot:
+        return item_context == sample_context
+    tail = _tail(item_context)
+    head = item_context[:len(item_context) - len(tail)]
+    return (len(sample_context) > len(item_context) and sample_context.startswith(head)
+            and sample_context.endswith("\n\n" + tail))
+
+
+def check_doc(sample: dict, item: dict, where: Where) -> None:
+    """The sample's doc and target must be the matched item's: its ids and raw context fields
+    where the doc has them, and its gold where the target is an index."""
+    doc = sample.get("doc")
+    if not isinstance(doc, dict):
+        where.fail("doc", "is not an object")
+    for key, value in {**item["native_ids"], **item["context_parts"]}.items():
+        if key in doc and doc[key] != value:
+            where.fail(f"doc.{key}", f"{_short(doc[key])} is not that of item {item['item_id']} ({_short(value)}), "
+                       f"which the sample's requests match")
+    target = str(sample.get("target", ""))
+    if target.isdigit() and int(target) != item["gold"]:
+        where.fail("target", f"gold {target} but item {item['item_id']} has gold {item['gold']}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 70 else text[:67] + "...'"
+
+
+# --- one run's rows ----------------------------------------------------------------------------
+
+@dataclass
+class Matched:
+    """One sample file's scores: per (formulation, fewshot) the matched items and their values."""
+    label: str
+    path: Path
+    record: dict
+    parts: dict = field(default_factory=dict)  # (formulation, fewshot) -> {item index: (lls, greedy)}
+    samples: int = 0
+
+
+def match_run(run: Run, index: Index, label: str | None, progress) -> list[Matched]:
+    """Each of the run's sample files matched to the workspace's items."""
+    results = run.info()
+    label = label or model_label(results, run.results)
+    out = []
+    for path in run.samples:
+        task = SAMPLES.match(path.name).group("task")
+        k = shots(results, task, run.results)
+        out.append(match_file(path, index, Matched(label, path, run_record(results, run.results, path, task, k)),
+                              k, progress))
+    return out
+
+
+def match_file(path: Path, index: Index, out: Matched, k: int, progress) -> Matched:
+    owner: dict[tuple, object] = {}  # (formulation, item index) -> doc_id
+    for sample in read_samples(path):
+        where = Where(path, sample.get("doc_id") if isinstance(sample, dict) else None)
+        if not isinstance(sample, dict):
+            where.fail("doc_id", "a sample is not an object")
+        requests, lls, greedy = requests_of(sample, where)
+        choices = index.match(requests, k, where)
+        free = [c for c in choices if (c[1], c[0]) not in owner]
+        if not free:
+            i, f = choices[0]
+            where.fail("doc_id", f"matches item {index.items[i]['item_id']}, which doc_id {owner[(f, i)]} "
+                       f"matches already")
+        i, formulation = free[0]
+        check_doc(sample, index.items[i], where)
+        owner[(formulation, i)] = where.doc_id
+        out.parts.setdefault((formulation, k), {})[i] = (lls, greedy)
+        out.samples += 1
+        progress(samples=1)
+    progress(files=1)
+    return out
+
+
+def run_id(matched: Matched) -> str:
+    return f"lm-eval-samples:{matched.label}:{matched.record['sha256'][:12]}"
+
+
+def rows_of(matched: Matched, items: list[dict], rid: str):
+    """The score rows of one sample file."""
+    for (formulation, k), values in sorted(matched.parts.items()):
+        for i, (lls, greedy) in sorted(values.items()):
+            item = items[i]
+            conts = forms.scored(item, MODE, formulation).continuations
+            for j, text in enumerate(conts):
+                yield {"model": matched.label, "mode": MODE, "formulation": formulation, "fewshot": k,
+                       "item_id": item["item_id"], "option_index": j, "logprob_sum": lls[j], "n_chars": len(text),
+                       "n_bytes": len(text.encode("utf-8")), "is_greedy": int(greedy[j]),
+                       "content_hash": item["content_hash"], "run_id": rid}
+
+
+# --- the import --------------------------------------------------------------------------------
+
+def import_scores(workspace, paths, *, label=None, replace=False, progress=True) -> list[dict]:
+    """Import every run under ``paths``, all or nothing; one summary dict per (model, formulation,
+    shots) stored."""
+    from tqdm import tqdm
+
+    runs = find_runs(paths)  # nothing to import: fail before the workspace is opened
+    ws = open_scores(workspace)
+    try:
+        items = ws.items()
+        index = Index(items)
+        with tqdm(total=sum(len(r.samples) for r in runs), unit="file", desc="lm-eval samples",
+                  disable=not progress) as bar:
+            count = [0]
+
+            def tick(samples=0, files=0):
+                count[0] += samples
+                if files or count[0] % 1000 == 0:
+                    bar.set_postfix(samples=count[0], refresh=False)
+                    bar.update(files)
+            matched = [m for run in runs for m in match_run(run, index, label, tick)]
+        _refuse_overlaps(matched, items)
+        with contextlib.ExitStack() as held:
+            for name in sorted({m.label for m in matched}):
+                held.enter_context(label_lock(ws.root, name, command="score or import-scores"))
+            return _write(ws, matched, items, replace=replace, progress=progress)
+    finally:
+        ws.close()
+
+
+def _refuse_overlaps(matched: list[Matched], items: list[dict]) -> None:
+    """Two runs of one import storing the same label's item twice would keep one of them silently."""
+    seen: dict[tuple, Matched] = {}
+    for m in matched:
+        for (formulation, k), values in m.parts.items():
+            for i in values:
+                key = (m.label, formulation, k, i)
+                if key in seen and seen[key] is not m:
+                    raise CurateError(
+                        f"{seen[key].path} and {m.path} both hold model {m.label!r}'s scores of item "
+                        f"{items[i]['item_id']} ({formulation}, {k}-shot); import one of them (or each under its "
+                        f"own --label); nothing was imported")
+                seen[key] = m
+
+
+def _write(ws, matched: list[Matched], items: list[dict], *, replace: bool, progress: bool) -> list[dict]:
+    from tqdm import tqdm
+
+    summary = []
+    with ws.transaction(foreign_keys=False), tqdm(total=sum(m.samples for m in matched), unit="item",
+                                                  desc="storing", disable=not progress) as bar:
+        for m in matched:
+            rid = run_id(m)
+            check_label(ws, m.label, (ORIGIN,), replace=replace)
+            add_run(ws, run_id=rid, model=m.label, origin=ORIGIN, info={**m.record, "mode": MODE},
+                    dtype=m.record["dtype"])
+            for (formulation, k), values in sorted(m.parts.items()):
+                _check_other_runs(ws, m, formulation, k, [items[i]["item_id"] for i in values], rid, replace)
+                summary.append({"model": m.label, "mode": MODE, "formulation": formulation, "fewshot": k,
+                                "items": len(values), "run_id": rid,
+                                "detail": f"{formulation}, {k}-shot, {len(values)} items"})
+            write_scores(ws, list(rows_of(m, items, rid)))
+            bar.update(m.samples)
+    return summary
+
+
+def _check_other_runs(ws, m: Matched, formulation: str, k: int, item_ids: list[str], rid: str, replace: bool):
+    """Refuse to overwrite the label's stored scores of these items from another lm-eval run (a
+    changed file, another date) without ``replace``; with it, delete them first."""
+    ws.conn.execute("CREATE TEMP TABLE IF NOT EXISTS import_items (item_id TEXT PRIMARY KEY)")
+    ws.conn.execute("DELETE FROM import_items")
+    ws.conn.executemany("INSERT INTO import_items VALUES (?)", ((i,) for i in item_ids))
+    where = ("FROM scores WHERE model = ? AND mode = ? AND formulation = ? AND fewshot = ? AND run_id != ? "
+             "AND item_id IN (SELECT item_id FROM import_items)")
+    params = (m.label, MODE, formulation, k, rid)
+    held = ws.conn.execute(f"SELECT DISTINCT run_id {where} LIMIT 1", params).fetchone()
+    if held and not replace:
+        raise CurateError(f"model {m.label!r} ({MODE}, {formulation}, {k}-shot) already holds scores of these items "
+                          f"from other files (run {held[0]}); {m.path.name} would replace them: use --replace "
+                          f"to do so; nothing was imported")
+    if held:
+        ws.conn.execute(f"DELETE {where}", params)
+
+
+def imported(workspace, paths) -> bool:
+    """Whether every run under ``paths`` is stored already from these very files."""
+    runs = find_runs(paths)
+    ws = open_scores(workspace)
+    try:
+        stored = {json.loads(r[0]).get("sha256") for r in
+                  ws.conn.execute("SELECT info_json FROM score_runs WHERE origin = ? AND run_id IN "
+                                  "(SELECT DISTINCT run_id FROM scores)", (ORIGIN,))}
+        if not all(_sha256(f) in stored for run in runs for f in run.samples):
+            return False
+        return True
+    finally:
+        ws.close()
+
+
+def supplies(paths, default_formulation: str) -> dict:
+    """(model, mode, formulation) -> normalizations each run will store (the formulation is
+    known only once samples are matched: the benchmark's default is assumed)."""
+    return {(model_label(run.info(), run.results), MODE, default_formulation): NORMALIZATIONS
+            for run in find_runs(paths)}
+
