@@ -20,6 +20,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "annotations": ("annotate.export:records", "annotate.export"),
     "generations": ("generate.export:generation_records", "generate.store"),
     "duplicates": ("curate.duplicates.store:export_records", "curate.duplicates.store"),
+    "item-stats": ("curate.analyses.item_table:records", "curate.analyses.item_table"),
 }
 
 
@@ -44,8 +45,8 @@ def table(kind: str, workspace: Path) -> tuple[list[dict], list[str]]:
 @click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="review: a `curate filter --out` folder (for the removed queues).")
 def export(workspace, kind, out, fmt, queue, decisions):
-    """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, or review: a review
-    queue)."""
+    """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, item-stats, or
+    review: a review queue)."""
     from curate.exports import write_records
 
     if kind == "review":

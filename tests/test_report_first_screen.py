@@ -34,7 +34,9 @@ PROBE = """(() => {
   const inside = sel => Array.from(document.querySelectorAll('#findings ' + sel));
   return JSON.stringify({box: {top: box.top, bottom: box.bottom, left: box.left, right: box.right},
     links, flags: inside('ul li').map(li => li.innerText), paragraph: inside('p')[0].innerText,
-    cells: inside('td').map(td => td.innerText), heading: inside('h2')[0].innerText});
+    cells: inside('td').map(td => td.innerText), heading: inside('h2')[0].innerText,
+    broken: (h => h ? Array.from(h.nextElementSibling.querySelectorAll('a')).map(a => a.getAttribute('href')) : [])(
+      inside('h3').find(h => h.innerText === 'Most likely broken'))});
 })()"""
 
 
@@ -73,7 +75,8 @@ def probe(page: Path, screenshot: Path | None = None) -> dict:
 
 def test_first_screen_says_what_the_audit_found(report, tmp_path):
     """The findings block lies within 1280 x 800 and holds the flags per signal and the filter's,
-    accuracy per model and mode with intervals, and the plain-language paragraph."""
+    the likeliest broken items linked to their pages, accuracy per model and mode with intervals,
+    and the plain-language paragraph."""
     page = probe(report / "report.html", tmp_path / "first-screen.png")
     box = page["box"]
     assert 0 <= box["top"] and box["bottom"] <= HEIGHT and box["right"] <= WIDTH, box
@@ -83,6 +86,12 @@ def test_first_screen_says_what_the_audit_found(report, tmp_path):
     assert any(f.startswith("zero-prompt core: ") and f"{core['n_at_threshold']} of {N_ITEMS} items" in f
                for f in page["flags"])
     assert any(f.startswith("filter: ") and f"{filt['removed']} of {N_ITEMS} items" in f for f in page["flags"])
+    sus = m["suspects"]
+    for signal in sus["signals"]:  # each item-validity signal has its line
+        assert any(f.startswith(f"{signal['signal']}: {signal['items']} of {N_ITEMS} items") for f in page["flags"])
+    likeliest = [r["page"] for r in sus["top"][:5] if r["label_error_score"] > sus["signals"][0]["cut"]]
+    assert page["broken"] == likeliest and len(likeliest) == 5
+    assert all(href.startswith("suspects/") and (report / href).is_file() for href in likeliest)
     intervals = [c for c in page["cells"] if re.fullmatch(r"\d+\.\d \(\d+\.\d–\d+\.\d\)", c)]
     assert len(intervals) == 28  # 10 models in full and zero mode, 8 in placeholder mode
     text = page["paragraph"]

@@ -172,3 +172,18 @@ def signal_histogram(frame: pd.DataFrame, column: str, title: str, path: Path) -
     ax.set_title(title)
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def discrimination_vs_difficulty(stats: pd.DataFrame, flagged: pd.Series, path: Path) -> Path:
+    """Each item's discrimination against its difficulty (share of models right), the items
+    flagged as likely label errors marked."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.scatter(stats["difficulty"], stats["discrimination"], s=6, alpha=0.35, color="0.45", label="items")
+    hit = stats[flagged.to_numpy(dtype=bool)]
+    ax.scatter(hit["difficulty"], hit["discrimination"], s=14, color="tab:red", label=f"likely label errors ({len(hit)})")
+    ax.axhline(0, lw=0.8, ls="--", color="k")
+    ax.set_xlabel("difficulty: share of models right")
+    ax.set_ylabel("discrimination (corrected item-total)")
+    ax.set_title("Items: discrimination vs difficulty")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

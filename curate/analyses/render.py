@@ -31,7 +31,8 @@ figcaption{font-size:0.85em;color:#555;margin-bottom:1.4em}
 code{background:#f5f5f5;padding:0 3px}
 .wide{overflow-x:auto}
 .findings{border:1px solid #bbb;border-radius:4px;padding:0 1em 0.4em;background:#fafafa}
-.findings h2{margin:0.5em 0 0.3em}.findings p{margin:0.3em 0}.findings table{margin:0.3em 0}
+.findings h2{margin:0.5em 0 0.3em}.findings h3{font-size:1em;margin:0.6em 0 0.2em}.findings p{margin:0.3em 0}
+.findings table{margin:0.3em 0}
 .findings ul,.findings ol{margin:0.2em 0;padding-left:1.3em;font-size:0.9em}.findings nav{margin:0.5em 0;font-size:0.9em}
 .findings td,.findings th{white-space:nowrap;padding:1px 5px}
 .cols{display:flex;gap:1.5em;align-items:flex-start}.cols>div{flex:1 1 0;min-width:0}.cols>div+div{flex:0 1 auto}

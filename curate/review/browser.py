@@ -53,10 +53,12 @@ def page_html(title: str, body: str, script: str = "") -> str:
             f"</style></head><body>\n{body}\n" + (f"<script>{script}</script>" if script else "") + "</body></html>\n")
 
 
-def write_item_pages(out_dir: Path, data: ReviewData, records: pd.DataFrame, reasons: dict[str, list[str]]) -> list[dict]:
-    """Pages for the items in ``reasons`` (row order); returns one row per flagged item:
-    item_id, row_index, source, flags, page (relative to ``out_dir``; None past PAGE_LIMIT)."""
-    folder = Path(out_dir) / FOLDER
+def write_item_pages(out_dir: Path, data: ReviewData, records: pd.DataFrame, reasons: dict[str, list[str]],
+                     folder: str = FOLDER) -> list[dict]:
+    """Pages for the items in ``reasons`` (row order) in ``out_dir/folder``; returns one row per
+    flagged item: item_id, row_index, source, flags, page (relative to ``out_dir``; None past
+    PAGE_LIMIT)."""
+    name, folder = folder, Path(out_dir) / folder
     by_item = {k: g for k, g in records.groupby("item_id")} if not records.empty else {}
     rows = []
     for item in data.items:
@@ -64,7 +66,7 @@ def write_item_pages(out_dir: Path, data: ReviewData, records: pd.DataFrame, rea
             continue
         page = None
         if len(rows) < PAGE_LIMIT:
-            page = f"{FOLDER}/{item['row_index']}.html"
+            page = f"{name}/{item['row_index']}.html"
             ctx = ItemContext(data, item, by_item.get(item["item_id"], records.iloc[0:0]))
             head = (f"<p><a href=\"index.html\">all flagged items</a> &middot; <a href=\"../report.html\">report</a></p>"
                     f"<h1>{html.escape(item['item_id'])}</h1><p>flags: "

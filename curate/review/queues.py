@@ -18,6 +18,10 @@ spec                   items
                        pair first; ``duplicates:SCOPE`` (within, split, cross) keeps one scope
 ``min_k_pp``           the top 5% of items by Min-K%++ (k=20) of their own text under any text-scored
                        model, highest first; ``min_k_pp:MODEL`` under that model
+``suspects``           likely label errors: items whose label-error score (every model scored in full
+                       mode, ``curate.analyses.suspects``) is above the ``label_error`` filter
+                       condition's default cut (odds of 9 to 1), likeliest first; ``suspects:N`` the N
+                       highest, whatever their score
 ``sample``             a seeded random sample for calibration: ``sample:N`` (default 50),
                        ``sample:N:SEED`` (default seed 0), in sampled order
 ``ids:FILE``           the item ids listed in FILE (one per line; ``#`` comments), in file order
@@ -54,6 +58,8 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
         return duplicates(data, arg or None)
     if kind == "min_k_pp":
         return min_k_pp(data, arg or None)
+    if kind == "suspects":
+        return suspects(data, _int(arg, spec) if arg else None)
     if kind == "sample":
         n, _, seed = arg.partition(":")
         return sample(data, _int(n, spec) if n else DEFAULT_SAMPLE, _int(seed, spec, 0) if seed else 0)
@@ -62,7 +68,8 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
             raise CurateError("queue ids:FILE needs a file of item ids")
         return id_list(data, Path(arg))
     raise CurateError(f"unknown queue {spec!r}; use removed, removed:STAGE, disagree, wrong, wrong:K, "
-                      "duplicates, duplicates:SCOPE, min_k_pp, min_k_pp:MODEL, sample, sample:N, sample:N:SEED, ids:FILE or all")
+                      "duplicates, duplicates:SCOPE, min_k_pp, min_k_pp:MODEL, suspects, suspects:N, sample, "
+                      "sample:N, sample:N:SEED, ids:FILE or all")
 
 
 def _int(text: str, spec: str, minimum: int = 1) -> int:
@@ -131,6 +138,24 @@ def wrong(data: ReviewData, k: int) -> list[str]:
     counts = strong.groupby("item_id").agg(n=("correct", "size"), right=("correct", "sum"))
     all_wrong = set(counts.index[(counts["n"] == len(models)) & (counts["right"] == 0)])
     return [it["item_id"] for it in data.items if it["item_id"] in all_wrong]
+
+
+def suspects(data: ReviewData, top: int | None) -> list[str]:
+    """Likely label errors, likeliest first (Platinum-style: review the surest errors first): above
+    the label_error kind's default cut, or the ``top`` highest scores."""
+    from curate.analyses.item_table import item_table
+    from curate.filter.kinds.label_error import DEFAULT_ABOVE
+
+    full = data.scores[data.scores["mode"] == "full"] if not data.scores.empty else data.scores
+    if full.empty or data.normalization is None:
+        raise CurateError("queue 'suspects' needs full-mode scores; score or import some first")
+    forms = set(full["formulation"])
+    _, found = item_table(full, data.items, mode="full", normalization=data.normalization,
+                          formulation="cloze" if "cloze" in forms else sorted(forms)[0])
+    found = found.sort_values("label_error_score", ascending=False, kind="stable")
+    if top is not None:
+        return found["item_id"].head(top).tolist()
+    return found.loc[found["label_error_score"] > DEFAULT_ABOVE, "item_id"].tolist()
 
 
 def duplicates(data: ReviewData, scope: str | None) -> list[str]:

@@ -12,7 +12,7 @@ list of
 - ``Table(caption, frame)``: a small table (accuracy per model and mode, with intervals).
 
 ``block`` gathers every section's contributions, in report order, into one ("box", "findings",
-...) render block: the paragraph first, then the flags and the items beside the tables, then
+...) render block: the paragraph first, then the flags beside the tables and the items, then
 links to the sections, so a reader of the first screen (1280 x 800) sees what the audit found
 before any detail. A new signal adds its line by adding ``findings`` to its own section file.
 """
@@ -72,12 +72,11 @@ def block(contributions: list[tuple[str, list]], contents: list[tuple[str, str]]
                 tables += [("p", f.caption), ("table", f.frame)]
     left = [("h3", "Items flagged, per signal")] + ([("links", flags)] if flags else
                                                      [("p", "No signal flags any item here.")])
-    if items:
-        left += [("h3", "Most likely broken"), ("links", items)]
+    right = tables + ([("h3", "Most likely broken"), ("links", items)] if items else [])
     body = [("h2", "What this audit found")]
     if sentences:
         body.append(("p", sentences[:-1]))
-    body.append(("cols", [left, tables]) if tables else ("cols", [left]))
+    body.append(("cols", [left, right]) if right else ("cols", [left]))
     if contents:
         body.append(("nav", "Details follow:", [(heading, f"#{anchor}") for heading, anchor in contents]))
     return ("box", ANCHOR, body)

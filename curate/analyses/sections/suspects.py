@@ -1,0 +1,133 @@
+"""Items most likely broken (issue 28): the label-error ranking across models with its evidence,
+each signal's count, and discrimination vs difficulty; the top items get a page each and lead
+the report's first screen."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from curate.analyses import plots
+from curate.analyses.item_table import item_table
+from curate.analyses.sections._findings import Flag, Items, Sentence, percent
+from curate.errors import CurateError
+from curate.exports import write_records
+from curate.filter.kinds import label_error, misfit, no_right_answer, several_correct
+
+ORDER = 15
+ABOUT = {"suspects": "items most likely broken, from how the models answer them (present: false with a reason when "
+                     "they cannot be computed): mode, formulation, normalization and models read; per signal the "
+                     "cut and how many items it flags (the filter kinds' defaults); top: the highest label-error "
+                     "scores with the suspected option, the other scores and the evidence (models preferring the "
+                     "suspected option, their probabilities of it and of the gold), and the item's page; "
+                     "stats_file lists every item's statistics and scores"}
+FILES = (r"item_stats\.csv", r"discrimination_vs_difficulty\.png")
+FOLDERS = ("suspects",)
+TOP = 20          # items listed in the section, each with a page
+FIRST_SCREEN = 5  # of them, on the report's first screen
+#: Each signal: its score column, the cut the filter kind uses by default, and what it means.
+SIGNALS = {
+    "label error": ("label_error_score", label_error.DEFAULT_ABOVE,
+                    "another option likelier right (odds > 9:1)"),
+    "several correct": ("several_correct_score", several_correct.DEFAULT_ABOVE,
+                        "two options both preferred"),
+    "no right answer": ("no_right_answer_score", no_right_answer.DEFAULT_ABOVE,
+                        "no option preferred"),
+}
+
+
+def compute(ctx) -> dict:
+    mode = "full" if "full" in ctx.mode_order else ctx.mode_order[0]
+    try:
+        responses, table = item_table(ctx.scores, ctx.items, mode=mode, formulation=ctx.primary,
+                                      normalization=ctx.normalization)
+    except CurateError as e:
+        return {"suspects": {"present": False, "reason": str(e)}}
+    found = table.sort_values("label_error_score", ascending=False, kind="stable")
+    write_records(table.drop(columns=["evidence"]).to_dict("records"), ctx.out / "item_stats.csv")
+    flagged = table["label_error_score"] > label_error.DEFAULT_ABOVE
+    plot = plots.discrimination_vs_difficulty(table, flagged, ctx.out / "discrimination_vs_difficulty.png")
+    ctx.plots["suspects"] = plot.name
+    counts = [{"signal": name, "score": col, "cut": cut, "items": int((table[col] > cut).sum()), "meaning": meaning}
+              for name, (col, cut, meaning) in SIGNALS.items()]
+    below = misfit.DEFAULT_DISCRIMINATION_BELOW
+    counts += [{"signal": "negative discrimination", "score": "discrimination", "cut": below,
+                "items": int((table["discrimination"] < below).sum()),
+                "meaning": "weaker models right more often"},
+               {"signal": "easy", "score": "easy", "cut": None, "items": int(table["easy"].sum()),
+                "meaning": "every model right, confidently"}]
+    top = found.head(TOP)
+    return {"suspects": {"present": True, "mode": mode, "formulation": ctx.primary,
+                         "normalization": responses.normalization, "models": list(responses.models),
+                         "n_items": len(table), "left_out": len(responses.left_out), "signals": counts,
+                         "top": _top_rows(ctx, top), "stats_file": "item_stats.csv"}}
+
+
+def _top_rows(ctx, top: pd.DataFrame) -> list[dict]:
+    """The top items with their evidence and a page each (the review app's view of the item)."""
+    from curate.review.browser import write_item_pages
+    from curate.review.data import ReviewData
+
+    reasons = {r.item_id: [f"label-error score {r.label_error_score:.2f}: option {r.suspected_option} over the gold "
+                           f"{r.evidence['gold']}"] for r in top.itertuples()}
+    data = ReviewData(Path(ctx.root), ctx.items, ctx.scores, generations=ctx.gens)
+    pages = {r["item_id"]: r["page"] for r in write_item_pages(ctx.out, data, pd.concat([ctx.round1, ctx.round2]),
+                                                               reasons, folder="suspects")}
+    return [{"item_id": r.item_id, "label_error_score": r.label_error_score, "gold": r.evidence["gold"],
+             "suspected_option": r.suspected_option, "several_correct_score": r.several_correct_score,
+             "no_right_answer_score": r.no_right_answer_score, "evidence": r.evidence, "page": pages[r.item_id]}
+            for r in top.itertuples()]
+
+
+def render(m: dict, number: int, out) -> list:
+    s = m.get("suspects")
+    if not s:
+        return []
+    blocks = [("h2", f"{number}. Items most likely broken")]
+    if not s["present"]:
+        return blocks + [("p", ["The label-error ranking could not be computed: ", s["reason"]])]
+    blocks += [("p", f"From how the {len(s['models'])} models answer each item in {s['mode']} mode "
+                     f"(`{s['normalization']}`, {s['formulation']}): the label-error score is the log-odds, pooled "
+                     "over the models, that an option other than the gold is right, raised for negative "
+                     "discrimination and misfit. How many items each signal flags, at the cut its filter condition "
+                     "uses by default (review queue `suspects`: every item above the label-error cut, likeliest "
+                     f"first; every item's numbers are in `{s['stats_file']}`):"),
+               ("table", pd.DataFrame(s["signals"])),
+               ("img", out / m["plots"]["suspects"], "Discrimination vs difficulty")]
+    if s["top"]:
+        rows = pd.DataFrame([{k: r[k] for k in ("item_id", "label_error_score", "gold", "suspected_option",
+                                                  "several_correct_score", "no_right_answer_score")}
+                             | {"backed_by": _backers(r)} for r in s["top"]])
+        blocks += [("p", f"The {len(s['top'])} items with the highest label-error score, each with a page (context, "
+                         "options, every model's choice):"), ("table", rows),
+                   ("links", [(r["item_id"], r["page"], _note(r)) for r in s["top"]])]
+    return blocks
+
+
+def _backers(r: dict) -> str:
+    """The strongest models preferring the suspected option, with p(suspected) / p(gold)."""
+    shown = r["evidence"]["models"][:3]
+    more = len(r["evidence"]["models"]) - len(shown)
+    text = "; ".join(f"{b['model']} {b['p_suspected']:.2f}/{b['p_gold']:.2f}" for b in shown)
+    return text + (f"; +{more}" if more else "")
+
+
+def _note(r: dict) -> str:
+    n = len(r["evidence"]["models"])
+    return (f"score {r['label_error_score']:.1f}: option {r['suspected_option']} rather than the gold {r['gold']}, "
+            f"preferred by {n} model{'s' if n != 1 else ''}")
+
+
+def findings(m: dict) -> list:
+    """Each signal's count, the likeliest broken items linked to their pages, and a sentence."""
+    s = m.get("suspects")
+    if not s or not s["present"]:
+        return []
+    flags = [Flag(r["signal"], r["items"], s["n_items"], r["meaning"]) for r in s["signals"]]
+    label = s["signals"][0]
+    top = [(r["item_id"], r["page"], _note(r)) for r in s["top"][:FIRST_SCREEN]
+           if r["label_error_score"] > label["cut"]]
+    return flags + [Items(top), Sentence(
+        f"{label['items']} items ({percent(label['items'], s['n_items'])}) look mislabelled: the {len(s['models'])} "
+        f"models' pooled evidence favours another option at odds above 9 to 1" + (
+            "; the likeliest are listed below, with their pages." if top else "."))]

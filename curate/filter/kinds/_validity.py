@@ -1,0 +1,65 @@
+"""What the item-validity kinds share (label_error, several_correct, no_right_answer, easy,
+misfit): the named models' response matrix, item statistics and label-error suspects, from
+``curate.analyses`` (issue 28), worked out once per run; their schema; above-or-top-share cuts.
+
+Not a kind itself (its name starts with ``_``); see ``curate.filter.kinds``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from curate.filter.kinds._common import MODE, MODELS, NORMALIZATION
+
+FORMULATION = {"description": "cloze or letters (default: the workspace's, lm-eval's choice for its benchmark).",
+               "type": "string", "pattern": "^(cloze|letters)$"}
+
+
+def schema(description: str, **properties) -> dict:
+    """A kind reading the named models' scores in a mode, normalization and formulation."""
+    return {"description": description, "type": "object", "additionalProperties": False,
+            "required": ["models", "mode", "normalization"],
+            "properties": {"models": MODELS, "mode": MODE, "normalization": NORMALIZATION,
+                           "formulation": FORMULATION, **properties}}
+
+
+def cut_schema(description: str, default: float) -> dict:
+    """A score kind: the score is above ``above`` (default ``default``) or among the highest
+    ``top_share`` of the items (at most one of the two)."""
+    return schema(f"{description} Flags an item whose score is above `above` (default {default:.3g}) or among the "
+                  "highest `top_share` of the items (0.05: the top 5%).",
+                  above={"type": "number"}, top_share={"type": "number", "exclusiveMinimum": 0, "maximum": 1}) | {
+        "not": {"required": ["above", "top_share"]}}
+
+
+def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
+    formulation = spec.get("formulation", default_formulation)
+    return [("scores", (model, spec["mode"], spec["normalization"], formulation)) for model in spec["models"]]
+
+
+def table(spec: dict, inputs) -> pd.DataFrame:
+    """Item statistics and suspect scores of the spec's models, one row per item in row order."""
+    formulation = spec.get("formulation") or inputs.ws.meta("formulation", "cloze")
+    key = ("validity", tuple(spec["models"]), spec["mode"], spec["normalization"], formulation)
+    return inputs.cached(key, lambda: _compute(spec, formulation, inputs))
+
+
+def _compute(spec: dict, formulation: str, inputs) -> pd.DataFrame:
+    from curate.analyses.item_table import item_table
+    from scoring.store import read_scores
+
+    # Every model must predict every item (the run stops naming what is missing); records the runs read.
+    inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation)
+    scores = read_scores(inputs.ws, models=spec["models"], modes=[spec["mode"]], formulations=[formulation],
+                         fewshots=[0])
+    _, found = item_table(scores, inputs.items, models=spec["models"], mode=spec["mode"], formulation=formulation,
+                          normalization=spec["normalization"])
+    return found.set_index("item_id").reindex(inputs.item_ids)
+
+
+def above_cut(values: pd.Series, spec: dict, default: float) -> np.ndarray:
+    """``values`` above ``spec['above']`` (default ``default``), or in its top ``top_share``."""
+    values = values.to_numpy(dtype=float)
+    if "top_share" in spec:
+        return values >= np.quantile(values, 1 - spec["top_share"], method="higher")
+    return values > spec.get("above", default)
