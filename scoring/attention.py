@@ -58,6 +58,12 @@ class PackedLayout:
     positions: list         # per group: (rows, longest) position ids of its slots
     slot: torch.Tensor      # (tokens,) see scoring.layout.RowGroups
     implementation: str     # the model's own: "sdpa" or "eager"
+    past: list = ()         # cached prefixes: {attention module: (keys, values)} (scoring.prefix_cache)
+    record: dict | None = None  # when given: each attention module's keys and values, saved into it
+
+
+def past_length(past: dict) -> int:
+    return next(iter(past.values()))[0].shape[1]
 
 
 def group_masks(*, mask_function, dtype=torch.float32, **_) -> list[torch.Tensor]:
@@ -65,9 +71,16 @@ def group_masks(*, mask_function, dtype=torch.float32, **_) -> list[torch.Tensor
     rule for this layer type, in the form the model's own attention function takes."""
     layout = _ACTIVE.get()
     zero = torch.zeros((), dtype=torch.long, device=layout.slot.device)  # one packed sequence: batch row 0
-    return [mask_format(allowed(mask_function, g.mask[:, None], zero, pos[:, None, :, None], pos[:, None, None, :]),
-                        layout.implementation, dtype)
-            for g, pos in zip(layout.groups, layout.positions)]
+    masks = []
+    for g, pos in zip(layout.groups, layout.positions):
+        block, keys = g.mask, pos
+        if g.past >= 0:  # a cached prefix at positions 0..L-1 comes before the row's own keys
+            n = past_length(layout.past[g.past])
+            keys = torch.cat([torch.arange(n, device=pos.device).expand(len(pos), n), pos], dim=1)
+            block = torch.cat([block.new_ones((*block.shape[:2], n)), block], dim=-1)
+        masks.append(mask_format(allowed(mask_function, block[:, None], zero, pos[:, None, :, None],
+                                         keys[:, None, None, :]), layout.implementation, dtype))
+    return masks
 
 
 def rows_attention(module, query, key, value, attention_mask, **kwargs):
@@ -77,15 +90,19 @@ def rows_attention(module, query, key, value, attention_mask, **kwargs):
     layout = _ACTIVE.get()
     own = own_attention(module, layout.implementation)
     q, k, v = query[0], key[0], value[0]
+    if layout.record is not None:
+        layout.record[module] = (k.clone(), v.clone())
     out = query.new_empty((sum(g.index.numel() for g in layout.groups), q.shape[0], v.shape[-1]))
     at = 0
     for group, mask in zip(layout.groups, attention_mask):
         rows, length = group.shape
 
-        def take(x):
-            return x[:, group.index].unflatten(1, (rows, length)).transpose(0, 1)
+        def take(x, cached=None):
+            x = x[:, group.index].unflatten(1, (rows, length)).transpose(0, 1)
+            return x if cached is None else torch.cat([cached.expand(rows, -1, -1, -1), x], dim=2)
 
-        attended, _ = own(module, take(q), take(k), take(v), mask, **kwargs)
+        old_k, old_v = layout.past[group.past][module] if group.past >= 0 else (None, None)
+        attended, _ = own(module, take(q), take(k, old_k), take(v, old_v), mask, **kwargs)
         out[at:at + rows * length] = attended.reshape(rows * length, *attended.shape[2:])
         at += rows * length
     return out[layout.slot][None], None
@@ -108,18 +125,20 @@ def register() -> None:
 
 
 @contextmanager
-def packed(model, groups, positions: torch.Tensor):
+def packed(model, groups, positions: torch.Tensor, past=(), record=None):
     """While active, ``model`` attends with ``rows_attention`` over the row ``groups`` (a
-    ``scoring.layout.RowGroups``) of packed tokens at ``positions``."""
+    ``scoring.layout.RowGroups``) of packed tokens at ``positions``; a group whose ``past`` is
+    ``c`` attends first to the cached keys and values ``past[c]``, and ``record`` (a dict) receives
+    each attention module's keys and values (``scoring.prefix_cache``)."""
     register()
     config = model.config
     implementation = config._attn_implementation
     if implementation not in ("sdpa", "eager"):
         raise ValueError(f"attention implementation {implementation!r} cannot take a block mask")
     device = positions.device
-    moved = [type(g)(g.index.to(device), g.mask.to(device)) for g in groups.groups]
+    moved = [type(g)(g.index.to(device), g.mask.to(device), g.past) for g in groups.groups]
     layout = PackedLayout(moved, [positions[g.index].view(g.shape) for g in moved], groups.slot.to(device),
-                          implementation)
+                          implementation, past, record)
     token = _ACTIVE.set(layout)
     config._attn_implementation_internal = NAME
     try:

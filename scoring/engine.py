@@ -219,8 +219,9 @@ def long_hidden(model, tokens: torch.Tensor, piece: int):
     for start in range(0, len(tokens), piece):
         ids = tokens[start:start + piece].to(device)[None]
         positions = torch.arange(start, start + ids.shape[1], device=device)[None]
-        out = base(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
+        # ``cache``: transformers 5's name (``past_key_values`` warns that it is deprecated)
+        out = base(input_ids=ids, position_ids=positions, cache=cache, use_cache=True)
+        cache = out.cache
         yield start, out.last_hidden_state[0]
 
 

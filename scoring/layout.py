@@ -102,6 +102,7 @@ class Group:
     longest)."""
     index: torch.Tensor
     mask: torch.Tensor
+    past: int = -1  # the cached prefix (``scoring.prefix_cache``) its rows attend to first; -1: none
 
     @property
     def shape(self) -> tuple[int, int]:

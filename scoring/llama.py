@@ -51,33 +51,43 @@ class PackedLlama:
         cos, sin = freqs.cos() * rope.attention_scaling, freqs.sin() * rope.attention_scaling
         return torch.complex(cos, sin)[:, None]
 
-    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, rows) -> torch.Tensor:
+    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, rows, past=(), record=None) -> torch.Tensor:
         """Final hidden states (T, d) of T packed tokens; attention by ``rows`` (a
-        ``scoring.layout.RowGroups``)."""
+        ``scoring.layout.RowGroups``). A group whose ``past`` is ``c`` attends first to the keys
+        and values ``past[c]`` holds (per layer, (kv_heads, L, head_dim), as ``record`` saves
+        them: ``scoring.prefix_cache``); ``record`` (a list) receives each layer's keys and values."""
         n_q, n_kv, dim, tokens = self.heads, self.kv_heads, self.head_dim, len(ids)
         x = self.base.embed_tokens(ids)
         turn = self.rotary(positions)
         # On a CPU torch's attention kernel is faster in float32 than in bfloat16 (and exact);
         # q, k and v are small, so the upcast costs little.
         attn_dtype = torch.float32 if x.device.type == "cpu" else x.dtype
-        groups = [(g.index.to(x.device), g.mask[:, None].to(x.device), g.shape) for g in rows.groups]
+        groups = [(g.index.to(x.device), past_mask(g, past, x.device), g.shape, g.past) for g in rows.groups]
         slot = rows.slot.to(x.device)
         fused = fused_available(x)
         # Queries, keys and values of all tokens, side by side, and the attention outputs of all rows.
         qkv = torch.empty((tokens, n_q + 2 * n_kv, dim), dtype=attn_dtype, device=x.device)
-        attended = torch.empty((sum(n * length for _, _, (n, length) in groups), n_q * dim), dtype=x.dtype,
+        attended = torch.empty((sum(n * length for _, _, (n, length), _ in groups), n_q * dim), dtype=x.dtype,
                                device=x.device)
-        for layer in self.base.layers:
+        for number, layer in enumerate(self.base.layers):
             attn, mlp = layer.self_attn, layer.mlp
             h = rms_norm(layer.input_layernorm, x)
             rotate_into(qkv[:, :n_q], linear(h, attn.q_proj, fused=fused).view(tokens, n_q, dim), turn)
             rotate_into(qkv[:, n_q:n_q + n_kv], linear(h, attn.k_proj, fused=fused).view(tokens, n_kv, dim), turn)
             qkv[:, n_q + n_kv:] = linear(h, attn.v_proj, fused=fused).view(tokens, n_kv, dim)
+            if record is not None:
+                record.append(tuple(qkv[:, part].transpose(0, 1).contiguous()
+                                    for part in (slice(n_q, n_q + n_kv), slice(n_q + n_kv, None))))
             at = 0
-            for index, mask, (n, length) in groups:
+            for index, mask, (n, length), cached in groups:
                 heads = qkv[index].view(n, length, n_q + 2 * n_kv, dim).transpose(1, 2)
-                out = F.scaled_dot_product_attention(heads[:, :n_q], heads[:, n_q:n_q + n_kv], heads[:, n_q + n_kv:],
-                                                     attn_mask=mask, enable_gqa=n_q != n_kv)
+                keys, values = heads[:, n_q:n_q + n_kv], heads[:, n_q + n_kv:]
+                if cached >= 0:  # the shared prefix's keys and values come first
+                    old_keys, old_values = past[cached][number]
+                    keys = torch.cat([old_keys.expand(n, -1, -1, -1), keys], dim=2)
+                    values = torch.cat([old_values.expand(n, -1, -1, -1), values], dim=2)
+                out = F.scaled_dot_product_attention(heads[:, :n_q], keys, values, attn_mask=mask,
+                                                     enable_gqa=n_q != n_kv)
                 attended[at:at + n * length].view(n, length, n_q, dim).copy_(out.transpose(1, 2))
                 at += n * length
             x = linear_add(attended[slot], attn.o_proj, x, fused=fused)
@@ -85,6 +95,16 @@ class PackedLlama:
             gate = linear_silu(h, mlp.gate_proj, fused=fused)
             x = linear_add(linear_mul(h, mlp.up_proj, gate, fused=fused), mlp.down_proj, x, fused=fused)
         return rms_norm(self.base.norm, x)
+
+
+def past_mask(group, past, device) -> torch.Tensor:
+    """A group's mask (rows, 1, length, keys): its block mask, after the cached prefix's keys
+    (every row sees all of them) when it attends to one."""
+    mask = group.mask[:, None].to(device)
+    if group.past < 0:
+        return mask
+    cached = past[group.past][0][0].shape[1]
+    return torch.cat([mask.new_ones((*mask.shape[:3], cached)), mask], dim=-1)
 
 
 def rotate_into(out: torch.Tensor, x: torch.Tensor, turn: torch.Tensor) -> None:

@@ -98,12 +98,12 @@ class Body(nn.Module):
     sequences, written as the paper's equations and nothing more; ``scoring.llama`` runs the same
     weights its fast way. The plain one is the reference the self-check compares against, and it
     scores rows too long for one batch in pieces, carrying the keys and values of earlier pieces
-    (``past_key_values``: a list of (keys, values) per layer)."""
+    (``cache``, as transformers 5 names it: a list of (keys, values) per layer)."""
 
-    def forward(self, input_ids, position_ids=None, past_key_values=None, **_):
+    def forward(self, input_ids, position_ids=None, cache=None, **_):
         config = self.config
         heads, kv_heads, dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
-        past = past_key_values or [None] * len(self.layers)
+        past = cache or [None] * len(self.layers)
         start = 0 if past[0] is None else past[0][0].shape[2]
         if position_ids is None:
             position_ids = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)[None]
@@ -128,7 +128,7 @@ class Body(nn.Module):
             x = x + attn.o_proj(out.transpose(1, 2).reshape(batch, length, heads * dim))
             h = rms(layer.post_attention_layernorm, x)
             x = x + layer.mlp.down_proj(F.silu(layer.mlp.gate_proj(h)) * layer.mlp.up_proj(h))
-        return SimpleNamespace(last_hidden_state=rms(self.norm, x), past_key_values=kept)
+        return SimpleNamespace(last_hidden_state=rms(self.norm, x), cache=kept)
 
 
 def rms(norm, x):

@@ -196,7 +196,7 @@ def test_llama_folder_plain_forward_is_transformers_forward(tmp_path):
         expected = model(input_ids=ids).logits
         torch.testing.assert_close(lean(ids).logits, expected, atol=1e-5, rtol=1e-5)
         first = lean.model(ids[:, :17])
-        second = lean.model(ids[:, 17:], past_key_values=first.past_key_values)
+        second = lean.model(ids[:, 17:], cache=first.cache)
         pieces = torch.cat([first.last_hidden_state, second.last_hidden_state], dim=1)
         torch.testing.assert_close(lean.lm_head(pieces), expected, atol=1e-5, rtol=1e-5)
 
