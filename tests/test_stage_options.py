@@ -29,6 +29,11 @@ def _stages():
     from generate.cli import generate
     from generate.options import GENERATE
     from generate.run import generate_workspace
+    from curate.plant.build import plant_workspace
+    from curate.plant.cli import evaluate as plant_evaluate
+    from curate.plant.cli import new as plant_new
+    from curate.plant.evaluate import evaluate_workspace
+    from curate.plant.options import EVALUATE, PLANT
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES
     from scoring.run import score_workspace
@@ -43,6 +48,8 @@ def _stages():
         "generate": (generate, GENERATE, generate_workspace, {"quiet": None, "seeds": None}, None, None),
         "analyze": (analyze, ANALYZE, analyze_workspace, {}, None, None),
         "filter": (filter_command, FILTER, run_filter, {}, "filter", None),
+        "plant": (plant_new, PLANT, plant_workspace, {}, None, None),
+        "plant evaluate": (plant_evaluate, EVALUATE, evaluate_workspace, {"json_output": None}, None, None),
     }
 
 

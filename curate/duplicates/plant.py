@@ -12,6 +12,12 @@ import re
 _WORD = re.compile(r"[A-Za-z]{4,}")
 
 
+def respelled(text: str, rng: random.Random) -> str:
+    """``text`` as a careless re-entry writes it: lower case, a stop or a space added or not
+    (also `curate plant`'s light paraphrase of a gold option)."""
+    return text.lower() + rng.choice(["", ".", " "])
+
+
 def edited_copy(item: dict, rng: random.Random, vocabulary: list[str], *, key: str) -> dict:
     """A lightly edited copy of ``item``, with item id ``key``."""
     parts = dict(item["context_parts"])
@@ -27,7 +33,7 @@ def edited_copy(item: dict, rng: random.Random, vocabulary: list[str], *, key: s
     parts[name] = text
     order = list(range(len(item["options"])))
     rng.shuffle(order)
-    options = [item["options"][j].lower() + rng.choice(["", ".", " "]) for j in order]
+    options = [respelled(item["options"][j], rng) for j in order]
     return {**item, "item_id": key, "context_parts": parts, "options": options, "gold": order.index(item["gold"])}
 
 

@@ -1,0 +1,67 @@
+"""`curate plant SOURCE TARGET` and `curate plant evaluate WORKSPACE --key KEY`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from curate.options import click_options
+from curate.plant.options import EVALUATE, PLANT
+
+
+class PlantGroup(click.Group):
+    """`curate plant SOURCE TARGET` plants (the ``new`` command); `curate plant evaluate`
+    measures. A first argument that names no subcommand goes to ``new``."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["new", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("plant", cls=PlantGroup)
+def plant():
+    """Plant known errors into a copy of a workspace (`curate plant SOURCE TARGET`), then measure
+    every detector against the key (`curate plant evaluate TARGET --key KEY`). See docs/plant.md."""
+
+
+@plant.command("new")
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option("--model", "models", multiple=True,
+              help="Local model that re-scores the changed options (as curate score --model; repeat for several).")
+@click_options(PLANT)
+def new(source, target, models, **options):
+    """Copy SOURCE's items into a new workspace TARGET with errors planted; the key goes outside it."""
+    from curate.plant.build import plant_workspace
+
+    summary = plant_workspace(source, target, models=models, **options)
+    counts = ", ".join(f"{kind} {n}" for kind, n in summary["counts"].items())
+    click.echo(f"planted {sum(summary['counts'].values())} of {summary['items']} items ({counts}) into {target}")
+    for r in summary["rescored"]:
+        click.echo(f"  re-scored {r['model']}: {r['computed_units']} units computed")
+    for label in summary["dropped_labels"]:
+        click.echo(f"  left out {label}: its scores of changed items were not re-scored")
+    click.echo(f"key: {summary['key']} (keep it away from the detectors)")
+
+
+@plant.command("evaluate")
+@click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The key `curate plant` wrote.")
+@click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A `curate filter --out` folder made on WORKSPACE: each stage is a detector (repeatable).")
+@click_options(EVALUATE)
+def evaluate(workspace, key, decisions, json_output, **options):
+    """Precision@k, recall@k (k = number planted) and AUROC per detector and planted kind."""
+    from curate.plant.evaluate import evaluate_workspace
+
+    table, notes = evaluate_workspace(workspace, key, decisions=decisions, **options)
+    if json_output:
+        click.echo(json.dumps({"rows": table.astype(object).where(table.notna(), None).to_dict("records"),
+                               "notes": notes}, indent=1))
+        return
+    for note in notes:
+        click.echo(f"note: {note}")
+    click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

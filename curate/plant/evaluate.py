@@ -1,0 +1,162 @@
+"""`curate plant evaluate`: how well each detector ranks the planted items, measured with the key.
+
+A detector is a score per item, higher meaning more likely broken: the item-validity scores
+(``curate.analyses.suspects``) and the two-best baseline, every annotator's flag (1 flagged, 0
+not), and every filter stage's match (1 matched, 0 not). For each planted kind, the items of that
+kind are the positives and the unplanted items the negatives (items of other kinds are left
+out); ``all`` takes every planted item. With k the number planted of the kind:
+
+- precision@k: the share of the k highest-ranked items that are planted; ties at the cut count
+  by their share of positives (the expected value under a random order of the tied items), so a
+  yes/no detector is measured as fairly as a continuous one;
+- recall@k: the share of the planted items among those k (equal to precision@k, since k is the
+  number planted; both are printed, as the field reports both);
+- AUROC: the chance a planted item scores above an unplanted one (ties count half), from
+  scipy's Mann-Whitney U.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import schemas
+from curate.errors import CurateError
+from curate.plant import KINDS
+from curate.plant.build import items_digest
+from curate.plant.options import EVALUATE_DEFAULTS as D
+from curate.store import Workspace
+
+COLUMNS = ("detector", "source", "kind", "k", "precision_at_k", "recall_at_k", "auroc", "unplanted_above", "n")
+#: Annotation measures that say an item is good, not broken: no detector.
+NOT_PROBLEMS = ("high_quality",)
+
+
+def hits_at_k(scores: np.ndarray, positive: np.ndarray, k: int) -> float:
+    """Expected number of positives among the ``k`` highest ``scores`` (NaN ranks lowest), the
+    items tied at the cut taken in a random order."""
+    scores = np.where(np.isnan(scores), -np.inf, scores.astype(float))
+    if k <= 0:
+        return 0.0
+    cut = np.sort(scores)[::-1][min(k, len(scores)) - 1]
+    above, tied = scores > cut, scores == cut
+    return float(positive[above].sum() + (min(k, len(scores)) - above.sum()) * positive[tied].mean())
+
+
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """P(a positive scores above a negative), ties half (NaN ranks lowest); NaN without both."""
+    from scipy.stats import mannwhitneyu
+
+    scores = np.where(np.isnan(scores), -np.inf, scores.astype(float))
+    pos, neg = scores[positive], scores[~positive]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    if np.isinf(scores).any():  # ranks only matter: put -inf below every finite value
+        finite = scores[np.isfinite(scores)]
+        low = (finite.min() if len(finite) else 0.0) - 1.0
+        pos, neg = np.where(np.isinf(pos), low, pos), np.where(np.isinf(neg), low, neg)
+    return float(mannwhitneyu(pos, neg, alternative="two-sided").statistic / (len(pos) * len(neg)))
+
+
+def measure(detectors: dict[str, tuple[str, pd.Series]], key: pd.DataFrame, item_ids: list[str]) -> pd.DataFrame:
+    """One row per (detector, kind) and for ``all``: the columns of ``COLUMNS``. ``detectors``:
+    name -> (source, item_id -> score); ``key``: the planted rows (item_id, kind)."""
+    kind_of = dict(zip(key["item_id"], key["kind"]))
+    kinds = [k for k in KINDS if k in set(kind_of.values())] + ["all"]
+    planted = np.array([i in kind_of for i in item_ids])
+    rows = []
+    for name, (source, series) in detectors.items():
+        values = series.reindex(item_ids).to_numpy(dtype=float)
+        for kind in kinds:
+            positive = planted if kind == "all" else np.array([kind_of.get(i) == kind for i in item_ids])
+            pool = positive | ~planted
+            k = int(positive.sum())
+            hits = hits_at_k(values[pool], positive[pool], k)
+            rows.append({"detector": name, "source": source, "kind": kind, "k": k, "precision_at_k": hits / k,
+                         "recall_at_k": hits / k, "auroc": auroc(values[pool], positive[pool]),
+                         "unplanted_above": k - hits, "n": int(pool.sum())})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def read_key(path, root) -> pd.DataFrame:
+    """The key's planted rows; refused when it belongs to another workspace."""
+    key = schemas.read_checked(path, "plant-key", missing="key file not found")
+    with Workspace.open(root) as ws:
+        digest = items_digest(ws.items())
+    if key["items_digest"] != digest:
+        raise CurateError(f"{path}: this key belongs to another workspace (planted into {key['workspace']}); the "
+                          f"items of {root} are not the ones it was written for")
+    return pd.DataFrame(key["planted"], columns=["item_id", "row_index", "kind"])
+
+
+def evaluate_workspace(root, key, *, decisions=(), mode: str = D["mode"],
+                       normalization: str | None = D["normalization"]) -> tuple[pd.DataFrame, list[str]]:
+    """The table for every detector of workspace ``root`` (and of the `curate filter` output
+    folders ``decisions``), measured with ``key``; and notes on what was not measured."""
+    planted = read_key(key, root)
+    notes: list[str] = []
+    with Workspace.open(root) as ws:
+        items = ws.items()
+        detectors = score_detectors(ws, items, mode=mode, normalization=normalization, notes=notes)
+        detectors |= annotator_detectors(ws, items, notes=notes)
+    for folder in decisions:
+        detectors |= filter_detectors(Path(folder), items)
+    if not detectors:
+        raise CurateError(f"{root}: holds no scores, annotations or filter decisions to evaluate; score it "
+                          f"(`curate score`), annotate it, or give --decisions")
+    return measure(detectors, planted, [it["item_id"] for it in items]), notes
+
+
+def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalization, notes: list[str]) -> dict:
+    """The item-validity scores and the two-best baseline, from the models' scores in ``mode``."""
+    from scoring.store import open_scores, read_scores
+
+    formulation = ws.meta("formulation", "cloze")
+    with open_scores(ws.root) as sw:
+        scores = read_scores(sw, modes=[mode], formulations=[formulation])
+    if scores.empty:
+        notes.append(f"no scores in mode {mode} ({formulation}): no score detectors")
+        return {}
+    from curate.analyses.responses import response_matrix
+    from curate.analyses.suspects import suspects, two_best_baseline
+
+    responses = response_matrix(scores, items, mode=mode, formulation=formulation, normalization=normalization)
+    table = suspects(responses).set_index("item_id")
+    out = {name: ("scores", table[name].astype(float))
+           for name in ("label_error_score", "several_correct_score", "no_right_answer_score")}
+    out["two_best_baseline"] = ("scores", two_best_baseline(responses).astype(float))
+    return out
+
+
+def annotator_detectors(ws: Workspace, items: list[dict], *, notes: list[str]) -> dict:
+    """One detector per (annotator, measure) flag; an item the annotator did not judge is not flagged."""
+    from annotate.flags import item_flags
+    from annotate.store import open_annotations, read_annotations
+
+    with open_annotations(ws.root) as aw:
+        round1, round2 = read_annotations(aw, round=1), read_annotations(aw, round=2)
+    if round1.empty and round2.empty:
+        notes.append("no annotations: no annotator detectors")
+        return {}
+    gold = pd.Series({it["item_id"]: it["gold"] for it in items})
+    flags = item_flags(round1, round2, gold)
+    flags = flags[~flags["measure"].isin(NOT_PROBLEMS)]
+    out = {}
+    for (annotator, measure_), part in flags.groupby(["annotator", "measure"], sort=True):
+        out[f"{annotator}: {measure_}"] = ("annotator", part.groupby("item_id")["flagged"].max().astype(float)
+                                           .reindex(gold.index, fill_value=0.0))
+    return out
+
+
+def filter_detectors(folder: Path, items: list[dict]) -> dict:
+    """One detector per stage of a `curate filter` output folder: matched or not."""
+    from curate.demo import load_decisions
+
+    frame, stages = load_decisions(folder)
+    if sorted(frame["item_id"]) != sorted(it["item_id"] for it in items):
+        raise CurateError(f"{folder}: these filter decisions are not on this workspace's items; run `curate filter` "
+                          f"on the planted workspace")
+    matched = frame.set_index("item_id")["matched"]
+    return {f"filter {folder.name}: {stage}": ("filter", matched.map(lambda m, s=stage: float(s in list(m))))
+            for stage in stages}
