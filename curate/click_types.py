@@ -28,3 +28,15 @@ def end_of_run(summary: dict, what: str) -> None:
         click.echo(f"warning: {summary['failed']} {what} failed after retries (last: {summary['last_error']}); "
                    f"re-run to retry them", err=True)
         sys.exit(1)
+
+
+class DefaultGroup(click.Group):
+    """A command group whose first argument, when it names no subcommand, goes to the subcommand
+    ``default_command`` (`curate release WORKSPACE ...` is `curate release create WORKSPACE ...`)."""
+
+    default_command = ""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)

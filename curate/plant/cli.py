@@ -6,18 +6,16 @@ from pathlib import Path
 
 import click
 
+from curate.click_types import DefaultGroup
 from curate.options import click_options
 from curate.plant.options import EVALUATE, PLANT
 
 
-class PlantGroup(click.Group):
+class PlantGroup(DefaultGroup):
     """`curate plant SOURCE TARGET` plants (the ``new`` command); `curate plant evaluate`
-    measures. A first argument that names no subcommand goes to ``new``."""
+    measures."""
 
-    def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
-            args = ["new", *args]
-        return super().parse_args(ctx, args)
+    default_command = "new"
 
 
 @click.group("plant", cls=PlantGroup)

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import click
 
+from curate.click_types import DefaultGroup
 
-class ReleaseGroup(click.Group):
+
+class ReleaseGroup(DefaultGroup):
     """`curate release WORKSPACE ...` makes a release; `verify` and `diff` are subcommands."""
 
-    def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
-            args = ["create", *args]
-        return super().parse_args(ctx, args)
+    default_command = "create"
 
 
 @click.group("release", cls=ReleaseGroup)
