@@ -239,3 +239,50 @@ def test_evaluate_filter_stages_and_annotators_against_an_independent_count(demo
     assert len(gold_moves) == 4
     text = run_cli("plant", "evaluate", dst, "--key", dst.with_name("p.plant-key.json")).stdout
     assert "note: no scores in mode full" in text and "oracle: wrong_gold" in text
+
+
+def seed_model_scores(root, n_models: int = 10, seed: int = 0) -> None:
+    """Ten models' option scores, each preferring the gold by its own margin (the strongest
+    most), with noise: a stand-in for the study's models on the demo."""
+    from scoring.store import add_run, write_scores
+
+    rng = np.random.default_rng(seed)
+    with open_scores(root) as w, w.transaction():
+        items = w.items()
+        for m, skill in enumerate(np.linspace(0.2, 4.0, n_models)):
+            run_id = f"t-m{m}"
+            add_run(w, run_id=run_id, model=f"m{m}", origin="imported:test", info={})
+            write_scores(w, [{"model": f"m{m}", "mode": "full", "item_id": it["item_id"], "option_index": j,
+                              "logprob_sum": float(rng.normal() + skill * (j == it["gold"])), "n_tokens": 5,
+                              "n_chars": len(o), "n_bytes": len(o.encode()), "content_hash": it["content_hash"],
+                              "run_id": run_id} for it in items for j, o in enumerate(it["options"])])
+
+
+def test_evaluate_the_item_validity_scores_against_an_independent_count(demo_ws, tmp_path):
+    """Gold moves planted in a demo scored by ten stand-in models: evaluate's row for each
+    suspects score equals scikit-learn's AUROC and a sort-and-count precision@k of the same
+    scores, and the label-error score finds the moved golds."""
+    from curate.analyses.responses import response_matrix
+    from curate.analyses.suspects import suspects, two_best_baseline
+
+    src = copy_ws(demo_ws, tmp_path / "src")
+    seed_model_scores(src)
+    dst = tmp_path / "p"
+    plant(src, dst, "--kinds", "gold_move", "--rate", "0.1", "--seed", "2")
+    proc = run_cli("plant", "evaluate", dst, "--key", tmp_path / "p.plant-key.json", "--json")
+    rows = pd.DataFrame(json.loads(proc.stdout)["rows"]).set_index(["detector", "kind"])
+    moved = {p["item_id"] for p in key_of(dst)["planted"]}
+    with open_scores(dst) as w:
+        responses = response_matrix(read_scores(w, modes=["full"]), w.items())
+    table = suspects(responses).set_index("item_id")
+    scores = {name: table[name] for name in ("label_error_score", "several_correct_score", "no_right_answer_score")}
+    scores["two_best_baseline"] = two_best_baseline(responses)
+    for name, series in scores.items():
+        positive = np.array([i in moved for i in series.index])
+        top = series.sort_values(ascending=False).index[:len(moved)]
+        for kind in ("gold_move", "all"):
+            row = rows.loc[(name, kind)]
+            assert row["k"] == 4 and row["n"] == 40
+            assert row["auroc"] == pytest.approx(roc_auc_score(positive, series.to_numpy()), abs=1e-12)
+            assert row["precision_at_k"] == pytest.approx(len(set(top) & moved) / 4)
+    assert rows.loc[("label_error_score", "gold_move"), "auroc"] >= 0.9
