@@ -67,7 +67,7 @@ def test_local_release_writes_source_format_card_and_manifest(small, tmp_path):
     on_disk = json.loads((folder / "manifest.json").read_text())
     assert on_disk["rules"]["content"] == RULES_A
     assert on_disk["source"]["provenance"]["sha256"].startswith("sha256:")
-    assert set(on_disk["files"]) == {"README.md", "data/validation-00000-of-00001.parquet",
+    assert set(on_disk["files"]) == {"README.md", "croissant.json", "data/validation-00000-of-00001.parquet",
                                      "lm_eval_task/hs-small.yaml", "lm_eval_task/utils.py"}
     assert verify_release(str(folder)) == []
 
@@ -196,7 +196,9 @@ def test_git_target_makes_one_commit_and_a_tag(small, tmp_path):
     assert git(repo, "rev-list", "--count", "HEAD") == "1"
     assert git(repo, "rev-parse", "hs-small-v0.1.0^{commit}") == git(repo, "rev-parse", "HEAD")
     committed = git(repo, "show", "--name-only", "--format=", "HEAD").splitlines()
-    assert sorted(committed) == ["hs-small/0.1.0/README.md", "hs-small/0.1.0/data/validation-00000-of-00001.parquet",
+    assert sorted(committed) == ["hs-small/0.1.0/README.md", "hs-small/0.1.0/croissant.json",
+                                 "hs-small/0.1.0/data/validation-00000-of-00001.parquet",
+                                 "hs-small/0.1.0/lm_eval_task/hs-small.yaml", "hs-small/0.1.0/lm_eval_task/utils.py",
                                  "hs-small/0.1.0/manifest.json"]
     assert "?? notes.txt" in git(repo, "status", "--porcelain")
     # Verify what the tag holds (git archive), not the work tree.

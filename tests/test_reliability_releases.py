@@ -254,7 +254,9 @@ def test_git_release_commits_the_data_file_a_gitignore_matches(small, tmp_path):
     git(repo, "commit", "-qm", "ignore parquet files")
     git_release(small, repo)
     committed = git(repo, "ls-tree", "-r", "--name-only", "hs-small-v0.1.0", "--", "hs-small").splitlines()
-    assert committed == ["hs-small/0.1.0/README.md", "hs-small/0.1.0/data/validation-00000-of-00001.parquet",
+    assert committed == ["hs-small/0.1.0/README.md", "hs-small/0.1.0/croissant.json",
+                         "hs-small/0.1.0/data/validation-00000-of-00001.parquet",
+                         "hs-small/0.1.0/lm_eval_task/hs-small.yaml", "hs-small/0.1.0/lm_eval_task/utils.py",
                          "hs-small/0.1.0/manifest.json"]
     assert run_cli("release", "verify", f"git:{repo}", "--name", "hs-small", "--version", "0.1.0").stdout.startswith("OK")
 

@@ -60,6 +60,13 @@ def source_text(provenance: dict) -> tuple[str, str]:
     return text, arg
 
 
+def source_hub_id(source: dict) -> str | None:
+    """The Hub dataset a release's source is (or is a copy of), or the benchmark's own."""
+    provenance = source["provenance"]
+    return ((provenance.get("copy_of") or {}).get("repo_id") or provenance.get("repo_id")
+            or BENCHMARKS.get(source["benchmark"], {}).get("hub_id"))
+
+
 def table_cell(text: str) -> str:
     """``text`` fit for one cell of a Markdown table: a ``|`` would start a new cell and a line
     break end the row, so they are escaped and joined."""
@@ -82,8 +89,7 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
         "configs": [{"config_name": "default",
                      "data_files": [{"split": split, "path": path} for split, path in data_files.items()]}],
     }
-    hub_id = (src["provenance"].get("copy_of") or {}).get("repo_id") or src["provenance"].get("repo_id") \
-        or known.get("hub_id")
+    hub_id = source_hub_id(src)
     if hub_id:
         meta["source_datasets"] = [hub_id]
     header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).strip()

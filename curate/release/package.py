@@ -25,6 +25,7 @@ from curate.filter.inputs import changed_inputs
 from curate.items import sha256_text
 from curate.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
 from curate.release.card import dataset_card, license_for
+from curate.release.croissant import CROISSANT, croissant, croissant_json
 from curate.release.lm_eval_task import write_task
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
 from curate.sources import bytes_sha256, public_provenance
@@ -157,12 +158,13 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         "tokenizers": [_without_local_paths(t) for t in summary["inputs"]["tokenizers"]],
         "generation_runs": [_without_local_paths(g) for g in summary["inputs"].get("generation_runs", [])],
         **({"changelog": changelog.strip()} if changelog and changelog.strip() else {}),
-        "formats": {"lm_eval_task": lm_eval_task},
+        "formats": {"lm_eval_task": lm_eval_task, "croissant": CROISSANT},
         "kept": decisions.loc[decisions["kept"], "item_id"].tolist(),
         "removed": dict(zip(removed["item_id"], removed["matched"])),
         "files": {},
     }
     write_text(folder / "README.md", dataset_card(manifest, {split: data_path}))
+    write_text(folder / CROISSANT, croissant_json(croissant(manifest, folder, data_path)))
     manifest["files"] = hash_files(folder)
     manifest["content_sha256"] = content_digest(manifest)
     problems = schemas.errors("manifest", manifest)
