@@ -256,3 +256,18 @@ def test_length_bias_in_smollm2_tokens(paper_ws, tmp_path):
     assert row["acc_longest"] == pytest.approx(0.72, abs=0.015) and row["acc_other"] == pytest.approx(0.59, abs=0.01)
     spread = L["spread"]["context+option (full-mode context)"][0]
     assert spread["above_0.3"] == pytest.approx(802, rel=0.05)  # the study: 802 items (Llama tokens)
+
+
+def test_items_most_likely_broken_of_the_study(paper_report):
+    """The item-validity signals on all of HellaSwag with the study's ten models (full mode,
+    seq_mean), as docs/report.md quotes them; the top suspects have their pages."""
+    out, m = paper_report
+    s = m["suspects"]
+    assert (s["mode"], s["normalization"], len(s["models"]), s["n_items"]) == ("full", "seq_mean", 10, 10042)
+    assert {r["signal"]: r["items"] for r in s["signals"]} == {
+        "label error": 371, "several correct": 334, "no right answer": 148, "negative discrimination": 230, "easy": 10}
+    top = s["top"][0]
+    assert (top["item_id"], top["gold"], top["suspected_option"]) == ("hellaswag/validation/1845", 1, 0)
+    assert len(top["evidence"]["models"]) == 10 and all((out / r["page"]).is_file() for r in s["top"])
+    stats = pd.read_csv(out / s["stats_file"])
+    assert len(stats) == 10042 and (stats["label_error_score"] > np.log(9)).sum() == 371

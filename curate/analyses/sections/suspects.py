@@ -128,6 +128,7 @@ def findings(m: dict) -> list:
     top = [(r["item_id"], r["page"], _note(r)) for r in s["top"][:FIRST_SCREEN]
            if r["label_error_score"] > label["cut"]]
     return flags + [Items(top), Sentence(
-        f"{label['items']} items ({percent(label['items'], s['n_items'])}) look mislabelled: the {len(s['models'])} "
-        f"models' pooled evidence favours another option at odds above 9 to 1" + (
+        f"{label['items']} items ({percent(label['items'], s['n_items'])}) look mislabelled: "
+        + (f"the {len(s['models'])} models' pooled evidence" if len(s["models"]) > 1 else "the one model's evidence")
+        + " favours another option at odds above 9 to 1" + (
             "; the likeliest are listed below, with their pages." if top else "."))]
