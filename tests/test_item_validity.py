@@ -195,3 +195,30 @@ def test_response_matrix_keeps_shot_counts_apart_and_names_what_it_leaves_out():
     from curate.errors import CurateError
     with pytest.raises(CurateError, match="no scores for model 'x'"):
         response_matrix(frame, items, models=["x"])
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("n_models", [1, 2, 3])
+def test_few_models_give_finite_statistics(n_models):
+    """Two models with the same number right started at equal abilities, and the rescaling to
+    sd 1 divided by their ~0 spread until b overflowed to NaN."""
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, 4, size=(n_models, 7))
+    picks[:, 0] = 0
+    if n_models == 2:
+        picks[0, 1:] = [1, 1, 1, 1, 0, 1]  # each model right on 2 of the 7 items
+        picks[1, 1:] = [1, 0, 1, 1, 0, 1]
+    r = _tiny_responses(picks, np.zeros(7, dtype=int))
+    stats = item_statistics(r)
+    cols = ["difficulty", "irt_a", "irt_b", "irt_a_se", "irt_b_se", "infit", "outfit"]
+    assert np.isfinite(stats[cols].to_numpy(float)).all()
+    assert np.isfinite(suspects(r, stats)["label_error_score"]).all()
+
+
+def test_2pl_converges_on_the_study_models(slice_responses):
+    """HellaSwag's ten study models: items only some weak models get right have a flat,
+    non-concave posterior in (a, b), where unchecked Fisher-scoring steps jumped between two modes
+    for ever (200 sweeps, not converged)."""
+    fit = fit_2pl(slice_responses.correct)
+    assert fit.converged
+    assert np.corrcoef(fit.theta, slice_responses.correct.mean(axis=1))[0, 1] > 0.95
