@@ -97,6 +97,8 @@ class Scoring:
     imports: tuple[ScoreImport, ...] = ()  # run before the models are scored
     max_memory: str | None = SCORE_DEFAULTS["max_memory"]  # with device auto: where the model may go
     self_check: int = SCORE_DEFAULTS["self_check"]  # items also scored by the model's own forward
+    fewshot: str = SCORE_DEFAULTS["fewshot"]  # shot counts, "0,5" (curate.fewshot)
+    fewshot_pool: str | None = SCORE_DEFAULTS["fewshot_pool"]  # a few-shot split file, or "evaluated"
 
 
 @dataclass(frozen=True)
@@ -286,9 +288,11 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     scoring = None
     if s:
         imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
+        given = _given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check", "fewshot", "fewshot_pool")
+        if given.get("fewshot_pool") not in (None, "evaluated"):  # a file, relative to the config
+            given["fewshot_pool"] = str((here / given["fewshot_pool"]).resolve())
         scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),
-                          tuple(s["formulations"]) if "formulations" in s else None, imports=imports,
-                          **_given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check"))
+                          tuple(s["formulations"]) if "formulations" in s else None, imports=imports, **given)
     release = None
     if r:
         [(kind, target)] = r["target"].items()

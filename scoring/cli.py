@@ -54,7 +54,7 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
 @click_options(SCORE)
 def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
-          no_seq_mean, self_check, replace, quiet):
+          no_seq_mean, self_check, replace, quiet, fewshot, fewshot_pool):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.models import emulated_half
     from scoring.run import score_workspace, verify_batch_invariance
@@ -66,13 +66,14 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
                               limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
                               replace=replace, formulations=formulations, self_check_items=self_check,
-                              max_memory=max_memory)
+                              max_memory=max_memory, fewshot=fewshot, fewshot_pool=fewshot_pool)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""
     if summary["replaced_rows"]:
         click.echo(f"replaced: deleted {summary['replaced_rows']} stored score rows of {summary['label']!r}")
-    click.echo(f"scored {summary['label']} [{dtype}, {device}, {', '.join(summary['formulations'])}]{who}: "
+    shots = "" if summary["fewshot"] == [0] else f", {','.join(map(str, summary['fewshot']))}-shot"
+    click.echo(f"scored {summary['label']} [{dtype}, {device}, {', '.join(summary['formulations'])}{shots}]{who}: "
                f"{summary['computed']} item-modes computed, "
                f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
                f"(run {summary['run_id']})")

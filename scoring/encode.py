@@ -69,6 +69,7 @@ class Unit:
     n_tokens: list[int] = field(default_factory=list)       # per option (lm-eval continuation)
     seq_len: list[int] = field(default_factory=list)        # per option: len(tokenizer(ctx+delim+opt))
     formulation: str = "cloze"
+    fewshot: int = 0                                        # shots in its context (curate.fewshot)
 
     @property
     def n_input(self) -> int:
@@ -120,6 +121,7 @@ class Spec(NamedTuple):
     options: list[str]
     delimiter: str = " "
     formulation: str = "cloze"
+    fewshot: int = 0
 
 
 def per_option(context: str | list[str], n: int) -> list[str]:
@@ -146,7 +148,8 @@ def build_units(tokenizer, specs, *, max_length: int, seq_mean: bool = True, chu
         for special in (True, False):
             encoder.prefetch([s for s, sp in wanted if sp == special], special)
         units += [build_unit(encoder, s.item_index, s.mode, s.context, s.options, max_length=max_length,
-                             seq_mean=seq_mean, delimiter=s.delimiter, formulation=s.formulation) for s in part]
+                             seq_mean=seq_mean, delimiter=s.delimiter, formulation=s.formulation, fewshot=s.fewshot)
+                  for s in part]
     return units
 
 
@@ -172,14 +175,15 @@ def encode_pair(encode, context: str, continuation: str) -> tuple[list[int], lis
 
 
 def build_unit(encode, item_index: int, mode: str, context: str | list[str], options: list[str], *,
-               max_length: int, seq_mean: bool = True, delimiter: str = " ", formulation: str = "cloze") -> Unit:
+               max_length: int, seq_mean: bool = True, delimiter: str = " ", formulation: str = "cloze",
+               fewshot: int = 0) -> Unit:
     """The requests that score every option of one item in one mode and formulation: option j
     is ``delimiter + options[j]`` after ``context`` (or after ``context[j]``, one per option).
     ``encode``: an Encoder or a tokenizer."""
     if not isinstance(encode, Encoder):
         encode = Encoder(encode)
     contexts = per_option(context, len(options))
-    unit = Unit(item_index, mode, options, formulation=formulation)
+    unit = Unit(item_index, mode, options, formulation=formulation, fewshot=fewshot)
     groups: dict[tuple, Request] = {}
     pairs = []
     for j, (context, option) in enumerate(zip(contexts, options)):

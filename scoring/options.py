@@ -7,8 +7,31 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import click
+
 from curate.options import Option, defaults
 from scoring.models import DTYPES
+
+SHOTS_PATTERN = "^ *[0-9]+ *(, *[0-9]+ *)*$"
+
+
+def shot_counts(value) -> list[int]:
+    """The shot counts a ``--fewshot`` value names ("0,5", 5 or [0, 5]), each once, in order."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        if not all(p.isdigit() for p in parts):
+            raise ValueError(f"--fewshot {value!r}: expected shot counts such as 0 or 0,5")
+        value = [int(p) for p in parts]
+    return sorted(set(int(k) for k in value))
+
+
+def _shots(ctx, param, value):
+    try:
+        return shot_counts(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 SCORE = [
     Option("dtype", choices=DTYPES, default="float32", config=""),
@@ -31,6 +54,17 @@ SCORE = [
            help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
                 "(without it such a run is refused)."),
     Option("quiet", bool, False, help="No progress bar.", aliases=("--no-progress",)),
+    Option("fewshot", default="0", pattern=SHOTS_PATTERN, callback=_shots, metavar="K[,K...]",
+           help="Shot counts: each item is also scored after K worked examples, built as lm-eval 0.4.13 "
+                "builds them (e.g. 0,5); scores are kept per K.",
+           config="Shot counts, comma-separated (e.g. '0,5'): each item scored after K examples as lm-eval builds "
+                  "them; scores are kept per K."),
+    Option("fewshot_pool", metavar="FILE|evaluated",
+           help="Where the shots come from: a file of the benchmark's few-shot split, or 'evaluated' (the "
+                "workspace's items, each left out of its own shots) [default: the split's file beside the "
+                "workspace's source].",
+           config="A file of the benchmark's few-shot split, or 'evaluated' (the workspace's own items, each left "
+                  "out of its own shots); absent: the split's file beside the workspace's source."),
 ]
 
 DEFAULTS = defaults(SCORE)

@@ -1,9 +1,11 @@
 """Scoring a workspace: what is still to do, in length-sorted batches, committed batch by batch.
 
 A stored score is reused when its content key matches: model hash, tokenizer hash, dtype, the
-engine version (``scoring.ENGINE_VERSION``), mode, formulation and the item's content hash (all
+engine version (``scoring.ENGINE_VERSION``), mode, formulation, shot count (and for k shots the
+few-shot pool and settings, ``curate.fewshot_pool.pool_key``) and the item's content hash (all
 options of an item are written in one transaction, so an item is either complete or absent).
-What each (item, mode, formulation) scores comes from ``curate.formulations``. A label holds one
+What each (item, mode, formulation) scores comes from ``curate.formulations``; its k-shot
+context from ``curate.fewshot``, as lm-eval builds it. A label holds one
 model's scores in one dtype: a run that would store another model, tokenizer or dtype under a
 label that has scores is refused unless ``replace`` deletes them first (``store.check_label``).
 Each batch commits on its own, so a killed run loses only the batch in flight and a second
@@ -21,15 +23,17 @@ import time
 import uuid
 from contextlib import nullcontext
 
+from curate import fewshot as shots_of
 from curate import formulations as forms
 from curate.errors import CurateError
+from curate.fewshot_pool import pool_key, resolve_pool
 from curate.items import MODES, canonical_json, sha256_text
 from curate.store import Workspace
 from scoring import ENGINE_VERSION
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.models import DTYPES, check_device, load, placement, resolve
-from scoring.options import DEFAULTS
+from scoring.options import DEFAULTS, shot_counts
 from scoring.self_check import self_check
 from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
                            write_scores)
@@ -58,22 +62,25 @@ def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = Tr
                     formulation: str = "cloze", fewshot: int = 0) -> set[str]:
     """Items of (label, mode, formulation, fewshot) whose stored scores have this content key (and a
     seq_mean, when one is wanted: a run with --no-seq-mean leaves it empty). Scores of another
-    engine version are not reused."""
+    engine version, or k-shot scores from another few-shot pool (``key["fewshot_key"]``), are
+    not reused."""
     rows = ws.conn.execute(
         "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine, "
-        "coalesce(json_extract(r.info_json, '$.seq_mean'), 1) "
+        "coalesce(json_extract(r.info_json, '$.seq_mean'), 1), json_extract(r.info_json, '$.fewshot_key') "
         "FROM scores s JOIN score_runs r USING (run_id) WHERE s.model = ? AND s.mode = ? AND s.formulation = ? "
         "AND s.fewshot = ? GROUP BY s.item_id, s.run_id", (label, mode, formulation, fewshot))
     hashes = {it: h for it, h in ws.conn.execute("SELECT item_id, content_hash FROM items")}
     wanted = (key["model_hash"], key["tokenizer_hash"], key["dtype"], key["engine"])
-    return {item_id for item_id, content, mh, th, dt, engine, has_seq_mean in rows
-            if content == hashes.get(item_id) and (has_seq_mean or not seq_mean) and (mh, th, dt, engine) == wanted}
+    pool = key.get("fewshot_key") if fewshot else None
+    return {item_id for item_id, content, mh, th, dt, engine, has_seq_mean, fk in rows
+            if content == hashes.get(item_id) and (has_seq_mean or not seq_mean) and (mh, th, dt, engine) == wanted
+            and (not fewshot or fk == pool)}
 
 
 def batches(units: list[Unit], batch_tokens: int) -> list[list[Unit]]:
     """Longest first (memory peaks show up at once; the ETA errs long), each batch's rows x
     longest row within ``batch_tokens`` (a unit never splits)."""
-    ordered = sorted(units, key=lambda u: (-u.max_row, u.item_index, u.mode, u.formulation))
+    ordered = sorted(units, key=lambda u: (-u.max_row, u.item_index, u.mode, u.formulation, u.fewshot))
     out, current, rows, longest = [], [], 0, 0
     for unit in ordered:
         n_rows, new_longest = rows + len(unit.requests), max(longest, unit.max_row)
@@ -101,7 +108,8 @@ def assemble(unit: Unit, results, item: dict, *, label: str, run_id: str) -> lis
     for j, option in enumerate(unit.options):
         predicted = (unit.seq_len[j] - 1) if unit.seq_len else 0
         rows.append({
-            "model": label, "mode": unit.mode, "formulation": unit.formulation, "item_id": item["item_id"],
+            "model": label, "mode": unit.mode, "formulation": unit.formulation, "fewshot": unit.fewshot,
+            "item_id": item["item_id"],
             "option_index": j,
             "logprob_sum": logprob[j], "n_tokens": unit.n_tokens[j], "n_chars": len(option),
             "n_bytes": len(option.encode("utf-8")), "is_greedy": int(greedy[j]),
@@ -157,10 +165,32 @@ def item_formulations(item: dict, wanted) -> list[str]:
     return out
 
 
-def unit_spec(index: int, item: dict, mode: str, formulation: str) -> Spec:
-    """What ``build_units`` needs to score ``item`` (the ``index``-th) in ``mode`` and ``formulation``."""
+def unit_spec(index: int, item: dict, mode: str, formulation: str, shots: list[dict] = (),
+              settings: shots_of.Settings | None = None) -> Spec:
+    """What ``build_units`` needs to score ``item`` (the ``index``-th) in ``mode`` and
+    ``formulation``, after ``shots`` (k worked examples, ``curate.fewshot``) when given."""
     s = forms.scored(item, mode, formulation)
-    return Spec(index, mode, s.contexts, s.continuations, s.delimiter, formulation)
+    if shots:
+        s = shots_of.with_shots(s, item, list(shots), formulation, settings)
+    return Spec(index, mode, s.contexts, s.continuations, s.delimiter, formulation, len(shots))
+
+
+def unit_key(unit) -> tuple:
+    return unit.item_index, unit.mode, unit.formulation, unit.fewshot
+
+
+def fewshot_plan(ws, items: list[dict], counts: list[int], pool: str | None) -> tuple[dict, object, dict]:
+    """({k: each item's shots} for every k in ``counts``, the settings, what the run records).
+    Shots are drawn over every item in order (lm-eval's generator runs item after item), so a
+    process of a data-parallel run gets the same shots as a single process would."""
+    if not any(counts):
+        return {0: [()] * len(items)}, None, {}
+    docs, settings, where = resolve_pool(ws, pool)
+    plan = {k: shots_of.sample_shots(items, docs, k, settings) if k else [()] * len(items) for k in counts}
+    info = {"fewshot_pool": where, "fewshot_pool_items": len(docs), "fewshot_split": settings.split,
+            "fewshot_sampler": settings.sampler, "fewshot_seed": settings.seed,
+            "fewshot_leaves_item_out": settings.passes_eval_doc, "fewshot_key": pool_key(docs, settings, where)}
+    return plan, settings, info
 
 
 def distributed(device: str):
@@ -197,7 +227,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                     limit: int | None = DEFAULTS["limit"], show_progress: bool = True,
                     label: str | None = None, seq_mean: bool = True, replace: bool = DEFAULTS["replace"],
                     formulations: list[str] | None = None, self_check_items: int = DEFAULTS["self_check"],
-                    max_memory=DEFAULTS["max_memory"]) -> dict:
+                    max_memory=DEFAULTS["max_memory"], fewshot=DEFAULTS["fewshot"],
+                    fewshot_pool: str | None = DEFAULTS["fewshot_pool"]) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
     ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
 
@@ -206,6 +237,10 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     label's modes) first. ``seq_mean=False``
     skips the study's whole-sequence mean (it needs every context token's log-probability, so
     it costs extra output-projection work): only lm-eval's numbers are computed.
+
+    ``fewshot`` (shot counts, "0,5" or a list) scores each item after k worked examples as well,
+    built as lm-eval builds them (``curate.fewshot``), from ``fewshot_pool``
+    (``curate.fewshot_pool``); scores are stored per shot count.
 
     Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
     that fit one batch) are also scored by the model's own plain forward
@@ -219,6 +254,10 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     from tqdm import tqdm
 
     modes = list(dict.fromkeys(modes))  # `--modes full,full` scores full once
+    try:
+        counts = shot_counts(fewshot)
+    except ValueError as exc:
+        raise CurateError(str(exc)) from None
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
@@ -239,7 +278,9 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     # written; the first process creates the score tables while the others wait (two processes
     # must not run one migration), and holds the lock that keeps a second run on this label out
     # (curate.lock) until it returns.
-    Workspace.open(root).close()
+    with Workspace.open(root) as early:  # a missing few-shot pool is refused before the model loads
+        items = early.items()[:limit] if limit else early.items()
+        shots, settings, fewshot_info = fewshot_plan(early, items, counts, fewshot_pool)
     ref = resolve(model)
     lock = label_lock(root, label or model, command="score") if rank == 0 else nullcontext()
     if rank == 0:
@@ -262,13 +303,13 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     run_id = shared_run_id(state)
     ws = open_scores(root)
     try:
-        items = ws.items()[:limit] if limit else ws.items()
         formulations = list(formulations or [ws.meta("formulation", "cloze")])
         for name in formulations:
             if not any(item_formulations(it, [name]) for it in items):
                 most = max((len(it["options"]) for it in items), default=0)
                 raise CurateError(f"formulation {name!r} applies to no item: a rotation letters+rK needs more than K "
                                   f"options, and these items have at most {most}")
+        key["fewshot_key"] = fewshot_info.get("fewshot_key")
         mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
         # A label holding another source's scores is refused now, or (``replace``) all its rows
         # will be deleted, so none of them counts as done.
@@ -279,25 +320,26 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
         units, done = [], {}
-        for mode in modes:
-            for i in mine:
-                for f in item_formulations(items[i], formulations):
-                    if (mode, f) not in done:
-                        done[mode, f] = set() if stale else cached_item_ids(ws, label, mode, key, seq_mean=seq_mean,
-                                                                            formulation=f)
-                    units.append((i, mode, f, items[i]["item_id"] not in done[mode, f]))
+        for k in counts:
+            for mode in modes:
+                for i in mine:
+                    for f in item_formulations(items[i], formulations):
+                        if (mode, f, k) not in done:
+                            done[mode, f, k] = set() if stale else cached_item_ids(
+                                ws, label, mode, key, seq_mean=seq_mean, formulation=f, fewshot=k)
+                        units.append((i, mode, f, k, items[i]["item_id"] not in done[mode, f, k]))
         plan, checked = [], {"items": 0, "note": "nothing to compute"}
-        missing = {(i, mode, f) for i, mode, f, todo in units if todo}
+        missing = {(i, mode, f, k) for i, mode, f, k, todo in units if todo}
         if missing:
-            built = build_units(tokenizer, [unit_spec(i, items[i], mode, f) for i, mode, f, _ in units],
-                                max_length=limit_len, seq_mean=seq_mean)
-            plan = [b for b in batches(built, batch_tokens)
-                    if any((u.item_index, u.mode, u.formulation) in missing for u in b)]
+            specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in units]
+            built = build_units(tokenizer, specs, max_length=limit_len, seq_mean=seq_mean)
+            plan = [b for b in batches(built, batch_tokens) if any(unit_key(u) in missing for u in b)]
             planned = [u for b in plan for u in b]
             refuse_unscorable(lm, planned, items, limit_len)
             refuse_inexact(lm, planned, items)
             checked = self_check(lm, planned, dtype, items=self_check_items, batch_tokens=batch_tokens, pad_id=pad_id,
-                                 names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, {u.formulation})")
+                                 names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, {u.formulation}"
+                                                 + (f", {u.fewshot}-shot)" if u.fewshot else ")"))
         # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
         # the label's scores and the others wait for it before they write.
         replaced = 0
@@ -307,10 +349,11 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
                     tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
+                          "formulations": formulations, "fewshot": counts, "batch_tokens": batch_tokens, "limit": limit,
                           "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
                           "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
-                          "self_check": checked, "device_map": placement(lm), "max_memory": max_memory})
+                          "self_check": checked, "device_map": placement(lm), "max_memory": max_memory,
+                          "fewshot": counts, **fewshot_info})
         if replace and state is not None:
             state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
@@ -324,7 +367,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             for unit in batch:
                 # A unit stored already keeps its row: rewritten, a --no-seq-mean run would empty
                 # its seq_mean, and its numbers are this engine's either way.
-                if (unit.item_index, unit.mode, unit.formulation) in missing:
+                if unit_key(unit) in missing:
                     rows += assemble(unit, results[k:k + len(unit.requests)], items[unit.item_index],
                                      label=label, run_id=run_id)
                     fresh += 1
