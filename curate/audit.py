@@ -157,15 +157,16 @@ def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
 
 
 def score_stage(cfg: AuditConfig) -> list[Outcome]:
+    from scoring.imports import get
     from scoring.run import score_workspace
-    from scoring.study_csv import import_study_csv, imported
 
     sc, outcomes = cfg.scoring, []
-    for imp in sc.imports:  # format study-csv, the only one the schema allows
-        if imported(cfg.workspace, imp.dir):
+    for imp in sc.imports:  # a format of scoring.imports, as the schema allows
+        fmt = get(imp.format)
+        if fmt.imported(cfg.workspace, [imp.dir]):
             outcomes.append(Outcome("score", "skipped", f"{imp.format} scores from {imp.dir} already imported"))
             continue
-        summary = import_study_csv(cfg.workspace, imp.dir)
+        summary = fmt.import_scores(cfg.workspace, [imp.dir], progress=False)
         pairs = sorted({(r["model"], r["mode"]) for r in summary})
         outcomes.append(Outcome("score", "ran", f"imported {imp.format} scores from {imp.dir}: {len(pairs)} "
                                 f"model-modes of {len({m for m, _ in pairs})} models", {"imported": summary}))

@@ -47,7 +47,7 @@ def default_formulation_of(cfg: AuditConfig) -> str:
 
 
 def supply(cfg: AuditConfig) -> Supply:
-    from scoring.study_csv import group_files
+    from scoring.imports import get
 
     out = stored(cfg.workspace / DB_NAME)
     for i, a in enumerate(cfg.annotators):
@@ -55,8 +55,9 @@ def supply(cfg: AuditConfig) -> Supply:
             out.annotations.setdefault((a.annotator, rnd), f"annotators[{i}]")
     if cfg.scoring:
         for i, imp in enumerate(cfg.scoring.imports):
-            for (model, mode), columns in group_files(imp.dir).items():  # the study's scores are cloze
-                out.add_scores(model, mode, "cloze", columns, f"scoring.imports[{i}]")
+            supplied = get(imp.format).supplies([imp.dir], default_formulation_of(cfg))
+            for (model, mode, formulation), normalizations in supplied.items():
+                out.add_scores(model, mode, formulation, normalizations, f"scoring.imports[{i}]")
         for model in cfg.scoring.models:
             for mode in cfg.scoring.modes:
                 for formulation in cfg.scoring.formulations or (default_formulation_of(cfg),):

@@ -4,6 +4,8 @@
   (``curate.filter.kinds.rules_schema``; `curate filter` validates against that, not the file).
 - the built-in benchmark list of ``schemas/audit.schema.json`` (``benchmark.adapter``): the
   adapters' registry (``curate.adapters.known``), the list `curate init --benchmark` offers.
+- the score import formats of ``schemas/audit.schema.json`` (``score_import.format``): the
+  registry ``scoring.imports``, the choices `curate import-scores --format` offers.
 - the stage options of ``schemas/audit.schema.json`` (``scoring``'s dtype, device, ...): each
   stage's option table (``STAGES``; ``curate.options.schema_properties``).
 
@@ -29,6 +31,7 @@ def expected() -> dict[Path, str]:
     from curate.filter.kinds import rules_schema
 
     audit = with_options(with_benchmarks(AUDIT.read_text(encoding="utf-8"), known()), stage_options())
+    audit = with_import_formats(audit)
     return {RULES: dump(rules_schema()) + "\n", AUDIT: audit}
 
 
@@ -62,6 +65,19 @@ def with_benchmarks(text: str, names: list[str]) -> str:
     if text.count(old) != 1:
         raise SystemExit(f"{AUDIT}: benchmark.adapter's enum is not written as one line {old}")
     return text.replace(old, json.dumps(list(names)))
+
+
+def with_import_formats(text: str) -> str:
+    """The audit schema's text with ``score_import.format`` listing the import formats of
+    ``scoring.imports`` (each one's description), the rest of the file exactly as it is."""
+    from scoring.imports import get, names
+
+    written = json.loads(text)["$defs"]["score_import"]["properties"]["format"]
+    old = f'"format": {json.dumps(written)}'
+    if text.count(old) != 1:
+        raise SystemExit(f"{AUDIT}: $defs.score_import.format is not written once as one line {old}")
+    new = {"description": " ".join(f"{n}: {get(n).DESCRIPTION}." for n in names()), "enum": names()}
+    return text.replace(old, f'"format": {json.dumps(new)}')
 
 
 def with_options(text: str, sections: dict[str, list]) -> str:

@@ -154,7 +154,7 @@ BAD = [
     ("models without modes", _delete("scoring", "modes"), "scoring", "'modes' is a dependency of 'models'"),
     ("nothing to score", _set("scoring", {"dtype": "float32"}), "scoring", "give models (with modes) to score, imports"),
     ("unknown import format", _set("scoring", "imports", [{"format": "lm-eval", "dir": "x"}]),
-     "scoring.imports[0].format", "'lm-eval' is not one of ['study-csv']"),
+     "scoring.imports[0].format", "'lm-eval' is not one of ['lm-eval-samples', 'study-csv']"),
     ("import without dir", _set("scoring", "imports", [{"format": "study-csv"}]), "scoring.imports[0].dir",
      "missing (required)"),
     ("import dir missing", _set("scoring", "imports", [{"format": "study-csv", "dir": "no/scores"}]),
