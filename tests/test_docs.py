@@ -1,0 +1,56 @@
+"""The documentation: the site builds strictly, the README stays a short guide, and every test or
+benchmark the docs cite as evidence exists (so a claim cannot outlive the test that shows it)."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+# A repository path named as evidence: tests/..., benchmarks/... (not ../shared/data/benchmarks/...).
+CITED_PATH = re.compile(r"(?<![\w./-])((?:tests|benchmarks)/[\w./*-]*\w)")
+CITED_TEST = re.compile(r"`(test_\w+)")
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """`mkdocs build --strict` fails on a broken link or anchor, a missing page or one the nav
+    leaves out (mkdocs.yml's validation settings), and on any warning of the generators."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    assert "curate score" in cli and "--batch-tokens" in cli and "Sentinel" not in cli   # from the click commands
+    rules = (tmp_path / "site" / "reference" / "rules" / "index.html").read_text(encoding="utf-8")
+    assert "near_duplicate_options" in rules                         # generated from schemas/rules.schema.json
+
+
+def test_readme_is_a_short_guide_whose_links_resolve():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    assert "make demo" in text and "make test" in text and "make lock" in text
+    for target in re.findall(r"\]\(([^)#\s]+)", text):
+        if not re.match(r"https?://", target):
+            assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_every_test_and_benchmark_cited_in_the_docs_exists():
+    defined = {name for path in (ROOT / "tests").rglob("*.py")
+               for name in re.findall(r"def (test_\w+)", path.read_text(encoding="utf-8"))}
+    modules = {path.stem for path in (ROOT / "tests").glob("test_*.py")}
+    missing = []
+    for page in [README, *PAGES]:
+        text = page.read_text(encoding="utf-8")
+        for cited in CITED_PATH.findall(text):
+            if not glob.glob(str(ROOT / cited)) and not glob.glob(str(ROOT / cited) + ".*"):     # `name.*`
+                missing.append(f"{page.relative_to(ROOT)}: {cited}")
+        for name in CITED_TEST.findall(text):
+            if name not in defined and name not in modules and not name.startswith("test_reliability_"):
+                missing.append(f"{page.relative_to(ROOT)}: {name}")
+    assert not missing, "cited as evidence but not found:\n" + "\n".join(missing)
