@@ -1,5 +1,6 @@
-"""The documentation: the site builds strictly, the README stays a short guide, and every test or
-benchmark the docs cite as evidence exists (so a claim cannot outlive the test that shows it)."""
+"""The documentation: the site builds strictly, the README stays a short guide, every test or
+benchmark the docs cite as evidence exists (so a claim cannot outlive the test that shows it), and
+every `curate` command line they show names real commands and options."""
 from __future__ import annotations
 
 import glob
@@ -8,6 +9,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import click
+
+from curate.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -54,3 +59,43 @@ def test_every_test_and_benchmark_cited_in_the_docs_exists():
             if name not in defined and name not in modules and not name.startswith("test_reliability_"):
                 missing.append(f"{page.relative_to(ROOT)}: {name}")
     assert not missing, "cited as evidence but not found:\n" + "\n".join(missing)
+
+
+def shown_command_lines(text: str):
+    """`curate ...` lines of the code blocks (fenced, or indented four spaces) of a page."""
+    fenced = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        elif fenced or line.startswith("    "):
+            stripped = stripped.removeprefix(".venv/bin/")
+            if stripped.startswith("curate "):
+                yield stripped
+
+
+def command_of(words: list[str]) -> click.Command | None:
+    """The click command a command line runs (a group's default subcommand included), or None."""
+    command, rest = main, words
+    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
+        command, rest = command.commands[rest[0]], rest[1:]
+    if isinstance(command, click.Group) and getattr(command, "default_command", ""):
+        return command.commands[command.default_command]
+    return None if command is main else command
+
+
+def test_every_command_line_the_docs_show_runs_a_real_command_with_real_options():
+    problems = []
+    for page in [README, *PAGES]:
+        for line in shown_command_lines(page.read_text(encoding="utf-8")):
+            words = line.split("#")[0].replace("\\", " ").split()[1:]
+            command = command_of(words)
+            if command is None:
+                problems.append(f"{page.relative_to(ROOT)}: no such command: {line}")
+                continue
+            options = {o for p in command.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+            for word in words:
+                flag = word.split("=")[0].strip("[]|")
+                if flag.startswith("--") and flag not in options | {"--help"}:
+                    problems.append(f"{page.relative_to(ROOT)}: {flag} is no option of: {line}")
+    assert not problems, "\n".join(problems)
