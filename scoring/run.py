@@ -349,7 +349,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
                     tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "formulations": formulations, "fewshot": counts, "batch_tokens": batch_tokens, "limit": limit,
+                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
                           "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
                           "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
                           "self_check": checked, "device_map": placement(lm), "max_memory": max_memory,
@@ -382,7 +382,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             state.wait_for_everyone()
         return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in units),
                 "computed": computed, "cached": len(units) - computed, "tokens": tokens, "modes": list(modes),
-                "formulations": formulations,
+                "formulations": formulations, "fewshot": counts,
                 "seconds": round(time.perf_counter() - start, 3),
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
                 "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
