@@ -114,21 +114,25 @@ def write_task(folder: Path, *, name: str, version: str, adapter: dict, split: s
     else:
         config, data = LM_EVAL_CONFIGS[benchmark], f"../{data_path}"
         origin = f"lm-eval {LM_EVAL_VERSION}'s own task config for {benchmark}, zero-shot, reading {data}"
-    task = name
+    write_text(task_dir / f"{name}.yaml", _task_yaml(name, version, split, data, config, origin))
+    write_text(task_dir / "utils.py", UTILS.read_text(encoding="utf-8"))
+    return {"task": name, "yaml": f"{TASK_DIR}/{name}.yaml", "lm_eval_version": LM_EVAL_VERSION,
+            "config": benchmark or f"generic ({formulation})"}
+
+
+def _task_yaml(name: str, version: str, split: str, data: str, config: dict, origin: str) -> str:
+    """The task yaml: the released ``data`` file (relative to the task) as the only split, zero-shot,
+    then ``config``; a comment says what it follows and how to run it."""
     eval_split = "test_split" if split == "test" else "validation_split"
-    head = {"task": task, "dataset_path": "parquet" if benchmark else "json",
+    head = {"task": name, "dataset_path": "json" if data.endswith(".jsonl") else "parquet",
             "dataset_kwargs": {"data_files": {split: data}}, "custom_dataset": _function("load_release"),
             "output_type": "multiple_choice", "training_split": None, "validation_split": None, "test_split": None,
             eval_split: split, "fewshot_split": None}
     body = yaml.dump({**head, **{k: v for k, v in config.items() if k != "metadata"},
                       "metadata": {**config.get("metadata", {}), "release": f"{name} {version}"}},
                      Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
-    comment = (f"# lm-evaluation-harness {LM_EVAL_VERSION} task of release {name} {version}: {origin}.\n"
-               f"# lm_eval --model hf --model_args pretrained=MODEL --include_path {TASK_DIR} --tasks {task}\n")
-    write_text(task_dir / f"{task}.yaml", comment + body)
-    write_text(task_dir / "utils.py", UTILS.read_text(encoding="utf-8"))
-    return {"task": task, "yaml": f"{TASK_DIR}/{task}.yaml", "lm_eval_version": LM_EVAL_VERSION,
-            "config": benchmark or f"generic ({formulation})"}
+    return (f"# lm-evaluation-harness {LM_EVAL_VERSION} task of release {name} {version}: {origin}.\n"
+            f"# lm_eval --model hf --model_args pretrained=MODEL --include_path {TASK_DIR} --tasks {name}\n" + body)
 
 
 def _generic_doc(item: dict, formulation: str) -> dict:
