@@ -4,7 +4,8 @@ A detector is a score per item, higher meaning more likely broken: the item-vali
 (``curate.analyses.suspects``) and the two-best baseline, every annotator's flag (1 flagged, 0
 not), and every filter stage's match (1 matched, 0 not). For each planted kind, the items of that
 kind are the positives and the unplanted items the negatives (items of other kinds are left
-out); ``all`` takes every planted item. With k the number planted of the kind:
+out); ``all`` takes every planted item, when more than one kind was planted. With k the number
+planted of the kind:
 
 - precision@k: the share of the k highest-ranked items that are planted; ties at the cut count
   by their share of positives (the expected value under a random order of the tied items), so a
@@ -63,7 +64,8 @@ def measure(detectors: dict[str, tuple[str, pd.Series]], key: pd.DataFrame, item
     """One row per (detector, kind) and for ``all``: the columns of ``COLUMNS``. ``detectors``:
     name -> (source, item_id -> score); ``key``: the planted rows (item_id, kind)."""
     kind_of = dict(zip(key["item_id"], key["kind"]))
-    kinds = [k for k in KINDS if k in set(kind_of.values())] + ["all"]
+    kinds = [k for k in KINDS if k in set(kind_of.values())]
+    kinds += ["all"] if len(kinds) > 1 else []
     planted = np.array([i in kind_of for i in item_ids])
     rows = []
     for name, (source, series) in detectors.items():
@@ -122,6 +124,9 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
     from curate.analyses.suspects import suspects, two_best_baseline
 
     responses = response_matrix(scores, items, mode=mode, formulation=formulation, normalization=normalization)
+    if responses.left_out:
+        notes.append(f"{len(responses.left_out)} items without every model's scores rank lowest on the score "
+                     f"detectors (first: {responses.left_out[0]})")
     table = suspects(responses).set_index("item_id")
     out = {name: ("scores", table[name].astype(float))
            for name in ("label_error_score", "several_correct_score", "no_right_answer_score")}
