@@ -288,7 +288,8 @@ def test_a_report_replaces_the_last_one_whole_and_writes_nowhere_else(tmp_path):
     names = {p.name for p in out.iterdir()}
     assert "core_curve.png" not in names and "core_items.csv" not in names and ".analyze-staging" not in names
     metrics = json.loads((out / "metrics.json").read_text())
-    assert names == {"metrics.json", "report.md", "report.html", *metrics["plots"].values()}
+    assert names == {"metrics.json", "report.md", "report.html", metrics["suspects"]["stats_file"], "suspects",
+                     *metrics["plots"].values()}
     # A report killed while swapped in lacks metrics.json: it is still this command's to replace.
     (out / "metrics.json").unlink()
     run_cli("analyze", ws, "--out", out, "--bootstrap", "200")
