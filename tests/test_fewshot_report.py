@@ -66,3 +66,18 @@ def test_export_carries_the_shot_count(copa_two_shots, tmp_path):
     run_cli("export", ws, "scores", "--out", tmp_path / "s.csv")
     frame = pd.read_csv(tmp_path / "s.csv")
     assert frame.groupby("fewshot").size().to_dict() == {0: 60, 5: 60}
+
+
+@pytest.mark.parametrize("k, kept", [(0, "gold 1"), (5, "none")])
+def test_a_filter_condition_names_the_shot_count(copa_two_shots, tmp_path, k, kept):
+    """correct: {fewshot: K} reads the K-shot predictions: 0-shot the model is right where the
+    gold is option 0 (those items are removed), 5-shot everywhere."""
+    from curate.filter.engine import run_filter
+    ws, items = copa_two_shots
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("name: shots\nstages:\n  - name: right\n    when: {correct: {models: [m], mode: full, "
+                     f"normalization: sum, fewshot: {k}, at_least: 1}}}}\n")
+    summary = run_filter(ws, rules, tmp_path / "out")
+    assert summary["kept"] == (sum(it["gold"] == 1 for it in items) if kept == "gold 1" else 0)
+    [run] = summary["inputs"]["score_runs"]
+    assert run["run_id"] == "r" and run.get("fewshots", [0]) == [k]

@@ -86,13 +86,13 @@ class Inputs:
     # --- scores ----------------------------------------------------------------------------
 
     def predictions(self, models: list[str], mode: str, normalization: str,
-                    formulation: str | None = None) -> pd.DataFrame:
+                    formulation: str | None = None, fewshot: int = 0) -> pd.DataFrame:
         """Argmax predictions of ``models`` in ``mode`` and ``formulation`` (default: the
-        workspace's); every model must have a prediction for every item, or the run stops naming
-        what is missing."""
+        workspace's) after ``fewshot`` shots; every model must have a prediction for every item,
+        or the run stops naming what is missing."""
         formulation = formulation or self.ws.meta("formulation", "cloze")
-        return pd.concat([self.predictions_in(model, mode, normalization, [formulation]) for model in models],
-                         ignore_index=True)
+        return pd.concat([self.predictions_in(model, mode, normalization, [formulation], fewshot=fewshot)
+                          for model in models], ignore_index=True)
 
     def predictions_in(self, model: str, mode: str, normalization: str, formulations: list[str],
                        complete: bool = True, fewshot: int = 0) -> pd.DataFrame:
@@ -213,7 +213,7 @@ def changed_inputs(ws, inputs: dict) -> str | None:
     workspace no longer holds as it was: a label re-scored or re-imported, an annotator's records
     redone. None when all are as read. Decisions made from other numbers must not be released."""
     tables = set(ws.tables())
-    expected: dict[tuple[str, str], tuple[set, set]] = {}
+    expected: dict[tuple[str, str], tuple[set, set, set]] = {}
     for run in inputs["score_runs"]:
         runs, forms, shots = expected.setdefault((run["model"], run["mode"]), (set(), set(), set()))
         runs.add(run["run_id"])

@@ -28,6 +28,9 @@ MODE = {"enum": list(MODES)}
 NORMALIZATION = {"enum": ["sum", "token", "char", "byte", "seq_mean", "study_sum", "study_byte_mean"]}
 MODELS = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1}}
 ANNOTATOR = {"type": "string", "minLength": 3}
+#: The shot count whose scores are read (curate score --fewshot; default 0).
+FEWSHOT = {"description": "Read the scores made after this many shots (curate score --fewshot K); default 0.",
+           "type": "integer", "minimum": 0}
 #: A count or share condition gives at_least, at_most or both.
 AT_LEAST_OR_MOST = [{"required": ["at_least"]}, {"required": ["at_most"]}]
 
@@ -37,7 +40,8 @@ def scores_schema(description: str, **bounds) -> dict:
     comparing a count or share with ``bounds`` (at_least, at_most, and any other keys)."""
     return {"description": description, "type": "object", "additionalProperties": False,
             "required": ["models", "mode", "normalization"],
-            "properties": {"models": MODELS, "mode": MODE, "normalization": NORMALIZATION, **bounds},
+            "properties": {"models": MODELS, "mode": MODE, "normalization": NORMALIZATION, "fewshot": FEWSHOT,
+                           **bounds},
             "anyOf": AT_LEAST_OR_MOST}
 
 #: Named schema parts that kinds refer to as ``#/$defs/NAME``.

@@ -24,6 +24,7 @@ def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:
-    preds = inputs.predictions(spec["models"], spec["mode"], spec["normalization"], spec.get("formulation"))
+    preds = inputs.predictions(spec["models"], spec["mode"], spec["normalization"], spec.get("formulation"),
+                               fewshot=spec.get("fewshot", 0))
     gold = dict(zip(inputs.item_ids, inputs.gold.tolist()))
     return within(features.correct_counts(preds, gold, spec["models"], inputs.item_ids), spec)

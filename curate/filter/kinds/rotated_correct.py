@@ -19,12 +19,15 @@ def needs(spec: dict, **_) -> list[tuple[str, tuple]]:
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:
-    right, total = inputs.cached(("rotated_correct", tuple(spec["models"]), spec["mode"], spec["normalization"]),
-                                 lambda: rotation_counts(inputs, spec["models"], spec["mode"], spec["normalization"]))
+    fewshot = spec.get("fewshot", 0)
+    right, total = inputs.cached(("rotated_correct", tuple(spec["models"]), spec["mode"], spec["normalization"], fewshot),
+                                 lambda: rotation_counts(inputs, spec["models"], spec["mode"], spec["normalization"],
+                                                         fewshot))
     return within(right / total, spec)
 
 
-def rotation_counts(inputs, models: list[str], mode: str, normalization: str) -> tuple[np.ndarray, np.ndarray]:
+def rotation_counts(inputs, models: list[str], mode: str, normalization: str,
+                    fewshot: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Per item (in row order): how many (model, rotation) pairs pick the gold option, and how
     many there are, over every cyclic rotation of the lettered list; every model must have
     every rotation of every item."""
@@ -38,7 +41,7 @@ def rotation_counts(inputs, models: list[str], mode: str, normalization: str) ->
     wanted = sorted({f for it in inputs.items for f in rotations(len(it["options"]))})
     gold = dict(zip(inputs.item_ids, inputs.gold.tolist()))
     for model in models:
-        preds = inputs.predictions_in(model, mode, normalization, wanted, complete=False)
+        preds = inputs.predictions_in(model, mode, normalization, wanted, complete=False, fewshot=fewshot)
         counts = item_rotation_counts(preds.assign(correct=preds["pred"] == preds["item_id"].map(gold)),
                                       sizes).set_index("item_id").reindex(inputs.item_ids)
         lacking = counts.index[~counts["complete"].fillna(False).astype(bool)]
