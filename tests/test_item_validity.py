@@ -2,6 +2,8 @@
 label-error suspects (curate/analyses/responses.py, item_stats.py, irt.py, suspects.py)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -167,6 +169,22 @@ def test_label_error_score_beats_the_two_best_baseline_on_planted_gold_moves(sli
     top = table.iloc[0]
     assert top["evidence"]["suspected_option"] == top["suspected_option"] != top["evidence"]["gold"]
     assert top["evidence"]["models"] and {"model", "p_suspected", "p_gold"} <= set(top["evidence"]["models"][0])
+    json.dumps(table["evidence"].tolist())  # the report and exports write it as it is
+
+
+def test_several_correct_no_right_answer_and_the_baseline_by_definition():
+    """Item 0: every model splits between options 1 and 2; item 1: flat; item 2: all sure of 0."""
+    probs = np.array([[[0.02, 0.48, 0.48, 0.02], [0.25, 0.25, 0.25, 0.25], [0.97, 0.01, 0.01, 0.01]]] * 4)
+    probs[:, 0, 1] += 0.01  # every model leans to option 1, the gold being 2
+    probs[:, 0, 2] -= 0.01
+    picks = probs.argmax(axis=2)
+    r = _tiny_responses(picks, np.array([2, 0, 0]), probs=probs)
+    table = suspects(r).set_index("item_id")
+    assert table.loc["i0", "several_correct_score"] > 0.4 > 0.1 > table.loc[["i1", "i2"], "several_correct_score"].max()
+    assert table.loc["i1", "no_right_answer_score"] == pytest.approx(1.0)
+    assert table.loc["i2", "no_right_answer_score"] < 0.2
+    base = two_best_baseline(r)
+    assert base["i0"] > 0 > base["i2"]  # the two best both prefer option 1 over the gold 2
 
 
 def _scores_frame(values: dict, items: list[dict]) -> pd.DataFrame:

@@ -99,7 +99,8 @@ def strong_mean_probs(responses: Responses) -> np.ndarray:
 
 
 def several_correct(q: np.ndarray) -> np.ndarray:
-    """q(2) - q(3) of each item's sorted mean probabilities (q(3) = 0 for two-option items)."""
+    """q(2) - q(3) of each item's sorted mean probabilities (q(3) = 0 for two-option items): at
+    most 0.5, when two options share all the mass."""
     ordered = -np.sort(-q, axis=1)
     third = ordered[:, 2] if q.shape[1] > 2 else np.zeros(len(q))
     return ordered[:, 1] - third
