@@ -127,6 +127,14 @@ def test_lm_eval_log_likelihoods_equal_curate_score(released):
             assert len(ours) == len(theirs) and np.abs(ours - theirs).max() <= 1e-3, (task, item_id, ours, theirs)
 
 
+def test_release_command_says_how_to_run_the_task(released, tmp_path):
+    ws, _ = released["hs"]
+    decisions = ws.parent / "dec-hs-small"
+    out = run_cli("release", ws, "--decisions", decisions, "--name", "hs-cli", "--version", "0.1.0", "--to", tmp_path)
+    folder = (tmp_path / "hs-cli" / "0.1.0").resolve()
+    assert f"--include_path {folder}/lm_eval_task --tasks hs-cli" in out.stdout
+
+
 @pytest.mark.parametrize("benchmark", ["hellaswag", *sorted(SHARED_DATA)])
 def test_builtin_task_builds_lm_evals_own_requests(benchmark, tmp_path):
     """The exported task against lm-eval's installed task config for the benchmark, same rows."""

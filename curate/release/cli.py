@@ -47,6 +47,10 @@ def create(workspace, decisions, name, version, target, license_, changelog):
         click.echo(f"finished {pub['finished']}")
     click.echo(f"released {name} {version}: {manifest['counts']['kept']} of {manifest['counts']['items']} items, "
                f"{len(manifest['files'])} files + manifest.json -> {where}")
+    task = manifest["formats"]["lm_eval_task"]
+    folder = {"local": pub["location"], "git": f"{pub['location']}/{name}/{version}"}.get(pub["kind"], "RELEASE")
+    click.echo(f"lm-eval: lm_eval --model hf --model_args pretrained=MODEL --include_path {folder}/lm_eval_task "
+               f"--tasks {task['task']}   (docs/release-formats.md)")
 
 
 @release_group.command("verify")
