@@ -73,7 +73,7 @@ def test_a_new_report_section_is_one_new_file(example_section, ws, tmp_path):
     metrics = analyze_workspace(ws, out, n_resamples=50)
     assert metrics["option_counts"] == [{"options": 4, "items": 12}]
     assert json.loads((out / "metrics.json").read_text())["about"]["option_counts"].startswith("rows (options, items)")
-    assert headings(out)[-2:] == ["## 8. Position audit", "## 9. Option counts"]
+    assert headings(out)[-2:] == ["## 9. Position audit", "## 10. Option counts"]
     assert "| 4 | 12 |" in (out / "report.md").read_text()
     assert (out / "option_counts.csv").read_text() == "options,items\n4,12\n"
     analyze_workspace(ws, out, n_resamples=50)  # its file is the report's own: the folder is replaced, not refused
@@ -84,13 +84,13 @@ def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
     from curate.analyses.report import analyze_workspace
 
     names = [sections.name(s) for s in sections.registry()]
-    assert names == ["accuracy", "suspects", "agreement", "core", "length", "annotations", "comparisons", "position",
-                     "generation", "duplicates", "contamination", "filter"]
+    assert names == ["accuracy", "suspects", "agreement", "core", "length", "annotations", "comparisons", "fewshot",
+                     "position", "generation", "duplicates", "contamination", "filter"]
     analyze_workspace(ws, tmp_path / "report", n_resamples=50, core_threshold=2)
     assert headings(tmp_path / "report") == [
         "## What this audit found", "## About this report", "## 1. Accuracy", "## 2. Items most likely broken",
         "## 3. Agreement between prompt modes", "## 4. Zero-prompt core", "## 5. Length bias", "## 6. Annotations",
-        "## 7. Paired comparisons", "## 8. Position audit"]  # no generations: no section 9
+        "## 7. Paired comparisons", "## 9. Position audit"]  # one shot count: no section 8; no generations: no 10
 
 
 def test_a_section_module_lacking_render_is_named(tmp_path):
