@@ -10,7 +10,7 @@ number planted, so the two are equal) and how many UNPLANTED items rank above th
 has label errors of its own, and a detector that finds them pays for it in measured precision.
 Acceptance (issue 28): at 2%, AUROC >= 0.97 and precision@k >= 0.60, above the baseline.
 
-    nice -n 10 .venv/bin/python benchmarks/detectors_gold_moves.py [--workspace WS] [--seeds 0,1,2,3,4]
+    nice -n 10 .venv/bin/python benchmarks/detectors_gold_moves.py [--workspace WS] [--seeds 0,1,2,3,4] [--mode full]
 """
 from __future__ import annotations
 
@@ -142,12 +142,13 @@ def main() -> None:
     parser.add_argument("--workspace", type=Path, help="A workspace with the study's scores imported.")
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--rates", default=",".join(map(str, RATES)))
+    parser.add_argument("--mode", default="full", help="Prompt mode of the study's scores (full, zero, placeholder).")
     args = parser.parse_args()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         workspace = args.workspace or build_workspace(Path(tmp) / "ws")
         built = time.perf_counter()
-        responses = read_responses(workspace)
+        responses = read_responses(workspace, args.mode)
     rows = run(responses, [float(r) for r in args.rates.split(",")], [int(s) for s in args.seeds.split(",")])
     print(report(rows, responses))
     print()
