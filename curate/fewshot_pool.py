@@ -49,11 +49,14 @@ def resolve_pool(ws, pool: str | None) -> tuple[list[dict], Settings, str]:
     settings = settings_of(adapter)
     if pool == EVALUATED:
         return ws.items(), settings.from_evaluated_split(), EVALUATED
+    if not pool and Path(settings.split).suffix:  # the generic adapter's fewshot_split names a file
+        pool = settings.split
     path = Path(pool) if pool else _beside_source(ws, settings.split)
     if not path.exists():
         raise CurateError(f"few-shot pool {path}: no such file")
-    source = open_source(str(path), split=settings.split)
-    items, _ = build_items(source.rows, adapter, split=settings.split, where=str(path))
+    split = settings.split if not Path(settings.split).suffix else "train"
+    source = open_source(str(path), split=split)
+    items, _ = build_items(source.rows, adapter, split=split, where=str(path))
     return items, settings, str(path)
 
 

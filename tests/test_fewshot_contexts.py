@@ -68,3 +68,34 @@ def test_the_tasks_own_splits_decide_what_is_left_out(name):
     settings = get_adapter(name).fewshot
     assert ours(items, items, 5, default_formulation(get_adapter(name)), settings, list(range(FIRST))) == ref
     assert settings.passes_eval_doc == (name not in ("arc_easy", "openbookqa", "sciq"))
+
+
+def test_generic_adapter_takes_a_fewshot_file_and_seed(tmp_path):
+    """A generic benchmark names its few-shot file and seed; shots are lm-eval's random sampler
+    over that file's rows (no exclusion: another split), drawn item after item."""
+    import json
+    import random
+
+    from curate.fewshot_pool import resolve_pool
+    from curate.ingest import ingest
+    from curate.store import Workspace
+
+    def rows(n, tag):
+        return "".join(json.dumps({"q": f"{tag} {i}?", "a": f"x{i}", "b": f"y{i}", "label": i % 2}) + "\n"
+                       for i in range(n))
+    (tmp_path / "eval.jsonl").write_text(rows(4, "Eval"))
+    (tmp_path / "shots.jsonl").write_text(rows(5, "Shot"))
+    adapter = get_adapter("generic", question="q", choices=("a", "b"), answer="label", answer_format="index",
+                          fewshot_split=str(tmp_path / "shots.jsonl"), fewshot_seed=7)
+    root = ingest(tmp_path / "ws", data=str(tmp_path / "eval.jsonl"), adapter=adapter)
+    with Workspace.open(root) as ws:
+        pool, settings, where = resolve_pool(ws, None)
+        items = ws.items()
+    assert where.endswith("shots.jsonl") and [p["prompts"]["full"] for p in pool][:2] == ["Shot 0?", "Shot 1?"]
+    rnd = random.Random(7)
+    expected = [[pool[i] for i in rnd.sample(range(5), 2)] for _ in items]
+    assert fewshot.sample_shots(items, pool, 2, settings) == expected
+    [first] = fewshot.fewshot_scored(items[:1], pool, 2, "full", "cloze", settings)
+    a, b = expected[0]
+    assert first.contexts[0] == (f"{a['prompts']['full']} {a['options'][a['gold']]}\n\n"
+                                 f"{b['prompts']['full']} {b['options'][b['gold']]}\n\nEval 0?")

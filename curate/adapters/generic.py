@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from curate.adapters.fields import FieldError, blank
 from curate.adapters.cells import ANSWER_FORMATS, answer_index, match_label, option_text, parse_list
+from curate.fewshot import LM_EVAL_SEED, Settings
 from curate.formulations import FORMULATIONS
 from curate.items import letters_from, make_item, prompts_from
 
@@ -46,6 +47,8 @@ class Generic:
     kind: str = "question"  # question | continuation: the annotation wording
     formulation: str = "cloze"  # how `curate score` scores the items by default
     letters_template: str | None = None  # the letters formulation's text before the list; None: the cloze context
+    fewshot_split: str | None = None  # k-shot examples: a split name (its file beside the source) or a file
+    fewshot_seed: int = LM_EVAL_SEED  # the few-shot sampler's seed (lm-eval's default)
 
     def __post_init__(self):
         if isinstance(self.choices, str):
@@ -62,6 +65,11 @@ class Generic:
         if self.formulation not in FORMULATIONS:
             raise ValueError(f"generic adapter: formulation must be one of {', '.join(FORMULATIONS)}, "
                              f"got {self.formulation!r}")
+
+    @property
+    def fewshot(self) -> Settings:
+        """lm-eval's random sampler from the few-shot split (default train), seeded with ``fewshot_seed``."""
+        return Settings(split=self.fewshot_split or "train", seed=self.fewshot_seed)
 
     def _options(self, row: dict) -> list[str]:
         if len(self.choices) > 1:  # one column per option (PIQA: sol1, sol2)
