@@ -112,38 +112,46 @@ def _key_row(p: Planted) -> dict:
 def _copy_scores(source: Path, built: Path, planted: list[Planted], items: list[dict]) -> dict:
     """Copy every score run and every score of an item whose options are unchanged; a gold
     move's rows take the item's new content hash (what was scored is the same). Returns the
-    source's (label, mode, formulation) -> item ids, for the check after."""
+    source's (label, mode, formulation) -> the changed items it held, for the check after."""
     open_scores(source).close()  # the source's score tables, at this toolkit's version
     changed = {p.item_id for p in planted if p.changed_options}
     new_hash = {it["item_id"]: it["content_hash"] for it in items}
     with open_scores(built) as ws:
         ws.conn.execute("ATTACH DATABASE ? AS src", (str(source / DB_NAME),))
         try:
-            held = _held(ws, "src")
+            held = _held(ws, "src", changed)
             runs = _shared_columns(ws, "score_runs")
             cols = _shared_columns(ws, "scores")
+            hashed = ", ".join("coalesce(m.new_hash, s.content_hash)" if c == "content_hash" else f"s.{c}"
+                               for c in cols.split(", "))
+            old_hash = dict(ws.conn.execute("SELECT item_id, content_hash FROM src.items"))
             with ws.transaction(foreign_keys=False):
                 ws.conn.execute(f"INSERT INTO score_runs ({runs}) SELECT {runs} FROM src.score_runs")
                 ws.conn.execute("CREATE TEMP TABLE changed (item_id TEXT PRIMARY KEY)")
                 ws.conn.executemany("INSERT INTO temp.changed VALUES (?)", ((i,) for i in changed))
-                ws.conn.execute(f"INSERT INTO scores ({cols}) SELECT {cols} FROM src.scores "
-                                "WHERE item_id NOT IN (SELECT item_id FROM temp.changed)")
-                old_hash = dict(ws.conn.execute("SELECT item_id, content_hash FROM src.items"))
-                ws.conn.executemany("UPDATE scores SET content_hash = ? WHERE item_id = ? AND content_hash = ?",
-                                    ((new_hash[p.item_id], p.item_id, old_hash[p.item_id])
+                ws.conn.execute("CREATE TEMP TABLE moved (item_id TEXT PRIMARY KEY, old_hash TEXT, new_hash TEXT)")
+                ws.conn.executemany("INSERT INTO temp.moved VALUES (?, ?, ?)",
+                                    ((p.item_id, old_hash[p.item_id], new_hash[p.item_id])
                                      for p in planted if not p.changed_options))
+                # one pass: a gold move's rows scored on the item as it was take its new hash
+                ws.conn.execute(f"INSERT INTO scores ({cols}) SELECT {hashed} FROM src.scores s "
+                                "LEFT JOIN temp.moved m ON m.item_id = s.item_id AND m.old_hash = s.content_hash "
+                                "WHERE s.item_id NOT IN (SELECT item_id FROM temp.changed)")
                 ws.conn.execute("DROP TABLE temp.changed")
+                ws.conn.execute("DROP TABLE temp.moved")
         finally:
             ws.conn.execute("DETACH DATABASE src")
     return held
 
 
-def _held(ws: Workspace, db: str = "main") -> dict:
-    """(label, mode, formulation) -> the item ids it holds scores of, in database ``db``."""
-    out: dict = {}
+def _held(ws: Workspace, db: str, item_ids: set[str]) -> dict:
+    """(label, mode, formulation) -> which of ``item_ids`` it holds scores of, in database ``db``
+    (every pair the database holds is a key)."""
+    out: dict = {tuple(r): set() for r in ws.conn.execute(f"SELECT DISTINCT model, mode, formulation FROM {db}.scores")}
     for label, mode, formulation, item_id in ws.conn.execute(
-            f"SELECT DISTINCT model, mode, formulation, item_id FROM {db}.scores"):
-        out.setdefault((label, mode, formulation), set()).add(item_id)
+            f"SELECT DISTINCT model, mode, formulation, item_id FROM {db}.scores "
+            "WHERE item_id IN (SELECT value FROM json_each(?))", (json.dumps(sorted(item_ids)),)):
+        out[label, mode, formulation].add(item_id)
     return out
 
 
@@ -181,9 +189,9 @@ def _unscored(built: Path, labels: dict, planted: list[Planted], *, drop: bool) 
     (``drop``) deleted whole, so no detector reads a model with holes exactly where the plants are."""
     changed = {p.item_id for p in planted if p.changed_options}
     with open_scores(built) as ws:
-        now_held, missing = _held(ws), {}
+        now_held, missing = _held(ws, "main", changed), {}
         for (label, mode, formulation), ids in labels.items():
-            lost = (ids & changed) - now_held.get((label, mode, formulation), set())
+            lost = ids - now_held.get((label, mode, formulation), set())
             if lost:
                 missing[label] = max(missing.get(label, 0), len(lost))
         if missing and not drop:
