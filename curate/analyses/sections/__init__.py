@@ -10,6 +10,8 @@ A section module holds everything about its part of the report:
   it left there (``ctx.subsets``).
 - ``render(m, number, out) -> blocks``: its part of report.md and report.html, from the metrics
   ``m`` alone (blocks as ``curate.analyses.render`` takes them; images read from ``out``).
+- ``findings(m) -> list`` (optional): its lines on the report's first screen (flags per signal, a
+  sentence, likely broken items, a table), from the metrics alone (``_findings`` documents them).
 - ``FILES`` (optional): regular expressions of the file names it writes into the report folder,
   ``FOLDERS`` the folders (``curate.analyses.outdir`` replaces them with the next report's).
 - ``SCORES = False`` (optional): it also runs on a workspace that holds generations but no scores.
