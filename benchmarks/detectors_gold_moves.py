@@ -114,7 +114,8 @@ def report(rows: list[dict], responses) -> str:
         for name in ("label_error_score", "two_best_baseline"):
             part = [r for r in rows if r["rate"] == rate and r["detector"] == name]
             first = next(r for r in part if r["seed"] == seeds[0])
-            lines.append(f"{rate:>5.0%} {first['k']:>4}  {name:<18} {first['auroc']:>7.4f} {first['precision_at_k']:>7.3f} "
+            lines.append(f"{rate:>5.0%} {first['k']:>4}  {name:<18} {first['auroc']:>7.4f} "
+                         f"{first['precision_at_k']:>7.3f} "
                          f"{first['recall_at_k']:>7.3f} {first['unplanted_above']:>14}")
             if len(seeds) > 1:
                 auc = [r["auroc"] for r in part]
@@ -155,7 +156,8 @@ def main() -> None:
     print(ablations(responses))
     print()
     print(real_suspects(responses, 10))
-    print(f"\nworkspace {built - start:.0f} s, matrix and {len(rows)} detector runs {time.perf_counter() - built:.0f} s")
+    print(f"\nworkspace {built - start:.0f} s, matrix and {len(rows)} detector runs "
+          f"{time.perf_counter() - built:.0f} s")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ def main() -> None:
                                 ("theta", fit.theta, theta, fit.theta_se)):
         cover = np.mean(np.abs(est - true) <= 1.96 * se)
         cover_same = np.mean(np.abs(est - same_scale[name]) <= 1.96 * se)
-        print(f"{name:>5}: correlation with the truth {np.corrcoef(est, true)[0, 1]:.4f}, median SE {np.median(se):.3f}, "
+        print(f"{name:>5}: correlation with the truth {np.corrcoef(est, true)[0, 1]:.4f}, "
+              f"median SE {np.median(se):.3f}, "
               f"true value within 1.96 SE {cover:.3f} ({cover_same:.3f} with the truth on the fit's scale)")
     print(f"infit median {np.median(fit.infit):.3f}, outfit median {np.median(fit.outfit):.3f} (1 expected)")
 
