@@ -14,6 +14,8 @@ import click
 import curate
 from curate.atomic import disk_full
 from curate.errors import CurateError
+from curate.ingest_options import INGEST
+from curate.options import click_options
 from scoring.imports import names as import_formats
 
 
@@ -128,27 +130,18 @@ def _column_mapping(columns: str | None, flags: dict) -> dict:
 @click.option("--data", default=None,
               help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id "
                    "(built-in benchmarks: default their Hub id).")
-@click.option("--split", default=None, help="Split to ingest [default: the benchmark's, else validation].")
-@click.option("--config", "config", default=None,
-              help="Configuration of a Hub dataset (e.g. ARC-Challenge), or the subfolder of a local --data "
-                   "folder holding one configuration [built-ins: their own].")
-@click.option("--revision", default=None, help="Pin a Hub dataset to this commit/tag.")
-@click.option("--copy-of", default=None, metavar="OWNER/NAME[@REV]",
-              help="The Hub dataset a local --data file is a copy of; releases name it as the source.")
-@click.option("--delimiter", default=None, help="CSV: the field delimiter [default: detected].")
-@click.option("--encoding", default=None, help="CSV or JSON: the file's encoding [default: UTF-8, or detected for CSV].")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Ingest only the first N rows.")
+@click_options(INGEST)
 @click.option("--columns", default=None, metavar="FILE|MAPPING",
               help="generic: the column mapping, as the audit config's benchmark.columns writes it: a YAML/JSON "
                    "file, or inline, e.g. '{question: goal, choices: [sol1, sol2], answer: label}'.")
 @_generic_column_flags
-def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter, encoding, limit, columns,
-         **column_flags):
+def init(workspace, benchmark, data, columns, **options):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
-    from curate.adapters import get_adapter, hub_default
+    from curate.adapters import get_adapter
     from curate.adapters.columns import adapter_keywords
     from curate.ingest import ingest
 
+    column_flags = {k: options.pop(k) for k in list(options) if k.startswith("column_")}
     if benchmark == "generic":
         try:
             adapter = get_adapter("generic", **adapter_keywords(_column_mapping(columns, column_flags)))
@@ -158,12 +151,7 @@ def init(workspace, benchmark, data, split, config, revision, copy_of, delimiter
         raise click.UsageError(f"the {benchmark} adapter takes no column mapping (--columns is for generic)")
     else:
         adapter = get_adapter(benchmark)
-    try:
-        data, split, config = hub_default(adapter, data, split, config)
-    except ValueError as exc:
-        raise click.UsageError(f"{exc} (--data)") from None
-    root = ingest(workspace, data=data, adapter=adapter, split=split, revision=revision, limit=limit, config=config,
-                  delimiter=delimiter, encoding=encoding, copy_of=copy_of)
+    root = ingest(workspace, adapter=adapter, data=data, **options)
     click.echo(f"created {root} with {_summary(root)}")
 
 

@@ -222,10 +222,12 @@ class Index:
     def __init__(self, items: list[dict]):
         self.items = items
         self.by_tail: dict[str, list[tuple[int, str, list[tuple[str, str]]]]] = {}
+        self.continuations: dict[tuple[int, str], list[str]] = {}  # (item index, formulation) -> option texts
         for i, item in enumerate(items):
             for formulation in forms.FORMULATIONS:
                 s = forms.scored(item, MODE, formulation)
                 requests = [(c, s.delimiter + t) for c, t in zip(s.contexts, s.continuations)]
+                self.continuations[(i, formulation)] = s.continuations
                 self.by_tail.setdefault(_tail(requests[0][0]), []).append((i, formulation, requests))
 
     def match(self, requests: list[tuple[str, str]], fewshot: int, where: Where) -> tuple[int, str]:
@@ -271,12 +273,17 @@ def check_doc(sample: dict, item: dict, where: Where) -> None:
     if not isinstance(doc, dict):
         where.fail("doc", "is not an object")
     for key, value in {**item["native_ids"], **item["context_parts"]}.items():
-        if key in doc and doc[key] != value:
+        if key in doc and _plain(doc[key]) != _plain(value):
             where.fail(f"doc.{key}", f"{_short(doc[key])} is not that of item {item['item_id']} ({_short(value)}), "
                        f"which the sample's requests match")
     target = str(sample.get("target", ""))
     if target.isdigit() and int(target) != item["gold"]:
         where.fail("target", f"gold {target} but item {item['item_id']} has gold {item['gold']}")
+
+
+def _plain(value):
+    """A doc field as compared with the item's: text up to whitespace (adapters strip questions)."""
+    return " ".join(value.split()) if isinstance(value, str) else value
 
 
 def _short(value) -> str:
@@ -336,12 +343,12 @@ def run_id(matched: Matched) -> str:
     return f"lm-eval-samples:{matched.label}:{matched.record['sha256'][:12]}"
 
 
-def rows_of(matched: Matched, items: list[dict], rid: str):
+def rows_of(matched: Matched, index: Index, rid: str):
     """The score rows of one sample file."""
     for (formulation, k), values in sorted(matched.parts.items()):
         for i, (lls, greedy) in sorted(values.items()):
-            item = items[i]
-            conts = forms.scored(item, MODE, formulation).continuations
+            item = index.items[i]
+            conts = index.continuations[(i, formulation)]
             for j, text in enumerate(conts):
                 yield {"model": matched.label, "mode": MODE, "formulation": formulation, "fewshot": k,
                        "item_id": item["item_id"], "option_index": j, "logprob_sum": lls[j], "n_chars": len(text),
@@ -352,17 +359,20 @@ def rows_of(matched: Matched, items: list[dict], rid: str):
 # --- the import --------------------------------------------------------------------------------
 
 def import_scores(workspace, paths, *, label=None, replace=False, progress=True) -> list[dict]:
-    """Import every run under ``paths``, all or nothing; one summary dict per (model, formulation,
-    shots) stored."""
+    """Import every run under ``paths`` in one transaction (all or nothing), run by run so memory
+    stays that of one run; one summary dict per (model, formulation, shots) stored."""
     from tqdm import tqdm
 
     runs = find_runs(paths)  # nothing to import: fail before the workspace is opened
+    labels = {run.results: label or model_label(run.info(), run.results) for run in runs}
     ws = open_scores(workspace)
     try:
-        items = ws.items()
-        index = Index(items)
-        with tqdm(total=sum(len(r.samples) for r in runs), unit="file", desc="lm-eval samples",
-                  disable=not progress) as bar:
+        index = Index(ws.items())
+        with contextlib.ExitStack() as held:
+            for name in sorted(set(labels.values())):
+                held.enter_context(label_lock(ws.root, name, command="score or import-scores"))
+            bar = held.enter_context(tqdm(total=sum(len(r.samples) for r in runs), unit="file",
+                                          desc="lm-eval samples", disable=not progress))
             count = [0]
 
             def tick(samples=0, files=0):
@@ -370,62 +380,58 @@ def import_scores(workspace, paths, *, label=None, replace=False, progress=True)
                 if files or count[0] % 1000 == 0:
                     bar.set_postfix(samples=count[0], refresh=False)
                     bar.update(files)
-            matched = [m for run in runs for m in match_run(run, index, label, tick)]
-        _refuse_overlaps(matched, items)
-        with contextlib.ExitStack() as held:
-            for name in sorted({m.label for m in matched}):
-                held.enter_context(label_lock(ws.root, name, command="score or import-scores"))
-            return _write(ws, matched, items, replace=replace, progress=progress)
+            with ws.transaction(foreign_keys=False):  # every row names a workspace item and its run
+                for name in sorted(set(labels.values())):
+                    check_label(ws, name, (ORIGIN,), replace=replace)
+                written: dict[str, Path] = {}
+                parts = [part for run in runs for m in match_run(run, index, labels[run.results], tick)
+                         for part in _store(ws, m, index, written, replace=replace)]
     finally:
         ws.close()
+    return summarize(parts)
 
 
-def _refuse_overlaps(matched: list[Matched], items: list[dict]) -> None:
-    """Two runs of one import storing the same label's item twice would keep one of them silently."""
-    seen: dict[tuple, Matched] = {}
-    for m in matched:
-        for (formulation, k), values in m.parts.items():
-            for i in values:
-                key = (m.label, formulation, k, i)
-                if key in seen and seen[key] is not m:
-                    raise CurateError(
-                        f"{seen[key].path} and {m.path} both hold model {m.label!r}'s scores of item "
-                        f"{items[i]['item_id']} ({formulation}, {k}-shot); import one of them (or each under its "
-                        f"own --label); nothing was imported")
-                seen[key] = m
+def summarize(parts: list[dict]) -> list[dict]:
+    """One summary dict per (model, formulation, shots): how many files and items."""
+    grouped: dict[tuple, list[dict]] = {}
+    for part in parts:
+        grouped.setdefault((part["model"], part["formulation"], part["fewshot"]), []).append(part)
+    return [{"model": model, "mode": MODE, "formulation": f, "fewshot": k, "files": len(group),
+             "items": sum(p["items"] for p in group),
+             "detail": f"{f}, {k}-shot, {sum(p['items'] for p in group)} items from {len(group)} "
+                       f"file{'s' * (len(group) > 1)}"}
+            for (model, f, k), group in sorted(grouped.items())]
 
 
-def _write(ws, matched: list[Matched], items: list[dict], *, replace: bool, progress: bool) -> list[dict]:
-    from tqdm import tqdm
-
-    summary = []
-    with ws.transaction(foreign_keys=False), tqdm(total=sum(m.samples for m in matched), unit="item",
-                                                  desc="storing", disable=not progress) as bar:
-        for m in matched:
-            rid = run_id(m)
-            check_label(ws, m.label, (ORIGIN,), replace=replace)
-            add_run(ws, run_id=rid, model=m.label, origin=ORIGIN, info={**m.record, "mode": MODE},
-                    dtype=m.record["dtype"])
-            for (formulation, k), values in sorted(m.parts.items()):
-                _check_other_runs(ws, m, formulation, k, [items[i]["item_id"] for i in values], rid, replace)
-                summary.append({"model": m.label, "mode": MODE, "formulation": formulation, "fewshot": k,
-                                "items": len(values), "run_id": rid,
-                                "detail": f"{formulation}, {k}-shot, {len(values)} items"})
-            write_scores(ws, list(rows_of(m, items, rid)))
-            bar.update(m.samples)
-    return summary
+def _store(ws, m: Matched, index: Index, written: dict, *, replace: bool) -> list[dict]:
+    """Write one sample file's rows as one run (inside the import's transaction)."""
+    rid = run_id(m)
+    add_run(ws, run_id=rid, model=m.label, origin=ORIGIN, info={**m.record, "mode": MODE}, dtype=m.record["dtype"])
+    for (formulation, k), values in m.parts.items():
+        _check_other_runs(ws, m, formulation, k, [index.items[i]["item_id"] for i in values], rid, written,
+                          replace=replace)
+    write_scores(ws, list(rows_of(m, index, rid)))
+    written[rid] = m.path
+    return [{"model": m.label, "formulation": f, "fewshot": k, "items": len(v), "file": str(m.path)}
+            for (f, k), v in m.parts.items()]
 
 
-def _check_other_runs(ws, m: Matched, formulation: str, k: int, item_ids: list[str], rid: str, replace: bool):
-    """Refuse to overwrite the label's stored scores of these items from another lm-eval run (a
-    changed file, another date) without ``replace``; with it, delete them first."""
+def _check_other_runs(ws, m: Matched, formulation: str, k: int, item_ids: list[str], rid: str, written: dict, *,
+                      replace: bool):
+    """Refuse to overwrite the label's stored scores of these items from another file (a changed
+    file, another run) without ``replace`` (with it, delete them first), and two files of this
+    import holding the same items in any case (one would be kept silently)."""
     ws.conn.execute("CREATE TEMP TABLE IF NOT EXISTS import_items (item_id TEXT PRIMARY KEY)")
     ws.conn.execute("DELETE FROM import_items")
     ws.conn.executemany("INSERT INTO import_items VALUES (?)", ((i,) for i in item_ids))
     where = ("FROM scores WHERE model = ? AND mode = ? AND formulation = ? AND fewshot = ? AND run_id != ? "
              "AND item_id IN (SELECT item_id FROM import_items)")
     params = (m.label, MODE, formulation, k, rid)
-    held = ws.conn.execute(f"SELECT DISTINCT run_id {where} LIMIT 1", params).fetchone()
+    held = ws.conn.execute(f"SELECT run_id, item_id {where} LIMIT 1", params).fetchone()
+    if held and held[0] in written:
+        raise CurateError(f"{written[held[0]]} and {m.path} both hold model {m.label!r}'s scores of item {held[1]} "
+                          f"({formulation}, {k}-shot); import one of them (or each under its own --label); "
+                          f"nothing was imported")
     if held and not replace:
         raise CurateError(f"model {m.label!r} ({MODE}, {formulation}, {k}-shot) already holds scores of these items "
                           f"from other files (run {held[0]}); {m.path.name} would replace them: use --replace "
