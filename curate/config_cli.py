@@ -62,7 +62,7 @@ def report(path: Path, problems: list[tuple[str, str]]) -> None:
 def audit(config):
     """Run the whole audit CONFIG describes (default: the embedded offline demo).
 
-    ingest -> annotate -> score -> analyze -> filter -> release in one workspace; every stage
+    ingest -> annotate -> score -> filter -> analyze -> release in one workspace; every stage
     resumes, so running the same command again does only what is missing. Nothing runs unless
     the plan is complete (as `curate check-config` reports it).
     """
