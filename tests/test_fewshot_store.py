@@ -99,3 +99,23 @@ def test_score_sources_keep_shot_counts_apart(copa_ws):
     assert list(sources["fewshot"]) == [0, 5]
     # Engine versions differ across shot counts, not within one: nothing mixes.
     assert isinstance(require_one_source(sources), pd.DataFrame)
+
+
+def test_the_audit_config_takes_shot_counts_and_a_pool(tmp_path):
+    """scoring.fewshot and scoring.fewshot_pool (a path beside the config, or 'evaluated')."""
+    import yaml
+
+    from curate import demo
+    from curate.audit_config import load_config
+    from curate.errors import InputError
+
+    data = yaml.safe_load(demo.config_path().read_text())
+    for pool, expected in (("dev.jsonl", str((tmp_path / "dev.jsonl").resolve())), ("evaluated", "evaluated")):
+        data["scoring"].update(fewshot="0,5", fewshot_pool=pool)
+        (tmp_path / "audit.yaml").write_text(yaml.safe_dump(data))
+        config = load_config(tmp_path / "audit.yaml", cwd=tmp_path, check_files=False)
+        assert (config.scoring.fewshot, config.scoring.fewshot_pool) == ("0,5", expected)
+    data["scoring"]["fewshot"] = "five"
+    (tmp_path / "audit.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match="scoring.fewshot"):
+        load_config(tmp_path / "audit.yaml", cwd=tmp_path, check_files=False)
