@@ -126,6 +126,18 @@ def report(rows: list[dict], responses) -> str:
     return "\n".join(lines)
 
 
+def describe(responses) -> str:
+    """Each model's accuracy and temperature, and how many unplanted items are easy (SMART)."""
+    from curate.analyses.item_stats import easy_items
+    lines = ["", "model accuracy and temperature (T of the calibrated probabilities):"]
+    for name, acc, t in zip(responses.models, responses.correct.mean(axis=1), responses.temperature):
+        lines.append(f"  {name:<44} {acc:.3f}  T {t:.3f}")
+    easy = easy_items(responses)
+    lines.append(f"items every model answers right: {int(responses.correct.all(axis=0).sum())} of {len(easy)}; "
+                 f"easy (also each with p >= 0.8 on the gold): {int(easy.sum())}")
+    return "\n".join(lines)
+
+
 def real_suspects(responses, how_many: int) -> str:
     """The unplanted items the score ranks highest: HellaSwag's own likeliest label errors."""
     from curate.analyses.suspects import suspects
@@ -152,6 +164,7 @@ def main() -> None:
         responses = read_responses(workspace, args.mode)
     rows = run(responses, [float(r) for r in args.rates.split(",")], [int(s) for s in args.seeds.split(",")])
     print(report(rows, responses))
+    print(describe(responses))
     print()
     print(ablations(responses))
     print()
