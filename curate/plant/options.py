@@ -22,7 +22,7 @@ PLANT = [
     Option("rate", float, 0.02, min=0, max=1, min_open=True,
            help="Share of the items planted with each kind (at least one item per kind)."),
     Option("seed", int, 0, help="Seed of the choice of items, options and donors."),
-    Option("key", metavar="FILE", help="Where the key goes (default: WORKSPACE.plant-key.json beside the new "
+    Option("key", metavar="FILE", help="Where the key goes (default: TARGET.plant-key.json beside the new "
                                        "workspace; never inside it)."),
     Option("drop_unscored", bool, False,
            help="Leave out the models whose scores of changed items no --model re-scores (refused without it)."),
