@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import PAPER_SCORES, run_cli, small_workspace
+from conftest import PAPER_SCORES, one_line_error, run_cli, small_workspace
 from headless import Browser, Tab, require_chromium
 from review_helpers import write_study_scores
 
@@ -127,3 +127,14 @@ def test_the_link_check_is_not_vacuous(tmp_path):
     page.write_text('<section id="findings"><h2>x</h2><p>y</p></section><a href="#findings">ok</a>'
                     '<a href="there.html">ok</a><a href="#nowhere">bad</a><a href="gone.html">bad</a>')
     assert unresolved(probe(page)["links"]) == ["#nowhere", "gone.html"]
+
+
+def test_decisions_of_another_workspace_are_refused_before_any_work(report, tmp_path):
+    """`--decisions` names a `curate filter --out` folder made on this workspace: a folder that is
+    none, or decisions made on other items, is one line naming the folder, and no report is made."""
+    other = small_workspace(tmp_path / "other", 20)
+    proc = run_cli("analyze", other, "--out", tmp_path / "r1", "--decisions", report.parent / "decisions", check=False)
+    one_line_error(proc, "decisions were made on another workspace's data", "decisions")
+    proc = run_cli("analyze", report.parent / "ws", "--out", tmp_path / "r2", "--decisions", report, check=False)
+    one_line_error(proc, "no decisions.parquet here", str(report))
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()

@@ -73,9 +73,8 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["no
         if kind == "tokens":
             tokenizer(name)
     outdir.check_report_dir(out)
-    if decisions is not None:  # refuse a folder that is not a filter output before any work is done
-        from curate.review.data import Decisions
-        decisions = Decisions.read(decisions).path
+    if decisions is not None:  # refuse decisions that are not this workspace's before any work is done
+        decisions = _checked_decisions(root, decisions)
     # One run at a time writes a report folder: two would mix their plots and reports.
     # Steps: reading, each section, writing the report.
     steps = 2 + len(sections.registry())
@@ -89,6 +88,17 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["no
         finally:
             shutil.rmtree(built, ignore_errors=True)
         return metrics
+
+
+def _checked_decisions(root, folder) -> Path:
+    """A `curate filter --out` folder made on this workspace's items (InputError naming it otherwise)."""
+    from curate.review.data import Decisions
+    from curate.store import Workspace
+
+    found = Decisions.read(folder)
+    with Workspace.open(root) as ws:
+        found.check_made_on(ws.meta("source"), [it["item_id"] for it in ws.items()])
+    return found.path
 
 
 def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units, core_mode, core_threshold,

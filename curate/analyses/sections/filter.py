@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 
 from curate.analyses.sections._findings import Flag, Sentence, percent
-from curate.store import Workspace
 
 ORDER = 98
 SCORES = False  # decisions are read as `curate filter` wrote them
@@ -15,14 +14,12 @@ ABOUT = {"filter": "the `curate filter` decisions read (present: false when none
 
 
 def compute(ctx) -> dict:
-    """The decisions' stage table, after checking they were made on this workspace's items."""
+    """The decisions' stage table (``analyze_workspace`` checked they were made on this workspace)."""
     from curate.review.data import Decisions
 
     if ctx.decisions is None:
         return {"filter": {"present": False}}
     d = Decisions.read(ctx.decisions)
-    with Workspace.open(ctx.root) as ws:
-        d.check_made_on(ws.meta("source"), [it["item_id"] for it in ctx.items])
     kept = int(d.frame["kept"].sum())
     stages = [{k: s.get(k) for k in ("stage", "description", "matched", "removed_here", "left")} for s in d.stages]
     return {"filter": {"present": True, "folder": str(d.path), "rules": d.rules, "items": len(d.frame), "kept": kept,
