@@ -54,7 +54,7 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
 @click_options(SCORE)
 def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
-          no_seq_mean, self_check, replace, quiet, fewshot, fewshot_pool):
+          no_seq_mean, self_check, replace, quiet, fewshot, fewshot_pool, prefix_cache_mb):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.models import emulated_half
     from scoring.run import score_workspace, verify_batch_invariance
@@ -66,7 +66,8 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
                               limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
                               replace=replace, formulations=formulations, self_check_items=self_check,
-                              max_memory=max_memory, fewshot=fewshot, fewshot_pool=fewshot_pool)
+                              max_memory=max_memory, fewshot=fewshot, fewshot_pool=fewshot_pool,
+                              prefix_cache_mb=prefix_cache_mb)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""

@@ -45,6 +45,12 @@ SCORE = [
                   "(e.g. '0=70GiB,1=70GiB,cpu=100GiB,disk'); absent: the visible GPUs only."),
     Option("batch_tokens", int, 4096, min=1, help="Token budget per forward pass (rows x longest row).",
            config="Token budget per forward batch (rows x longest row)."),
+    Option("prefix_cache_mb", int, 256, min=0, metavar="MB",
+           help="Memory for the keys and values of prefixes many rows share (a few-shot header), each computed "
+                "once (scoring/prefix_cache.py); a shared prefix larger than this is computed in full for every "
+                "row, never dropped (0: no cache).",
+           config="Memory (MB) for the keys and values of prefixes many rows share, each computed once; a larger "
+                  "shared prefix is computed in full for every row (0: no cache)."),
     Option("limit", int, min=1, help="Score only the first N items."),
     Option("self_check", int, 2, min=0, metavar="N",
            help="Before storing anything, score N units (an item in one mode) also by the model's own plain "

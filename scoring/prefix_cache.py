@@ -158,6 +158,7 @@ class Caches:
 
     def __init__(self, model, max_bytes: int):
         self.model, self.max_bytes, self.held = model, max_bytes, {}
+        self.prefixes = self.prefix_tokens = self.fed = 0  # what was computed, for the run's summary
 
     def fits(self, length: int) -> bool:
         return 0 < length * bytes_per_token(self.model) <= self.max_bytes
@@ -168,7 +169,15 @@ class Caches:
     def get(self, tokens: tuple) -> Cached:
         if tokens not in self.held:
             self.held[tokens] = compute(self.model, runner_for(self.model), tokens)
+            self.prefixes, self.prefix_tokens = self.prefixes + 1, self.prefix_tokens + len(tokens)
         return self.held[tokens]
+
+    def summary(self) -> dict:
+        """Shared prefixes computed, their tokens, and all tokens fed (those and every row after its
+        cached prefix, or whole)."""
+        return {"prefixes": self.prefixes, "prefix_tokens": self.prefix_tokens,
+                "fed_tokens": self.prefix_tokens + self.fed}
+
 
 
 # --- scoring against the cache -------------------------------------------------------------------
@@ -210,9 +219,10 @@ def score_with_caches(model, requests: list[Request], shared: list[int], caches:
     """``score_requests(model, requests)``'s results, request i's first ``shared[i]`` prefix
     tokens taken from ``caches`` (0: none; a prefix that does not fit is computed in full)."""
     runner = runner_for(model)
+    shared = [s if s and runner in CACHING_RUNNERS and caches.fits(s) else 0 for s in shared]
+    caches.fed += sum(after(r, s).n_input for r, s in zip(requests, shared))
     if runner not in CACHING_RUNNERS:
         return score_requests(model, requests, pad_id=pad_id, runner=runner, max_tokens=max_tokens)
-    shared = [s if s and caches.fits(s) else 0 for s in shared]
     alone = [i for i, r in enumerate(requests)  # longer than the budget: in pieces, in full
              if max_tokens and after(r, shared[i]).n_input > max_tokens]
     here = [i for i in range(len(requests)) if i not in set(alone)]
@@ -303,8 +313,8 @@ def plan(units: list[Unit], batch_tokens: int, *, model=None, max_bytes: int = 0
     for g, n in zip(group, rows):
         longest[g] = max(longest.get(g, 0), n)
     first = {g: i for i, g in reversed(list(enumerate(group)))}
-    order = sorted(range(len(units)), key=lambda i: (-longest[group[i]], first[group[i]], -rows[i],
-                                                     units[i].item_index, units[i].mode, units[i].formulation))
+    order = sorted(range(len(units)), key=lambda i: (-longest[group[i]], first[group[i]], -rows[i], units[i].item_index,
+                                                     units[i].mode, units[i].formulation, units[i].fewshot))
     out, current, n_rows, top, held = [], [], 0, 0, {}
     for i in order:
         unit = units[i]

@@ -22,6 +22,7 @@ import random
 import time
 import uuid
 from contextlib import nullcontext
+from functools import partial
 
 from curate import fewshot as shots_of
 from curate import formulations as forms
@@ -29,7 +30,7 @@ from curate.errors import CurateError
 from curate.fewshot_pool import pool_key, resolve_pool
 from curate.items import MODES, canonical_json, sha256_text
 from curate.store import Workspace
-from scoring import ENGINE_VERSION
+from scoring import ENGINE_VERSION, prefix_cache
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.models import DTYPES, check_device, load, placement, resolve
@@ -79,19 +80,9 @@ def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = Tr
 
 def batches(units: list[Unit], batch_tokens: int) -> list[list[Unit]]:
     """Longest first (memory peaks show up at once; the ETA errs long), each batch's rows x
-    longest row within ``batch_tokens`` (a unit never splits)."""
-    ordered = sorted(units, key=lambda u: (-u.max_row, u.item_index, u.mode, u.formulation, u.fewshot))
-    out, current, rows, longest = [], [], 0, 0
-    for unit in ordered:
-        n_rows, new_longest = rows + len(unit.requests), max(longest, unit.max_row)
-        if current and n_rows * new_longest > batch_tokens:
-            out.append(current)
-            current, n_rows, new_longest = [], len(unit.requests), unit.max_row
-        current.append(unit)
-        rows, longest = n_rows, new_longest
-    if current:
-        out.append(current)
-    return out
+    longest row within ``batch_tokens`` (a unit never splits): the run's plan without a prefix
+    cache (``scoring.prefix_cache.plan``)."""
+    return [b.units for b in prefix_cache.plan(units, batch_tokens)]
 
 
 def assemble(unit: Unit, results, item: dict, *, label: str, run_id: str) -> list[dict]:
@@ -228,7 +219,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                     label: str | None = None, seq_mean: bool = True, replace: bool = DEFAULTS["replace"],
                     formulations: list[str] | None = None, self_check_items: int = DEFAULTS["self_check"],
                     max_memory=DEFAULTS["max_memory"], fewshot=DEFAULTS["fewshot"],
-                    fewshot_pool: str | None = DEFAULTS["fewshot_pool"]) -> dict:
+                    fewshot_pool: str | None = DEFAULTS["fewshot_pool"],
+                    prefix_cache_mb: int = DEFAULTS["prefix_cache_mb"]) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
     ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
 
@@ -241,6 +233,10 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     ``fewshot`` (shot counts, "0,5" or a list) scores each item after k worked examples as well,
     built as lm-eval builds them (``curate.fewshot``), from ``fewshot_pool``
     (``curate.fewshot_pool``); scores are stored per shot count.
+
+    Prefixes many rows share (a few-shot header) are computed once and their keys and values
+    kept, at most ``prefix_cache_mb`` MB of them (``scoring.prefix_cache``); the others are
+    computed in full for every row.
 
     Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
     that fit one batch) are also scored by the model's own plain forward
@@ -267,6 +263,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         forms.check(name)
     if batch_tokens < 1:
         raise CurateError("--batch-tokens must be positive")
+    if prefix_cache_mb < 0:
+        raise CurateError("--prefix-cache-mb must be 0 (no cache) or a number of megabytes")
     if self_check_items < 0:
         raise CurateError("--self-check must be 0 (skip) or a number of items")
     check_device(device)
@@ -295,6 +293,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         lock.__exit__(None, None, None)
         raise
     label = label or model
+    cache_bytes = prefix_cache_mb * 2**20
     key = {"model_hash": ref.weights_hash, "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
            "engine": ENGINE_VERSION}
     source = run_source({"origin": "scored", **key})
@@ -333,11 +332,13 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         if missing:
             specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in units]
             built = build_units(tokenizer, specs, max_length=limit_len, seq_mean=seq_mean)
-            plan = [b for b in batches(built, batch_tokens) if any(unit_key(u) in missing for u in b)]
-            planned = [u for b in plan for u in b]
+            plan = [b for b in prefix_cache.plan(built, batch_tokens, model=lm, max_bytes=cache_bytes)
+                    if any(unit_key(u) in missing for u in b.units)]
+            planned = [u for b in plan for u in b.units]
             refuse_unscorable(lm, planned, items, limit_len)
             refuse_inexact(lm, planned, items)
             checked = self_check(lm, planned, dtype, items=self_check_items, batch_tokens=batch_tokens, pad_id=pad_id,
+                                 score=partial(prefix_cache.score_shared_requests, max_bytes=cache_bytes),
                                  names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, {u.formulation}"
                                                  + (f", {u.fewshot}-shot)" if u.fewshot else ")"))
         # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
@@ -353,18 +354,20 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                           "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
                           "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
                           "self_check": checked, "device_map": placement(lm), "max_memory": max_memory,
-                          "fewshot": counts, **fewshot_info})
+                          "fewshot": counts, **fewshot_info, "prefix_cache_mb": prefix_cache_mb})
         if replace and state is not None:
             state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
         computed = len(missing)
         bar = tqdm(total=computed, unit="item", desc=f"scoring {label}", disable=not show_progress or rank != 0,
                    dynamic_ncols=True)
+        caches = prefix_cache.Caches(lm, cache_bytes)
         for batch in plan:
-            requests = [r for u in batch for r in u.requests]
-            results = score_requests(lm, requests, pad_id=pad_id, max_tokens=batch_tokens)
+            caches.keep_only(batch.prefixes())
+            results = prefix_cache.score_with_caches(lm, batch.requests, batch.shared, caches, pad_id=pad_id,
+                                                     max_tokens=batch_tokens)
             rows, k, fresh = [], 0, 0
-            for unit in batch:
+            for unit in batch.units:
                 # A unit stored already keeps its row: rewritten, a --no-seq-mean run would empty
                 # its seq_mean, and its numbers are this engine's either way.
                 if unit_key(unit) in missing:
@@ -374,7 +377,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                 k += len(unit.requests)
             with ws.transaction():
                 write_scores(ws, rows)
-            tokens += sum(u.n_input for u in batch)
+            tokens += sum(u.n_input for u in batch.units)
             bar.update(fresh)
             bar.set_postfix_str(f"{tokens / (time.perf_counter() - loop_start):.0f} tok/s")
         bar.close()
@@ -387,7 +390,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
                 "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
                 "replaced_rows": replaced, "self_check": checked, "runner": runner,
-                "process": rank, "processes": world, "torch_threads": torch.get_num_threads()}
+                "prefix_cache": caches.summary(), "process": rank, "processes": world,
+                "torch_threads": torch.get_num_threads()}
     finally:
         ws.close()
         lock.__exit__(None, None, None)

@@ -9,6 +9,8 @@ recomputed, never dropped.
 """
 from __future__ import annotations
 
+import gzip
+import json
 import random
 import warnings
 
@@ -116,3 +118,39 @@ def test_long_rows_in_pieces_raise_no_deprecation_warning(tokenizer):
         warnings.simplefilter("error")
         results = score_requests(model, [request], pad_id=0, max_tokens=16)
     check_exact(model, [request], results)
+
+
+@pytest.mark.slow  # SmolLM2 scores the items twice (about 100 s on the busy 2-core machine)
+def test_a_fewshot_run_caches_each_header_once_with_the_numbers_of_no_cache(tmp_path):
+    """`curate score --fewshot 2` on MMLU items of two subjects: each subject's header is computed
+    once, the self-check scores the first units through the cache, and every stored number equals
+    the run without a cache (``--prefix-cache-mb 0``)."""
+    from conftest import SHARED
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+    from scoring.run import score_workspace
+    from scoring.store import open_scores, read_scores
+    rows = [r for r in fewshot_rows(SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz")
+            if r["subject"] in ("anatomy", "astronomy")]
+    data = tmp_path / "mmlu.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[:2] + rows[-2:]))
+    ws = ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("mmlu"))
+    pool = str(SHARED / "benchmarks" / "mmlu" / "dev.jsonl.gz")
+    runs = {mb: score_workspace(ws, "smollm2-135m", ["full"], label=f"m{mb}", fewshot="2", fewshot_pool=pool,
+                                seq_mean=mb > 0, prefix_cache_mb=mb, show_progress=False) for mb in (256, 0)}
+    assert runs[256]["prefix_cache"]["prefixes"] == 2 and runs[0]["prefix_cache"]["prefixes"] == 0
+    assert runs[256]["self_check"]["items"] == 2 and runs[256]["self_check"]["max_abs_diff"] < 1e-3
+    headers = runs[256]["prefix_cache"]["prefix_tokens"]  # each fed once instead of twice
+    assert runs[256]["prefix_cache"]["fed_tokens"] <= runs[0]["prefix_cache"]["fed_tokens"] - headers + 10
+    with open_scores(ws) as store:
+        scores = read_scores(store, fewshots=[2]).sort_values(["item_id", "option_index"])
+    cached, full = (scores[scores["model"] == f"m{mb}"] for mb in (256, 0))
+    assert len(cached) == len(full) == 16
+    assert abs(cached["logprob_sum"].to_numpy() - full["logprob_sum"].to_numpy()).max() < 1e-4
+    assert cached["is_greedy"].tolist() == full["is_greedy"].tolist()
+    assert cached["seq_mean"].notna().all()
+
+
+def fewshot_rows(path):
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
