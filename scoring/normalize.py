@@ -38,7 +38,7 @@ def with_formulation(frame: pd.DataFrame) -> pd.DataFrame:
     is refused: 0-shot and k-shot scores of one condition must never be pooled (split them by
     ``fewshot`` first, as the few-shot report section does)."""
     if "fewshot" in frame.columns and frame["fewshot"].nunique() > 1:
-        raise ValueError(f"scores of several shot counts ({', '.join(map(str, sorted(frame['fewshot'].unique())))}) "
+        raise CurateError(f"scores of several shot counts ({', '.join(map(str, sorted(frame['fewshot'].unique())))}) "
                          "in one frame; select one shot count (read_scores(fewshots=[K])) first")
     return frame if "formulation" in frame.columns else frame.assign(formulation="cloze")
 

@@ -67,6 +67,7 @@ def test_readers_never_pool_shot_counts(copa_ws):
     """0-shot and 5-shot predictions disagree here; a reader given both refuses, the report's
     sections read one shot count, and the filter's inputs read the shot count asked for."""
     from curate.analyses.report import one_shot_count
+    from curate.errors import CurateError
     from curate.filter.inputs import Inputs
     from scoring.normalize import predictions
     from scoring.store import add_run, open_scores, read_scores, write_scores
@@ -76,7 +77,7 @@ def test_readers_never_pool_shot_counts(copa_ws):
         write_scores(ws, _rows(5, [[-2, -1], [-2, -1]]))
     with open_scores(copa_ws) as ws:
         frame = read_scores(ws)
-        with pytest.raises(ValueError, match="several shot counts"):
+        with pytest.raises(CurateError, match="several shot counts"):
             predictions(frame, "sum")
         assert set(predictions(one_shot_count(frame), "sum")["pred"]) == {0}
         inputs = Inputs(ws)

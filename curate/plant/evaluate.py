@@ -116,7 +116,7 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
 
     formulation = ws.meta("formulation", "cloze")
     with open_scores(ws.root) as sw:
-        scores = read_scores(sw, modes=[mode], formulations=[formulation])
+        scores = read_scores(sw, modes=[mode], formulations=[formulation], fewshots=[0])  # one shot count
     if scores.empty:
         notes.append(f"no scores in mode {mode} ({formulation}): no score detectors")
         return {}
