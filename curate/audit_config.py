@@ -26,6 +26,7 @@ from curate import strict_yaml
 from curate.adapters.columns import adapter_keywords
 from curate.errors import CurateError, InputError
 from curate.filter.options import DEFAULTS as FILTER_DEFAULTS
+from curate.ingest_options import DEFAULTS as INGEST_DEFAULTS
 from curate.reading import CONFIG_LIMIT, read_text
 from scoring import model_spec
 from scoring.options import DEFAULTS as SCORE_DEFAULTS
@@ -39,13 +40,14 @@ class Benchmark:
     adapter: str
     path: Path | None
     hub: str | None
-    revision: str | None
-    split: str | None  # None: the benchmark's own (built-ins), else validation
-    limit: int | None
     columns: dict  # generic adapter options, keyword names of curate.adapters.generic.Generic
-    config: str | None = None
-    delimiter: str | None = None
-    encoding: str | None = None
+    # The rest as `curate init` takes them (curate/ingest_options.py: defaults, types, the schema).
+    split: str | None = INGEST_DEFAULTS["split"]  # None: the benchmark's own (built-ins), else validation
+    config: str | None = INGEST_DEFAULTS["config"]
+    revision: str | None = INGEST_DEFAULTS["revision"]
+    delimiter: str | None = INGEST_DEFAULTS["delimiter"]
+    encoding: str | None = INGEST_DEFAULTS["encoding"]
+    limit: int | None = INGEST_DEFAULTS["limit"]
 
     @property
     def data(self) -> str | None:

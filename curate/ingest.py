@@ -7,10 +7,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 import curate
-from curate.adapters import default_formulation
+from curate.adapters import default_formulation, hub_default
 from curate.adapters.fields import FieldError
 from curate.clock import now
-from curate.errors import InputError
+from curate.errors import CurateError, InputError
 from curate.items import validation_errors
 from curate.sources import open_source, parse_copy_of
 from curate.store import check_new_workspace, create_workspace
@@ -46,13 +46,17 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     return items, raws
 
 
-def ingest(root: str | Path, *, data: str, adapter, split: str = "validation", revision: str | None = None,
-           limit: int | None = None, config: str | None = None, delimiter: str | None = None,
-           encoding: str | None = None, copy_of: str | None = None) -> Path:
+def ingest(root: str | Path, *, adapter, data: str | None = None, split: str | None = None, config: str | None = None,
+           revision: str | None = None, copy_of: str | None = None, delimiter: str | None = None,
+           encoding: str | None = None, limit: int | None = None) -> Path:
     """Create workspace ``root`` from ``data`` (local path or Hub id; ``config`` names the Hub
     dataset's configuration; ``delimiter``/``encoding`` override what is detected in a CSV
     file) using ``adapter``. ``copy_of`` (``OWNER/NAME[@REVISION]``) records which Hub dataset a
     local file copies, so releases can name it."""
+    try:  # a built-in's own Hub id, configuration and split where none is named
+        data, split, config = hub_default(adapter, data, split, config)
+    except ValueError as exc:
+        raise CurateError(f"{exc} (--data, or the audit config's benchmark.path / hub)") from None
     check_new_workspace(Path(root))  # before the reading, which can take a while
     copy = parse_copy_of(copy_of) if copy_of else None
     source = open_source(data, split=split, revision=revision, config=config, delimiter=delimiter, encoding=encoding)

@@ -39,6 +39,7 @@ class Option:
     aliases: tuple[str, ...] = ()  # old spellings, still accepted, hidden from --help
     config: str | None = None   # the audit config's description; None: not a config key
     pattern: str | None = None  # the config's pattern (the command checks such a value when it runs)
+    max_length: int | None = None  # the config's maxLength (the command checks such a value when it runs)
     nullable: bool = False      # the config may write null (= the default)
     metavar: str | None = None
     callback: Callable | None = None
@@ -84,6 +85,8 @@ def _schema(o: Option) -> dict:
         prop["pattern"] = o.pattern
     elif o.type is str and not o.choices:
         prop["minLength"] = 1
+    if o.max_length is not None:
+        prop["maxLength"] = o.max_length
     if o.min is not None:
         prop["exclusiveMinimum" if o.min_open else "minimum"] = o.min
     if o.max is not None:

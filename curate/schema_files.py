@@ -39,9 +39,10 @@ def stage_options() -> dict[str, list]:
     """The audit schema's sections (``$defs`` names) whose options a stage's table declares."""
     from annotate.options import ANNOTATE
     from curate.filter.options import FILTER
+    from curate.ingest_options import INGEST
     from scoring.options import SCORE
 
-    return {"annotator": ANNOTATE, "scoring": SCORE, "filter": FILTER}
+    return {"benchmark": INGEST, "annotator": ANNOTATE, "scoring": SCORE, "filter": FILTER}
 
 
 def dump(value, indent: int = 0) -> str:

@@ -22,10 +22,13 @@ def _stages():
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE
     from curate.analyses.report import analyze_workspace
-    from curate.audit_config import Annotator, Scoring
+    from curate.audit_config import Annotator, Benchmark, Scoring
+    from curate.cli import init
     from curate.filter.cli import filter_command
     from curate.filter.engine import run_filter
     from curate.filter.options import FILTER
+    from curate.ingest import ingest
+    from curate.ingest_options import INGEST
     from generate.cli import generate
     from generate.options import GENERATE
     from generate.run import generate_workspace
@@ -40,6 +43,7 @@ def _stages():
     from scoring.text import text_score_workspace
 
     return {
+        "init": (init, INGEST, ingest, {}, "benchmark", Benchmark),
         "score": (score, SCORE, score_workspace, {"self_check": "self_check_items", "quiet": None},
                   "scoring", Scoring),
         "text-scores": (text_scores, TEXT_SCORES, text_score_workspace,
