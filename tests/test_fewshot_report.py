@@ -81,3 +81,18 @@ def test_a_filter_condition_names_the_shot_count(copa_two_shots, tmp_path, k, ke
     assert summary["kept"] == (sum(it["gold"] == 1 for it in items) if kept == "gold 1" else 0)
     [run] = summary["inputs"]["score_runs"]
     assert run["run_id"] == "r" and run.get("fewshots", [0]) == [k]
+
+
+def test_item_validity_kinds_read_the_named_shot_count(copa_two_shots):
+    """The item statistics behind easy, misfit, label_error ... come from the K-shot scores
+    when a condition names fewshot: K (0-shot the model is right where the gold is option 0)."""
+    from curate.filter.inputs import Inputs
+    from curate.filter.kinds import _validity
+    from curate.store import Workspace
+    ws, items = copa_two_shots
+    with Workspace.open(ws) as w:
+        inputs = Inputs(w)
+        spec = {"models": ["m"], "mode": "full", "normalization": "sum"}
+        zero, five = (_validity.table(spec | {"fewshot": k}, inputs) for k in (0, 5))
+    assert list(zero["difficulty"]) == [float(it["gold"] == 0) for it in items]
+    assert set(five["difficulty"]) == {1.0}

@@ -18,11 +18,12 @@ COLUMNS = ["item_id", "row_index", "difficulty", "discrimination", "irt_a", "irt
 
 
 def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
-               formulation: str = "cloze", normalization: str | None = None) -> tuple[Responses, pd.DataFrame]:
+               formulation: str = "cloze", normalization: str | None = None,
+               fewshot: int = 0) -> tuple[Responses, pd.DataFrame]:
     """The response matrix and one row per item it holds (row order): item statistics, then the
-    suspect scores and their evidence."""
+    suspect scores and their evidence (of the ``fewshot``-shot scores)."""
     responses = response_matrix(scores, items, models=models, mode=mode, formulation=formulation,
-                                normalization=normalization)
+                                normalization=normalization, fewshot=fewshot)
     stats = item_statistics(responses)
     return responses, stats.merge(suspects(responses, stats), on="item_id", how="left")
 

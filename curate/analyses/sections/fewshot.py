@@ -23,7 +23,8 @@ def compute(ctx) -> dict:
         return {"fewshot": {"present": False}}
     preds = fewshot.shot_predictions(scores, ctx.gold, ctx.normalization)
     return {"fewshot": {
-        "present": True, "normalization": ctx.normalization, "shot_counts": sorted(map(int, scores["fewshot"].unique())),
+        "present": True, "normalization": ctx.normalization,
+        "shot_counts": sorted(map(int, scores["fewshot"].unique())),
         "by_shots": fewshot.accuracy_by_shots(preds, ctx.alpha),
         "comparisons": fewshot.shot_comparisons(preds, n_resamples=ctx.n_resamples, seed=ctx.seed, alpha=ctx.alpha),
         "agreement": fewshot.shot_agreement(preds)}}

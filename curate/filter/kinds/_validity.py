@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from curate.filter.kinds._common import MODE, MODELS, NORMALIZATION
+from curate.filter.kinds._common import FEWSHOT, MODE, MODELS, NORMALIZATION
 
 FORMULATION = {"description": "cloze or letters (default: the workspace's, lm-eval's choice for its benchmark).",
                "type": "string", "pattern": "^(cloze|letters)$"}
@@ -20,7 +20,7 @@ def schema(description: str, **properties) -> dict:
     return {"description": description, "type": "object", "additionalProperties": False,
             "required": ["models", "mode", "normalization"],
             "properties": {"models": MODELS, "mode": MODE, "normalization": NORMALIZATION,
-                           "formulation": FORMULATION, **properties}}
+                           "formulation": FORMULATION, "fewshot": FEWSHOT, **properties}}
 
 
 def cut_schema(description: str, default: float) -> dict:
@@ -40,7 +40,7 @@ def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
 def table(spec: dict, inputs) -> pd.DataFrame:
     """Item statistics and suspect scores of the spec's models, one row per item in row order."""
     formulation = spec.get("formulation") or inputs.ws.meta("formulation", "cloze")
-    key = ("validity", tuple(spec["models"]), spec["mode"], spec["normalization"], formulation)
+    key = ("validity", tuple(spec["models"]), spec["mode"], spec["normalization"], formulation, spec.get("fewshot", 0))
     return inputs.cached(key, lambda: _compute(spec, formulation, inputs))
 
 
@@ -49,11 +49,12 @@ def _compute(spec: dict, formulation: str, inputs) -> pd.DataFrame:
     from scoring.store import read_scores
 
     # Every model must predict every item (the run stops naming what is missing); records the runs read.
-    inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation)
+    fewshot = spec.get("fewshot", 0)
+    inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
     scores = read_scores(inputs.ws, models=spec["models"], modes=[spec["mode"]], formulations=[formulation],
-                         fewshots=[0])
+                         fewshots=[fewshot])
     _, found = item_table(scores, inputs.items, models=spec["models"], mode=spec["mode"], formulation=formulation,
-                          normalization=spec["normalization"])
+                          normalization=spec["normalization"], fewshot=fewshot)
     return found.set_index("item_id").reindex(inputs.item_ids)
 
 
