@@ -29,7 +29,7 @@ def _template(ctx, param, value: str) -> str:
 @click_options(GENERATE)
 def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, replace,
              batch_size, dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header,
-             quiet):
+             quiet, fewshot, fewshot_pool):
     """Ask a model to answer every item of WORKSPACE by generating the number of an option."""
     from curate.anthropic_api.prices import retirement_note
     from curate.anthropic_api.spend import left_in_flight_note, possibly_line
@@ -41,7 +41,8 @@ def generate(workspace, model, modes, seeds, template, temperature, top_p, max_n
                            max_new_tokens=max_new_tokens, limit=limit, label=label, batch_size=batch_size,
                            dtype=dtype, device=device, show_progress=not quiet, concurrency=concurrency,
                            max_cost=max_cost, retries=retries, backoff=backoff, parse_retries=parse_retries,
-                           timeout=timeout, key_header=key_header, replace=replace)
+                           timeout=timeout, key_header=key_header, replace=replace, fewshot=fewshot,
+                           fewshot_pool=fewshot_pool)
     if note := left_in_flight_note(s.get("left_in_flight")):
         click.echo(note, err=True)
     click.echo(summary_line(s))

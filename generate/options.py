@@ -37,6 +37,11 @@ GENERATE = [
     Option("batch_size", int, 64, min=1, help="local: prompts per generate call."),
     Option("dtype", choices=DTYPES, default="float32"),
     Option("device", default="cpu", help="local: cpu, cuda or cuda:N."),
+    Option("fewshot", int, 0, min=0, metavar="K",
+           help="Show K worked examples before each question: the benchmark's few-shot examples as curate score "
+                "--fewshot draws them, each in the template with its gold option's number as the answer."),
+    Option("fewshot_pool", metavar="FILE|evaluated",
+           help="Where the examples come from, as curate score --fewshot-pool takes it."),
     *claude_options(0, "anthropic: re-ask (with a reminder) when a reply names no option."),
     QUIET,
 ]

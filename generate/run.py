@@ -77,15 +77,39 @@ def request_key(unit_item: dict, mode: str, seed: int, scope: dict) -> str:
                                        **scope}))
 
 
-def plan(items: list[dict], modes: list[str], seeds: list[int], template, scope: dict) -> list[Unit]:
+def plan(items: list[dict], modes: list[str], seeds: list[int], template, scope: dict,
+         shots: list[list[dict]] | None = None) -> list[Unit]:
+    """Every (item, mode, seed) unit; with ``shots`` (each item's worked examples,
+    ``curate.fewshot``), the examples come first in the user text."""
     units = []
-    for item in items:
+    for i, item in enumerate(items):
         for mode in modes:
             for seed in seeds:
                 order = shuffle_order(item["content_hash"], seed, len(item["options"]))
                 instructions, user = render(template, item["prompts"][mode], item["options"], order)
+                if shots and shots[i]:
+                    user = "\n\n".join([*(worked_example(template, s, seed) for s in shots[i]), user])
                 units.append(Unit(item, mode, seed, order, request_key(item, mode, seed, scope), instructions, user))
     return units
+
+
+def worked_example(template, shot: dict, seed: int) -> str:
+    """One few-shot example: the shot's full-mode question in the template, its options shuffled
+    as its own unit would be for ``seed``, and the number of its gold option."""
+    order = shuffle_order(shot["content_hash"], seed, len(shot["options"]))
+    _, user = render(template, shot["prompts"]["full"], shot["options"], order)
+    return f"{user}\nAnswer: {order.index(shot['gold']) + 1}"
+
+
+def fewshot_examples(ws, items: list[dict], k: int, pool: str | None) -> tuple[list[list[dict]] | None, dict]:
+    """Each item's k examples, drawn as ``curate score --fewshot`` draws them, and what the
+    request keys and the run record say of them (nothing when k is 0)."""
+    if not k:
+        return None, {}
+    from curate.fewshot import sample_shots
+    from curate.fewshot_pool import pool_key, resolve_pool
+    docs, settings, where = resolve_pool(ws, pool)
+    return sample_shots(items, docs, k, settings), {"fewshot": k, "fewshot_key": pool_key(docs, settings, where)}
 
 
 def record(unit: Unit, *, label: str, template: str, settings: str, run_id: str, parsed: Parsed, raw: str,
@@ -143,13 +167,15 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                        concurrency: int = DEFAULTS["concurrency"], max_cost: float | None = DEFAULTS["max_cost"],
                        retries: int = DEFAULTS["retries"], backoff: float = DEFAULTS["backoff"],
                        parse_retries: int = DEFAULTS["parse_retries"], timeout: float = DEFAULTS["timeout"],
-                       key_header: str | None = DEFAULTS["key_header"], replace: bool = DEFAULTS["replace"]) -> dict:
+                       key_header: str | None = DEFAULTS["key_header"], replace: bool = DEFAULTS["replace"],
+                       fewshot: int = DEFAULTS["fewshot"], fewshot_pool: str | None = DEFAULTS["fewshot_pool"]) -> dict:
     """Ask ``model`` (a local model, or anthropic:MODEL) for every (item, mode, seed) of ``root``
     (the first ``limit`` items) not yet stored under these settings; ``seeds`` is a count (seeds
     0..N-1) or a list. ``temperature`` / ``top_p`` default to greedy decoding for a local model;
     Claude takes neither (see ``generate.claude``). Returns a summary: units, computed, cached,
     status counts, failed (Claude errors that outlasted the retries; still pending), remaining,
-    stopped, cost, seconds."""
+    stopped, cost, seconds. ``fewshot`` shows that many worked examples before each question
+    (``worked_example``; its answers are kept apart under settings ending ``,k=K``)."""
     backend, name = parse_model(model)
     seeds = list(range(seeds)) if isinstance(seeds, int) else sorted(set(seeds))
     if backend == "anthropic" and (temperature is not None or top_p is not None):
@@ -161,7 +187,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
     _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurrency, parse_retries)
     tpl = load_template(template)
     label = label or (name if backend == "local" else model)  # local:NAME and NAME store the same answers
-    settings = settings_label(temperature, top_p, max_new_tokens)
+    settings = settings_label(temperature, top_p, max_new_tokens) + (f",k={fewshot}" if fewshot else "")
     start = time.perf_counter()
     ws = open_generations(root)  # a bad workspace fails before the model loads
     try:
@@ -169,6 +195,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
         # (and pay twice): the second stops at once, before its model loads.
         with work_lock(root, f"generate {label} {tpl.name} {settings}", command="generate"):
             items = ws.items()[:limit] if limit else ws.items()
+            shots, shot_scope = fewshot_examples(ws, items, fewshot, fewshot_pool)  # before the model loads
             if backend == "local":
                 from generate.local import LocalGenerator
                 engine = LocalGenerator(name, dtype=dtype, device=device)
@@ -180,8 +207,8 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                 identity = {"model": name, "parse_retries": parse_retries}
             scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
                      "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
-                     "max_new_tokens": max_new_tokens}
-            units = plan(items, modes, seeds, tpl, scope)
+                     "max_new_tokens": max_new_tokens, **shot_scope}
+            units = plan(items, modes, seeds, tpl, scope, shots)
             _check_one_source(ws, units, label, tpl.name, settings, replace=replace)
             left = None
             if backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
@@ -195,7 +222,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             info = {"model": model, "backend": backend, "identity": identity, "template": tpl.name,
                     "template_hash": tpl.hash, "settings": {"temperature": temperature, "top_p": top_p,
                                                             "max_new_tokens": max_new_tokens},
-                    "seeds": seeds, "modes": list(modes), "limit": limit, "versions": versions(backend)}
+                    "seeds": seeds, "modes": list(modes), "limit": limit, "versions": versions(backend), **shot_scope}
             if backend == "local":
                 info.update(prompt_format="chat-template" if engine.chat else "plain", device=device,
                             batch_size=batch_size, sampling="greedy" if temperature == 0 else "per-row generators")

@@ -1,0 +1,45 @@
+"""`curate generate --fewshot K`: worked examples before each question (no model needed: the
+prompts are checked as planned)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SHARED
+
+
+def _ingest(tmp_path, name, path, split, limit=2):
+    from curate.adapters import get_adapter
+    from curate.ingest import ingest
+    return ingest(tmp_path / name, data=str(path), adapter=get_adapter(name), split=split, limit=limit)
+
+
+def test_examples_come_first_and_keep_their_answers(tmp_path):
+    from curate.store import Workspace
+    from generate.prompts import DEFAULT_TEMPLATE, load_template, shuffle_order
+    from generate.run import fewshot_examples, plan
+
+    root = _ingest(tmp_path, "mmlu", SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz", "test")
+    with Workspace.open(root) as ws:
+        items = ws.items()
+        shots, scope = fewshot_examples(ws, items, 2, None)
+    tpl = load_template(DEFAULT_TEMPLATE)
+    plain = plan(items, ["full"], [0], tpl, {"m": 1})
+    shown = plan(items, ["full"], [0], tpl, {"m": 1, **scope}, shots)
+    assert scope["fewshot"] == 2 and [len(s) for s in shots] == [2, 2]
+    for a, b, item_shots in zip(plain, shown, shots):
+        assert b.user.endswith(a.user) and b.user != a.user and b.instructions == a.instructions
+        assert b.key != a.key and b.order == a.order
+        examples = b.user[:-len(a.user)]
+        assert examples.count("Answer: ") == 2 and item_shots[0]["prompts"]["full"].split("\n")[-2] in examples
+        first = item_shots[0]
+        gold_shown = shuffle_order(first["content_hash"], 0, 4).index(first["gold"]) + 1
+        assert f"Answer: {gold_shown}\n\n" in examples
+
+
+def test_a_missing_pool_is_refused_before_the_model_loads(tmp_path):
+    from curate.errors import CurateError
+    from generate.run import generate_workspace
+
+    root = _ingest(tmp_path, "copa", SHARED / "benchmarks" / "copa" / "validation.jsonl.gz", "validation")
+    with pytest.raises(CurateError, match="--fewshot-pool"):
+        generate_workspace(root, "local:no-such-model", ["full"], 1, fewshot=2)
