@@ -24,6 +24,7 @@ import contextlib
 import gzip
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,13 +194,14 @@ def requests_of(sample: dict, where) -> tuple[list[tuple[str, str]], list[float]
             greedy.append(str(is_greedy) == "True")
         except (TypeError, ValueError, IndexError):
             where.fail(f"resps.{i}", f"is not [[loglikelihood, is_greedy]]: {str(resp)[:60]}")
-        if not lls[-1] <= 0:
+        if not (math.isfinite(lls[-1]) and lls[-1] <= 0):
             where.fail(f"resps.{i}", f"{lls[-1]} is not a log-likelihood (finite, <= 0)")
     return requests, lls, greedy
 
 
 @dataclass
 class Where:
+    """The sample being read, for errors naming file, doc_id and field."""
     path: Path
     doc_id: object = None
 
@@ -230,8 +232,9 @@ class Index:
                 self.continuations[(i, formulation)] = s.continuations
                 self.by_tail.setdefault(_tail(requests[0][0]), []).append((i, formulation, requests))
 
-    def match(self, requests: list[tuple[str, str]], fewshot: int, where: Where) -> tuple[int, str]:
-        """(item index, formulation) of the item whose requests are ``requests``."""
+    def match(self, requests: list[tuple[str, str]], fewshot: int, where: Where) -> list[tuple[int, str]]:
+        """(item index, formulation) of each item whose requests are ``requests`` (several only
+        for items identical in what is scored)."""
         candidates = [c for c in self.by_tail.get(_tail(requests[0][0]), ())
                       if _same_contexts(c[2], requests, fewshot)]
         if not candidates:
