@@ -40,6 +40,7 @@ class Option:
     config: str | None = None   # the audit config's description; None: not a config key
     pattern: str | None = None  # the config's pattern (the command checks such a value when it runs)
     max_length: int | None = None  # the config's maxLength (the command checks such a value when it runs)
+    required: bool = False      # the command needs it (the config's section lists it as required)
     nullable: bool = False      # the config may write null (= the default)
     metavar: str | None = None
     callback: Callable | None = None
@@ -125,7 +126,7 @@ def _click_kwargs(o: Option) -> dict:
     if o.type is bool:
         return {"is_flag": True, "default": bool(o.default), "help": o.help}
     kw = {"type": o.click_type(), "default": o.default, "help": o.help or None,
-          "show_default": o.show_default and o.default is not None}
+          "show_default": o.show_default and o.default is not None, "required": o.required}
     if o.metavar:
         kw["metavar"] = o.metavar
     return kw | _callback(o)

@@ -40,9 +40,10 @@ def stage_options() -> dict[str, list]:
     from annotate.options import ANNOTATE
     from curate.filter.options import FILTER
     from curate.ingest_options import INGEST
+    from curate.release.options import RELEASE
     from scoring.options import SCORE
 
-    return {"benchmark": INGEST, "annotator": ANNOTATE, "scoring": SCORE, "filter": FILTER}
+    return {"benchmark": INGEST, "annotator": ANNOTATE, "scoring": SCORE, "filter": FILTER, "release": RELEASE}
 
 
 def dump(value, indent: int = 0) -> str:

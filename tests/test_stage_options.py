@@ -22,7 +22,7 @@ def _stages():
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE
     from curate.analyses.report import analyze_workspace
-    from curate.audit_config import Annotator, Benchmark, Scoring
+    from curate.audit_config import Annotator, Benchmark, Release, Scoring
     from curate.cli import init
     from curate.filter.cli import filter_command
     from curate.filter.engine import run_filter
@@ -37,6 +37,9 @@ def _stages():
     from curate.plant.cli import new as plant_new
     from curate.plant.evaluate import evaluate_workspace
     from curate.plant.options import EVALUATE, PLANT
+    from curate.release import make_release
+    from curate.release.cli import create as release_create
+    from curate.release.options import RELEASE
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES
     from scoring.run import score_workspace
@@ -44,6 +47,7 @@ def _stages():
 
     return {
         "init": (init, INGEST, ingest, {}, "benchmark", Benchmark),
+        "release": (release_create, RELEASE, make_release, {}, "release", Release),
         "score": (score, SCORE, score_workspace, {"self_check": "self_check_items", "quiet": None},
                   "scoring", Scoring),
         "text-scores": (text_scores, TEXT_SCORES, text_score_workspace,
@@ -91,7 +95,8 @@ def test_the_run_function_defaults_are_the_tables(stage):
     for o in table:
         keyword = keywords.get(o.name, o.name)
         if keyword is not None:
-            assert signature[keyword].default == o.default, o.name
+            wanted = inspect.Parameter.empty if o.required else o.default
+            assert signature[keyword].default == wanted, o.name
 
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if _stages()[s][4]])
@@ -102,7 +107,8 @@ def test_the_audit_schema_and_config_take_the_tables_defaults_types_and_ranges(s
     for name, prop in schema_properties(table).items():
         assert written[name] == prop, name
         if fields is not None:  # filter: the config's overrides pass to run_filter as they are
-            assert fields[name] == next(o.default for o in table if o.name == name), name
+            option = next(o for o in table if o.name == name)
+            assert fields[name] == (dataclasses.MISSING if option.required else option.default), name
 
 
 def test_an_old_spelling_sets_the_option_and_is_hidden_from_help():

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from curate.options import click_options
+from curate.release.options import RELEASE
+
 from curate.click_types import DefaultGroup
 
 
@@ -30,17 +33,15 @@ def release_group():
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--decisions", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Output folder of `curate filter`.")
-@click.option("--name", required=True, help="Release name (lowercase, digits, . _ -).")
-@click.option("--version", required=True, help="X.Y.Z; an existing version is refused.")
+@click_options(RELEASE[:2])
 @click.option("--to", "target", required=True,
               help="PATH (local folder), git:REPO (commit + tag NAME-vX.Y.Z) or hf:OWNER/DATASET (Hugging Face Hub).")
-@click.option("--license", "license_", default=None, help="License id, when the benchmark's is not known.")
-@click.option("--changelog", default=None, help="What changed since the previous version (shown on the card).")
-def create(workspace, decisions, name, version, target, license_, changelog):
+@click_options(RELEASE[2:])
+def create(workspace, decisions, name, version, target, license, changelog):
     """Release the items kept in DECISIONS from WORKSPACE (also: `curate release WORKSPACE ...`)."""
     from curate.release import make_release
 
-    manifest = make_release(workspace, decisions, name, version, target, license=license_, changelog=changelog)
+    manifest = make_release(workspace, decisions, name, version, target, license=license, changelog=changelog)
     pub = manifest["published"]
     where = pub["location"] + (f" (commit {pub['commit'][:12]}, tag {pub['tag']})" if "tag" in pub else "")
     if pub.get("finished"):
