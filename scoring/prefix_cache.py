@@ -35,7 +35,7 @@ from scoring.engine import base_model, collect, pack, predictions, runner_for, s
 from scoring.logits import input_device
 
 CACHING_RUNNERS = ("llama", "packed")
-MIN_SHARED = 16  # shorter common prefixes save less than a separate row group and cache forward cost
+MIN_SHARED = 64  # shorter common prefixes save less than their own row groups and cache forward cost (0-shot HellaSwag)
 
 
 # --- finding shared prefixes ---------------------------------------------------------------------

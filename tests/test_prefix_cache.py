@@ -20,7 +20,7 @@ import torch
 from test_scoring_architectures import ARCHITECTURES, hellaswag, one_thread, tiny, tokenizer  # noqa: F401
 
 
-def fewshot_units(tokenizer, items, shots: int = 2, n: int = 3, options: int = 2):
+def fewshot_units(tokenizer, items, shots: int = 3, n: int = 3, options: int = 2):
     """Units of ``n`` items (their first ``options`` options), each after the same header of
     ``shots`` solved items, as a few-shot prompt has."""
     from scoring.encode import build_unit
@@ -41,15 +41,15 @@ def test_groups_share_the_longest_common_prefix_that_saves_most():
     from scoring.prefix_cache import shared_groups, shared_lengths
     from scoring.encode import Request
     rng = random.Random(0)
-    a, b = [rng.randrange(100) for _ in range(40)], [rng.randrange(100) for _ in range(40)]
+    a, b = [rng.randrange(100) for _ in range(80)], [rng.randrange(100) for _ in range(80)]
     prefixes = [a + [1, 2], b + [5], a + [1, 3, 4], b + [6, 7], a + [9], [1] * 20, b]
     groups = shared_groups(prefixes)
     # a's three rows share a and its next token where two do, but a alone saves more; b's whole
     # prefix is one row's, whose last token must be fed, so b's rows share b minus its last token.
-    assert groups == [(40, [0, 2, 4]), (39, [1, 3, 6])]
-    assert shared_groups([a + [1], a[:10] + [2]]) == []  # 10 tokens: under MIN_SHARED
+    assert groups == [(80, [0, 2, 4]), (79, [1, 3, 6])]
+    assert shared_groups([a + [1], a[:40] + [2]]) == []  # 40 tokens: under MIN_SHARED
     requests = [Request(p, [[1]], [0]) for p in prefixes]
-    assert shared_lengths(requests) == [40, 39, 40, 39, 40, 0, 39]
+    assert shared_lengths(requests) == [80, 79, 80, 79, 80, 0, 79]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_smollm2_rows_after_a_cached_header_equal_its_own_forward(hellaswag, smo
     units = fewshot_units(tok, hellaswag)
     requests = [r for u in units for r in u.requests]
     shared = shared_lengths(requests)
-    assert min(shared) > 40  # every row after the cached header
+    assert min(shared) >= 64  # every row after the cached header
     assert check_exact(model, requests, score_shared_requests(model, requests, pad_id=0)) < 1e-3
 
 
@@ -77,7 +77,7 @@ def test_cached_prefix_on_every_architecture(name, tokenizer, hellaswag, monkeyp
     model = tiny(name, tokenizer)
     units = fewshot_units(tokenizer, hellaswag)
     requests = [r for u in units for r in u.requests]
-    assert min(prefix_cache.shared_lengths(requests)) > 40
+    assert min(prefix_cache.shared_lengths(requests)) >= 64
     computed, real = [], prefix_cache.compute
     monkeypatch.setattr(prefix_cache, "compute", lambda *a: computed.append(len(a[2])) or real(*a))
     check_exact(model, requests, prefix_cache.score_shared_requests(model, requests, pad_id=tokenizer.pad_token_id))
