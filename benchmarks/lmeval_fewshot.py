@@ -17,7 +17,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from benchmarks.lmeval_reference import BOOLQ_DOCS, TASK_YAMLS, _read_rows
+from benchmarks.lmeval_reference import _read_rows, write_tasks
 
 
 def _yaml(builtin: Path, name: str, test: Path, fewshot: Path | None, k: int, own_splits: bool = False) -> str:
@@ -39,33 +39,17 @@ def _yaml(builtin: Path, name: str, test: Path, fewshot: Path | None, k: int, ow
 
 def _tasks(folder: Path, benchmark: str, data: Path, fewshot: Path | None, k: int,
            own_splits: bool = False) -> dict[str, list[int]]:
-    """Task yamls in ``folder``; {task name: the rows of ``data`` its documents are}."""
-    import lm_eval
+    """Task yamls in ``folder``; {task name: the rows of ``data`` its documents are}. An MMLU
+    subject's task reads its subject's rows of ``fewshot`` (dev) as its few-shot split."""
+    shots = _read_rows(fewshot) if benchmark.startswith("mmlu") else []
 
-    tasks_dir = Path(lm_eval.__file__).parent / "tasks"
-    if benchmark.startswith("mmlu"):  # one task per subject, over its subject's rows (and dev rows)
-        rows, shots = _read_rows(data), _read_rows(fewshot)
-        by_subject: dict[str, list[int]] = {}
-        for i, row in enumerate(rows):
-            by_subject.setdefault(row["subject"], []).append(i)
-        out = {}
-        for subject, indices in by_subject.items():
-            test, dev = folder / f"{subject}.test.jsonl", folder / f"{subject}.dev.jsonl"
-            test.write_text("".join(json.dumps(rows[i]) + "\n" for i in indices))
+    def task_yaml(builtin: Path, name: str, part: Path, subject: str | None) -> str:
+        dev = None
+        if subject:
+            dev = folder / f"{subject}.dev.jsonl"
             dev.write_text("".join(json.dumps(r) + "\n" for r in shots if r["subject"] == subject))
-            name = f"{benchmark}_{subject}_fs"
-            builtin = tasks_dir / TASK_YAMLS[benchmark].format(subject=subject)
-            (folder / f"{name}.yaml").write_text(_yaml(builtin, name, test, dev, k))
-            out[name] = indices
-        return out
-    name = f"{benchmark}_fs"
-    extra = ""
-    if benchmark == "boolq":
-        (folder / "boolq_local_docs.py").write_text(BOOLQ_DOCS)
-        extra = "process_docs: !function boolq_local_docs.process_docs\n"
-    (folder / f"{name}.yaml").write_text(_yaml(tasks_dir / TASK_YAMLS[benchmark], name, data, None, k, own_splits)
-                                         + extra)
-    return {name: list(range(len(_read_rows(data))))}
+        return _yaml(builtin, name, part, dev, k, own_splits and subject is None)
+    return write_tasks(folder, benchmark, data, "fs", task_yaml)
 
 
 def lmeval_fewshot_contexts(benchmark: str, data: Path, k: int, *, fewshot: Path | None = None,

@@ -68,11 +68,20 @@ def _read_rows(data: Path) -> list[dict]:
 def local_tasks(folder: Path, benchmark: str, data: Path) -> dict[str, list[int]]:
     """Write task yamls into ``folder`` pointing ``benchmark``'s lm-eval task(s) at ``data``;
     return {task name: the rows of ``data`` that task's documents are, in order}."""
+    return write_tasks(folder, benchmark, data, "local",
+                       lambda builtin, name, part, subject: _yaml(builtin, name, part,
+                                                                 split="test" if subject else "validation"))
+
+
+def write_tasks(folder: Path, benchmark: str, data: Path, suffix: str, task_yaml) -> dict[str, list[int]]:
+    """Task yamls in ``folder`` over ``data``: one per MMLU subject (over its subject's rows,
+    written to a file of their own) or one for the benchmark; ``task_yaml(builtin, name, rows
+    file, subject or None)`` gives each one's text. {task name: the rows of ``data`` it reads}."""
     import lm_eval
 
     tasks_dir = Path(lm_eval.__file__).parent / "tasks"
+    rows = _read_rows(data)
     if benchmark.startswith("mmlu"):  # one task per subject, each over its subject's rows
-        rows = _read_rows(data)
         by_subject: dict[str, list[int]] = {}
         for i, row in enumerate(rows):
             by_subject.setdefault(row["subject"], []).append(i)
@@ -80,18 +89,18 @@ def local_tasks(folder: Path, benchmark: str, data: Path) -> dict[str, list[int]
         for subject, indices in by_subject.items():
             part = folder / f"{benchmark}_{subject}.jsonl"
             part.write_text("".join(json.dumps(rows[i]) + "\n" for i in indices))
-            name = f"{benchmark}_{subject}_local"
+            name = f"{benchmark}_{subject}_{suffix}"
             builtin = tasks_dir / TASK_YAMLS[benchmark].format(subject=subject)
-            (folder / f"{name}.yaml").write_text(_yaml(builtin, name, part, split="test"))
+            (folder / f"{name}.yaml").write_text(task_yaml(builtin, name, part, subject))
             out[name] = indices
         return out
-    name = f"{benchmark}_local"
+    name = f"{benchmark}_{suffix}"
     extra = ""
     if benchmark == "boolq":
         (folder / "boolq_local_docs.py").write_text(BOOLQ_DOCS)
         extra = "process_docs: !function boolq_local_docs.process_docs\n"
-    (folder / f"{name}.yaml").write_text(_yaml(tasks_dir / TASK_YAMLS[benchmark], name, data) + extra)
-    return {name: list(range(sum(1 for _ in _read_rows(data))))}
+    (folder / f"{name}.yaml").write_text(task_yaml(tasks_dir / TASK_YAMLS[benchmark], name, data, None) + extra)
+    return {name: list(range(len(rows)))}
 
 
 def _yaml(builtin: Path, name: str, data: Path, split: str = "validation") -> str:

@@ -28,6 +28,20 @@ from curate.errors import CurateError
 from curate.secrets import redact_data
 from curate.store import Workspace
 
+#: The value columns as each rebuild of the scores table declares them (a rebuild changes only the key).
+_VALUE_COLUMNS_SQL = """\
+            logprob_sum     REAL,
+            n_tokens        INTEGER,
+            n_chars         INTEGER,
+            n_bytes         INTEGER,
+            is_greedy       INTEGER,
+            seq_mean        REAL,
+            study_sum       REAL,
+            study_byte_mean REAL,
+            flags           TEXT,
+            content_hash    TEXT NOT NULL,
+            run_id          TEXT NOT NULL REFERENCES score_runs(run_id),"""
+
 MIGRATIONS = [
     ("scores-001-tables", """
         CREATE TABLE score_runs (
@@ -68,24 +82,14 @@ MIGRATIONS = [
     """),
     # The formulation joins the key. SQLite cannot change a primary key, so the table is rebuilt;
     # every row stored before formulations existed was scored as cloze.
-    ("scores-003-formulation", """
+    ("scores-003-formulation", f"""
         CREATE TABLE scores_new (
             model           TEXT NOT NULL,
             mode            TEXT NOT NULL,
             formulation     TEXT NOT NULL DEFAULT 'cloze',
             item_id         TEXT NOT NULL REFERENCES items(item_id),
             option_index    INTEGER NOT NULL,
-            logprob_sum     REAL,
-            n_tokens        INTEGER,
-            n_chars         INTEGER,
-            n_bytes         INTEGER,
-            is_greedy       INTEGER,
-            seq_mean        REAL,
-            study_sum       REAL,
-            study_byte_mean REAL,
-            flags           TEXT,
-            content_hash    TEXT NOT NULL,
-            run_id          TEXT NOT NULL REFERENCES score_runs(run_id),
+{_VALUE_COLUMNS_SQL}
             PRIMARY KEY (model, mode, formulation, item_id, option_index)
         );
         INSERT INTO scores_new (model, mode, formulation, item_id, option_index, logprob_sum, n_tokens, n_chars,
@@ -98,7 +102,7 @@ MIGRATIONS = [
     """),
     # The shot count joins the key (issue 29): k-shot scores of an item live beside its 0-shot
     # ones. Rebuilt as for the formulation; every row stored before it was scored 0-shot.
-    ("scores-004-fewshot", """
+    ("scores-004-fewshot", f"""
         CREATE TABLE scores_new (
             model           TEXT NOT NULL,
             mode            TEXT NOT NULL,
@@ -106,17 +110,7 @@ MIGRATIONS = [
             fewshot         INTEGER NOT NULL DEFAULT 0,
             item_id         TEXT NOT NULL REFERENCES items(item_id),
             option_index    INTEGER NOT NULL,
-            logprob_sum     REAL,
-            n_tokens        INTEGER,
-            n_chars         INTEGER,
-            n_bytes         INTEGER,
-            is_greedy       INTEGER,
-            seq_mean        REAL,
-            study_sum       REAL,
-            study_byte_mean REAL,
-            flags           TEXT,
-            content_hash    TEXT NOT NULL,
-            run_id          TEXT NOT NULL REFERENCES score_runs(run_id),
+{_VALUE_COLUMNS_SQL}
             PRIMARY KEY (model, mode, formulation, fewshot, item_id, option_index)
         );
         INSERT INTO scores_new (model, mode, formulation, fewshot, item_id, option_index, logprob_sum, n_tokens,

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import SHARED
-from curate.store import Workspace
+from store_helpers import scored_before
 
 BENCHMARKS = SHARED / "benchmarks"
 
@@ -28,15 +28,8 @@ def _rows(fewshot, values, **extra):
 def test_migration_keeps_old_rows_as_zero_shot(copa_ws):
     """A workspace scored before the axis: every row becomes 0-shot and a 5-shot row of the same
     option is then a different row."""
-    from scoring.store import MIGRATIONS, open_scores, read_scores, write_scores
-    old = Workspace.open(copa_ws)
-    old.migrate(MIGRATIONS[:3])
-    old.conn.execute("INSERT INTO score_runs (run_id, model, origin, info_json, created_at) "
-                     "VALUES ('r', 'm', 'scored', '{}', 'now')")
-    old.conn.executemany("INSERT INTO scores (model, mode, formulation, item_id, option_index, logprob_sum, "
-                         "content_hash, run_id) VALUES ('m', 'full', 'letters', ?, ?, ?, 'h', 'r')",
-                         [(f"copa/validation/{i}", j, -float(i + j)) for i in range(2) for j in range(2)])
-    old.close()
+    from scoring.store import open_scores, read_scores, write_scores
+    scored_before(copa_ws, 3, formulation="letters")
     with open_scores(copa_ws) as new:
         frame = read_scores(new)
         assert list(frame["fewshot"]) == [0] * 4 and list(frame["logprob_sum"]) == [0, -1, -1, -2]

@@ -105,17 +105,11 @@ def test_migration_keeps_old_rows_as_cloze(tmp_path):
     and the key then takes a letters row for the same option."""
     from curate.adapters import get_adapter
     from curate.ingest import ingest
-    from scoring.store import MIGRATIONS, open_scores, read_scores, write_scores
+    from scoring.store import open_scores, read_scores, write_scores
+    from store_helpers import scored_before
     ws = ingest(tmp_path / "ws", data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"), adapter=get_adapter("copa"),
                 limit=2)
-    old = Workspace.open(ws)
-    old.migrate(MIGRATIONS[:2])
-    old.conn.execute("INSERT INTO score_runs (run_id, model, origin, info_json, created_at) "
-                     "VALUES ('r', 'm', 'scored', '{}', 'now')")
-    old.conn.executemany("INSERT INTO scores (model, mode, item_id, option_index, logprob_sum, content_hash, run_id) "
-                         "VALUES ('m', 'full', ?, ?, ?, 'h', 'r')",
-                         [(f"copa/validation/{i}", j, -float(i + j)) for i in range(2) for j in range(2)])
-    old.close()
+    scored_before(ws, 2)
     with open_scores(ws) as new:
         frame = read_scores(new)
         assert list(frame["formulation"]) == ["cloze"] * 4 and list(frame["logprob_sum"]) == [0, -1, -1, -2]
