@@ -28,7 +28,7 @@ from curate.errors import CurateError
 from curate.secrets import redact_data
 from curate.store import Workspace
 
-#: The value columns as each rebuild of the scores table declares them (a rebuild changes only the key).
+#: The value columns as the scores table and each rebuild of it declare them (a rebuild changes only the key).
 _VALUE_COLUMNS_SQL = """\
             logprob_sum     REAL,
             n_tokens        INTEGER,
@@ -38,12 +38,12 @@ _VALUE_COLUMNS_SQL = """\
             seq_mean        REAL,
             study_sum       REAL,
             study_byte_mean REAL,
-            flags           TEXT,
-            content_hash    TEXT NOT NULL,
+            flags           TEXT,               -- comma-separated: truncated, boundary-merge, empty-context
+            content_hash    TEXT NOT NULL,      -- the item's content hash when scored
             run_id          TEXT NOT NULL REFERENCES score_runs(run_id),"""
 
 MIGRATIONS = [
-    ("scores-001-tables", """
+    ("scores-001-tables", f"""
         CREATE TABLE score_runs (
             run_id         TEXT PRIMARY KEY,
             model          TEXT NOT NULL,
@@ -60,17 +60,7 @@ MIGRATIONS = [
             mode            TEXT NOT NULL,
             item_id         TEXT NOT NULL REFERENCES items(item_id),
             option_index    INTEGER NOT NULL,
-            logprob_sum     REAL,
-            n_tokens        INTEGER,
-            n_chars         INTEGER,
-            n_bytes         INTEGER,
-            is_greedy       INTEGER,
-            seq_mean        REAL,
-            study_sum       REAL,
-            study_byte_mean REAL,
-            flags           TEXT,               -- comma-separated: truncated, boundary-merge, empty-context
-            content_hash    TEXT NOT NULL,      -- the item's content hash when scored
-            run_id          TEXT NOT NULL REFERENCES score_runs(run_id),
+{_VALUE_COLUMNS_SQL}
             PRIMARY KEY (model, mode, item_id, option_index)
         );
         CREATE INDEX scores_run ON scores(run_id);

@@ -95,7 +95,7 @@ def run_example(tmp_path, hub, rows):
         second = run_cli("audit", config, env=env, cwd=tmp_path)
         sent = sum(len(b["requests"]) for b in claude.batches.values())
     n = rows or 10042
-    assert "new work   ingest, annotate r1, annotate r2, score, analyze, filter, release" in first.stdout
+    assert "new work   ingest, annotate r1, annotate r2, score, filter, analyze, release" in first.stdout
     assert "new work   none (everything was up to date)" in second.stdout
     assert f"0 new (0 valid, 0 invalid, 0 refused), {n} already done" in second.stdout
     assert "already imported" in second.stdout and sent == 2 * n  # one request per item and round

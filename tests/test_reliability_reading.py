@@ -101,7 +101,9 @@ import json, sys, time
 from pathlib import Path
 from curate.audit_config import read_yaml
 from curate.errors import InputError
+from curate.filter.kinds import rules_validator
 from curate.filter.rules import load_rules
+rules_validator()  # built once per process (every condition kind imported): not part of a read's time
 out = {}
 for path in sys.argv[1:]:
     for name, read in (("rules", load_rules), ("config", read_yaml)):
