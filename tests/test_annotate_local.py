@@ -180,7 +180,9 @@ def test_a_run_killed_between_batches_resumes(tmp_path, monkeypatch):
     import annotate.local as local
     import scoring.shared_prefix as shared
 
-    monkeypatch.setattr(local, "BATCH_TOKENS", 1)  # one item per batch
+    # One item per batch: each counts as filling a batch alone. (A budget of 1 token would also
+    # do that, but the budget bounds the forward too: every row would then run a token at a time.)
+    monkeypatch.setattr(local, "fed_alone", lambda requests: local.BATCH_TOKENS)
     monkeypatch.setattr(local.LocalAnnotator, "check", lambda *a: {})  # the checks are tested above
     real, calls = shared.score_shared, []
 
