@@ -20,13 +20,15 @@ def claude_options(parse_retries: int, parse_help: str) -> list[Option]:
                help="anthropic: send a request only when its worst case (re-asks included) fits: this run never "
                     "spends more than USD.",
                config="Stop before spending more than this many US dollars (per round)."),
-        Option("retries", int, 6, min=0,
+        Option("retries", int, 6, min=0, backend="anthropic",
                help="anthropic: retries per request on 408/429/5xx/529, timeouts and connection errors."),
-        Option("parse_retries", int, parse_retries, min=0, help=parse_help),
-        Option("backoff", float, 1.0, min=0, help="anthropic: first retry delay in seconds (doubles each time)."),
-        Option("timeout", float, 60.0, min=0.1, help="anthropic: seconds per API request."),
-        Option("key_header", help="anthropic: also send ANTHROPIC_API_KEY in this header (for compatible servers "
-                                  "reading e.g. x-api-key)."),
+        Option("parse_retries", int, parse_retries, min=0, backend="anthropic", help=parse_help),
+        Option("backoff", float, 1.0, min=0, backend="anthropic",
+               help="anthropic: first retry delay in seconds (doubles each time)."),
+        Option("timeout", float, 60.0, min=0.1, backend="anthropic", help="anthropic: seconds per API request."),
+        Option("key_header", backend="anthropic",
+               help="anthropic: also send ANTHROPIC_API_KEY in this header (for compatible servers reading e.g. "
+                    "x-api-key)."),
     ]
 
 
@@ -37,7 +39,7 @@ ANNOTATE = [
     Option("dry_run", bool, False, help="Count items, tokens (the endpoint's count_tokens, else an upper bound) "
                                         "and the most it could cost; send nothing."),
     LIMIT,
-    Option("poll_interval", float, 30.0, min=0, help="--batch: seconds between status checks."),
+    Option("poll_interval", float, 30.0, min=0, backend="anthropic", help="--batch: seconds between status checks."),
     QUIET,
 ]
 

@@ -41,6 +41,7 @@ class Option:
     pattern: str | None = None  # the config's pattern (the command checks such a value when it runs)
     max_length: int | None = None  # the config's maxLength (the command checks such a value when it runs)
     required: bool = False      # the command needs it (the config's section lists it as required)
+    backend: str | None = None  # a knob of one backend only: given as -o NAME VALUE (its flag hidden)
     nullable: bool = False      # the config may write null (= the default)
     metavar: str | None = None
     callback: Callable | None = None
@@ -99,7 +100,11 @@ def _schema(o: Option) -> dict:
 
 def click_options(table: list[Option]):
     """A decorator adding the table's options to a click command, in table order; an old
-    spelling given on the command line sets the option it was renamed to."""
+    spelling given on the command line sets the option it was renamed to. A backend's own knobs
+    (``backend`` set) are given as ``-o NAME VALUE``, checked as their flag would be; their
+    flags stay, hidden, so ``--help`` lists what every backend takes and one ``-o`` line."""
+    knobs = {o.name: o for o in table if o.backend}
+
     def decorate(f):
         @functools.wraps(f)
         def command(**kwargs):
@@ -108,14 +113,53 @@ def click_options(table: list[Option]):
                     value = kwargs.pop(_alias_key(o, i))
                     if value is not None and value is not False:
                         kwargs[o.name] = value
+            for name, value in kwargs.pop(_KNOBS, ()) if knobs else ():
+                o = _knob(knobs, name)
+                kwargs[o.name] = _knob_value(o, name, value)
             return f(**kwargs)
 
         for o in reversed(table):
             for i, alias in enumerate(o.aliases):
                 command = click.option(alias, _alias_key(o, i), hidden=True, **_alias_kwargs(o))(command)
-            command = click.option(o.spelling, o.name, **_click_kwargs(o))(command)
+            command = click.option(o.spelling, o.name, hidden=o.backend is not None, **_click_kwargs(o))(command)
+        if knobs:
+            command = click.option("-o", "--option", _KNOBS, type=(str, str), multiple=True, metavar="NAME VALUE",
+                                   help=_knobs_help(knobs.values()))(command)
         return command
     return decorate
+
+
+_KNOBS = "backend_options"
+
+
+def _knobs_help(knobs) -> str:
+    by_backend: dict[str, list[str]] = {}
+    for o in knobs:
+        by_backend.setdefault(o.backend, []).append(o.spelling[2:])
+    return "A backend's own setting, repeatable: " + "; ".join(
+        f"{backend}: {', '.join(names)}" for backend, names in by_backend.items()) + " (see the docs for each)."
+
+
+def _knob(knobs: dict, name: str) -> Option:
+    o = knobs.get(name.replace("-", "_"))
+    if o is None:
+        raise click.UsageError(f"-o {name}: no such setting; the backends take {', '.join(sorted(knobs))}")
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source(o.name) is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError(f"-o {name} and {o.spelling} both set {o.name}: give it once")
+    return o
+
+
+def _knob_value(o: Option, name: str, value: str):
+    """``value`` as the option's flag would take it (type, range, the option's own check)."""
+    ctx = click.get_current_context()
+    kind = click.BOOL if o.type is bool else o.click_type()
+    try:
+        converted = kind.convert(value, None, ctx)
+        check = _callback(o).get("callback")
+        return check(ctx, None, converted) if check else converted
+    except click.BadParameter as exc:
+        raise click.UsageError(f"-o {name} {value!r}: {exc.message}") from None
 
 
 def _alias_key(o: Option, i: int) -> str:

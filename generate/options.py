@@ -34,7 +34,7 @@ GENERATE = [
     Option("replace", bool, False,
            help="Delete the label's stored answers for this template and settings first (needed when they "
                 "were made by another model, dtype or template version)."),
-    Option("batch_size", int, 64, min=1, help="local: prompts per generate call."),
+    Option("batch_size", int, 64, min=1, backend="local", help="local: prompts per generate call."),
     Option("dtype", choices=DTYPES, default="float32"),
     Option("device", default="cpu", help="local: cpu, cuda or cuda:N."),
     Option("fewshot", int, 0, min=0, metavar="K",

@@ -74,7 +74,7 @@ def test_the_command_takes_each_option_as_declared(stage):
     params = _params(command)
     for o in table:
         p = params[o.name]
-        assert o.spelling in p.opts and not p.hidden, o.name
+        assert o.spelling in p.opts and p.hidden == (o.backend is not None), o.name  # a backend's: -o NAME
         if o.type is bool:
             assert p.is_flag and p.default is False, o.name
             continue
@@ -128,6 +128,32 @@ def test_an_old_spelling_sets_the_option_and_is_hidden_from_help():
     assert refused.exit_code == 2 and "5 is not in the range x>=100" in refused.output
     help_text = runner.invoke(show, ["--help"]).output
     assert "--bootstrap" in help_text and "--boot " not in help_text and "--no-progress" not in help_text
+
+
+def test_a_backends_own_setting_is_given_with_o_and_checked_as_its_flag():
+    """One -o NAME VALUE for the knobs of one backend (simonw/llm's design): set, typed and
+    range-checked as the (now hidden) flag is; an unknown name or a setting given both ways is
+    refused; --help names every backend's settings on the -o line."""
+    table = [Option("retries", int, 6, min=0, backend="anthropic"), Option("batch_size", int, 64, min=1, backend="local"),
+             Option("seeds", int, 5, min=1)]
+
+    @click.command()
+    @click_options(table)
+    def run(retries, batch_size, seeds):
+        click.echo(f"{retries} {batch_size} {seeds}")
+
+    runner = CliRunner()
+    assert runner.invoke(run, []).output == "6 64 5\n"
+    assert runner.invoke(run, ["-o", "retries", "2", "--option", "batch-size", "8"]).output == "2 8 5\n"
+    assert runner.invoke(run, ["--retries", "3"]).output == "3 64 5\n"  # the old flag still works
+    for args, message in ((["-o", "retries", "-1"], "-o retries '-1': -1 is not in the range x>=0"),
+                          (["-o", "retries", "x"], "'x' is not a valid integer"),
+                          (["-o", "retry", "2"], "-o retry: no such setting; the backends take batch_size, retries"),
+                          (["--retries", "1", "-o", "retries", "2"], "both set retries: give it once")):
+        result = runner.invoke(run, args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+    help_text = runner.invoke(run, ["--help"]).output
+    assert "anthropic:retries;local:batch-size" in "".join(help_text.split()) and "--retries" not in help_text
 
 
 def test_a_float_option_refuses_nan_and_infinity():
