@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 import schemas
 from annotate.options import DEFAULTS as ANNOTATE_DEFAULTS
@@ -162,14 +161,7 @@ def load_config(path: str | Path | None = None, *, cwd: str | Path | None = None
 def read_yaml(path: Path) -> dict:
     """The YAML mapping in ``path``; syntax errors and repeated keys are named with their line."""
     text = read_text(path, CONFIG_LIMIT, "an audit config", missing="config file not found")
-    try:
-        data = strict_yaml.load(text)
-    except strict_yaml.DuplicateKey as exc:
-        raise InputError(str(exc), path=str(path), field=exc.key) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise InputError(f"not valid YAML: {where}{getattr(exc, 'problem', None) or exc}", path=str(path)) from None
+    data = strict_yaml.load_named(text, str(path))
     if not isinstance(data, dict):
         raise InputError(f"expected a YAML mapping of settings, got {type(data).__name__}", path=str(path))
     return data

@@ -116,8 +116,8 @@ def _column_mapping(columns: str | None, flags: dict) -> dict:
         if not listed:
             raise click.UsageError(f"{flag} {value!r}: name the {key} column(s)")
         mapping[key] = listed[0] if key == "choices" and len(listed) == 1 else listed
-    if not {"question", "choices", "answer"} <= set(mapping):
-        missing = [k for k in ("question", "choices", "answer") if k not in mapping]
+    missing = [k for k in ("question", "choices", "answer") if k not in mapping]
+    if missing:
         raise click.UsageError(f"the generic adapter needs --columns with {', '.join(missing)}")
     check_columns(mapping, where="--columns")
     return mapping

@@ -32,7 +32,6 @@ from curate.items import canonical_json
 
 #: lm-eval's ``fewshot_random_seed`` default (``lm_eval.defaults.DEFAULT_OTHER_SEED``).
 LM_EVAL_SEED = 1234
-SAMPLERS = ("first_n", "default")
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,18 @@ def _check_expanded(root: yaml.Node) -> None:
 def load(text: str):
     """The document in ``text``; raises DuplicateKey, TooComplex or yaml.YAMLError."""
     return yaml.load(text, Loader=StrictLoader)
+
+
+def load_named(text: str, path: str):
+    """``load``, with a repeated key or a syntax error raised as an InputError naming ``path``
+    (and the key, or the line and column): what a user's YAML file or inline mapping gets."""
+    from curate.errors import InputError
+
+    try:
+        return load(text)
+    except DuplicateKey as exc:
+        raise InputError(str(exc), path=path, field=exc.key) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise InputError(f"not valid YAML: {where}{getattr(exc, 'problem', None) or exc}", path=path) from None

@@ -225,7 +225,8 @@ def score_with_caches(model, requests: list[Request], shared: list[int], caches:
         return score_requests(model, requests, pad_id=pad_id, runner=runner, max_tokens=max_tokens)
     alone = [i for i, r in enumerate(requests)  # longer than the budget: in pieces, in full
              if max_tokens and after(r, shared[i]).n_input > max_tokens]
-    here = [i for i in range(len(requests)) if i not in set(alone)]
+    skip = set(alone)
+    here = [i for i in range(len(requests)) if i not in skip]
     results: dict[int, Result] = {}
     if alone:
         results.update(zip(alone, score_requests(model, [requests[i] for i in alone], pad_id=pad_id, runner=runner,
@@ -241,7 +242,8 @@ def forward(model, runner: str, requests: list[Request], shared: list[int], cach
     """One forward pass over the requests' tokens after their cached prefixes."""
     keys = list(dict.fromkeys(tuple(r.prefix[:s]) for r, s in zip(requests, shared) if s))
     held = [caches.get(k) for k in keys]
-    past_of = [keys.index(tuple(r.prefix[:s])) if s else -1 for r, s in zip(requests, shared)]
+    slot = {k: j for j, k in enumerate(keys)}
+    past_of = [slot[tuple(r.prefix[:s])] if s else -1 for r, s in zip(requests, shared)]
     batch = pack([after(r, s) for r, s in zip(requests, shared)])
     extra_source, extra_target, extra_group, group = [], [], [], 0
     for span, s, past, request in zip(batch.spans, shared, past_of, requests):
@@ -296,12 +298,8 @@ def plan(units: list[Unit], batch_tokens: int, *, model=None, max_bytes: int = 0
     ``batch_tokens``, its cached prefixes within ``max_bytes`` together; longest groups first."""
     requests = [r for u in units for r in u.requests]
     per_token = bytes_per_token(model) if model is not None and max_bytes > 0 else 0
-    lengths = [0] * len(requests)
-    if per_token:
-        for length, members in shared_groups([r.prefix for r in requests], min_shared):
-            if length * per_token <= max_bytes:
-                for i in members:
-                    lengths[i] = length
+    lengths = ([n if n * per_token <= max_bytes else 0 for n in shared_lengths(requests, min_shared)]
+               if per_token else [0] * len(requests))
     shared, k = [], 0
     for u in units:
         shared.append(lengths[k:k + len(u.requests)])

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 import schemas
 from curate import strict_yaml
 from curate.errors import InputError
@@ -23,12 +21,7 @@ def read_columns(value: str, *, where: str = "--columns") -> dict:
     is_file = path.suffix.lower() in (".yaml", ".yml", ".json") or path.is_file()
     text = read_text(path, CONFIG_LIMIT, "a column mapping", missing="file not found") if is_file else value
     origin = str(path) if is_file else where
-    try:
-        mapping = strict_yaml.load(text)
-    except strict_yaml.DuplicateKey as exc:
-        raise InputError(str(exc), path=origin, field=exc.key) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not a YAML mapping: {getattr(exc, 'problem', None) or exc}", path=origin) from None
+    mapping = strict_yaml.load_named(text, origin)
     check_columns(mapping, where=origin)
     return mapping
 

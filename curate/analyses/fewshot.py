@@ -14,6 +14,7 @@ import itertools
 
 import pandas as pd
 
+from curate.analyses.accuracy import _acc_row
 from curate.analyses.comparisons import _adjust, _compare, _paired
 from curate.analyses.stats import INTERVAL, level, paired_bootstrap, wilson
 from curate.statistics import cohens_kappa
@@ -43,11 +44,8 @@ def accuracy_by_shots(preds: pd.DataFrame, alpha: float = 0.05) -> list[dict]:
     """Accuracy with a Wilson interval per model, mode, formulation and shot count."""
     rows = []
     for (model, mode, formulation, k), g in preds.groupby(KEYS + ["fewshot"], sort=True):
-        n, c = len(g), int(g["correct"].sum())
-        low, high = wilson(c, n, alpha)
-        rows.append({"model": model, "mode": mode, "formulation": formulation, "fewshot": int(k), "n": n,
-                     "correct": c, "accuracy": c / n if n else float("nan"), "ci_low": low, "ci_high": high,
-                     "interval": INTERVAL})
+        rows.append({"model": model, "mode": mode, "formulation": formulation, "fewshot": int(k)}
+                    | _acc_row(g["correct"], alpha))
     return rows
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from curate.analyses.item_stats import item_statistics
+from curate.analyses.item_stats import gold_probabilities, item_statistics
 from curate.analyses.responses import Responses
 
 #: How steeply a model's weight falls with its accuracy (see the module docstring).
@@ -121,7 +121,7 @@ def evidence(responses: Responses, suspected: np.ndarray, log_odds: np.ndarray, 
     cols = np.arange(len(responses.gold))
     backs = responses.pred[order] == suspected[None, :]  # models strongest first x items
     p_sus = responses.probs[:, cols, suspected]
-    p_gold = responses.probs[:, cols, responses.gold]
+    p_gold = gold_probabilities(responses)
     disc, outfit = stats["discrimination"].to_numpy(float), stats["outfit"].to_numpy(float)
     out = []
     for j in cols:

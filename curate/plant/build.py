@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import curate
-from curate.atomic import atomic_path, temp_folder
+from curate.atomic import temp_folder, write_text
 from curate.clock import now
 from curate.errors import CurateError
 from curate.items import sha256_text
@@ -74,8 +74,7 @@ def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"]
                        "rate": rate, "seed": seed, "counts": {k: sum(p.kind == k for p in planted) for k in kinds},
                        "rescored": rescored, "dropped_labels": dropped, "created_at": now(),
                        "planted": [_key_row(p) for p in planted]}
-            with atomic_path(key) as tmp_key:
-                tmp_key.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+            write_text(key, json.dumps(summary, indent=1) + "\n")
             try:
                 _move_into_place(built, target)
             except BaseException:

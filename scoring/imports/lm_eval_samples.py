@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import json
 import math
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from curate import formulations as forms
 from curate.errors import CurateError, InputError
+from curate.sources import file_sha256
 from scoring.store import add_run, check_label, label_lock, open_scores, write_scores
 
 DESCRIPTION = ("lm-evaluation-harness 0.4.x --log_samples output: samples_<task>_<date>.jsonl (or .jsonl.gz, "
@@ -143,11 +143,7 @@ def run_record(results: dict, results_path: Path, sample: Path, task: str, fewsh
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path).removeprefix("sha256:")
 
 
 # --- reading samples ---------------------------------------------------------------------------
@@ -451,9 +447,7 @@ def imported(workspace, paths) -> bool:
         stored = {json.loads(r[0]).get("sha256") for r in
                   ws.conn.execute("SELECT info_json FROM score_runs WHERE origin = ? AND run_id IN "
                                   "(SELECT DISTINCT run_id FROM scores)", (ORIGIN,))}
-        if not all(_sha256(f) in stored for run in runs for f in run.samples):
-            return False
-        return True
+        return all(_sha256(f) in stored for run in runs for f in run.samples)
     finally:
         ws.close()
 
