@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import asdict
 from pathlib import Path
 
-from curate.adapters import get_adapter
+from curate.adapters import from_record
 from curate.errors import CurateError
 from curate.fewshot import Settings, doc_key
 from curate.ingest import build_items
@@ -29,15 +29,6 @@ from curate.sources import open_source
 EVALUATED = "evaluated"
 
 
-def workspace_adapter(ws):
-    """The adapter the workspace was ingested with, rebuilt from its record."""
-    record = ws.meta("adapter") or {"kind": "builtin", "options": {"name": ws.meta("benchmark")}}
-    options = dict(record.get("options", {}))
-    if record.get("kind") == "generic":
-        return get_adapter("generic", **{k: v for k, v in options.items() if k != "name"})
-    return get_adapter(options.get("name") or ws.meta("benchmark"))
-
-
 def settings_of(adapter) -> Settings:
     settings = getattr(adapter, "fewshot", None)
     return settings if settings is not None else Settings()
@@ -45,7 +36,7 @@ def settings_of(adapter) -> Settings:
 
 def resolve_pool(ws, pool: str | None) -> tuple[list[dict], Settings, str]:
     """(few-shot items, settings, where they were read) for the workspace ``ws``."""
-    adapter = workspace_adapter(ws)
+    adapter = from_record(ws.meta("adapter"), ws.meta("benchmark"))  # as ingested: the pool's ids are ingest's
     settings = settings_of(adapter)
     if pool == EVALUATED:
         return ws.items(), settings.from_evaluated_split(), EVALUATED

@@ -30,6 +30,18 @@ def get_adapter(name: str, /, **options):
     raise ValueError(f"unknown benchmark adapter {name!r}; known: {', '.join(known())}")
 
 
+def from_record(record: dict | None, benchmark: str | None = None):
+    """The adapter a workspace was ingested with, rebuilt from the record ingest stored in its
+    meta (``curate.ingest.adapter_record``: its kind and every option), so that items read again
+    (a few-shot pool, another split) get the ids and fields ingest gave. A workspace without a
+    record was made by the built-in adapter named ``benchmark``."""
+    record = record or {"kind": "builtin", "options": {"name": benchmark}}
+    options = dict(record.get("options") or {})
+    if record.get("kind") == "generic":
+        return get_adapter("generic", **options)
+    return get_adapter(options.get("name") or benchmark or record.get("kind", "?"))
+
+
 def hub_default(adapter, data: str | None, split: str | None, config: str | None) -> tuple[str, str, str | None]:
     """(data, split, config) with a built-in benchmark's defaults filled in: its Hub id and
     configuration when no data is named (the configuration only applies to its own Hub id),

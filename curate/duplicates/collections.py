@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from curate.adapters import get_adapter, hub_default, known
+from curate.adapters import from_record, get_adapter, hub_default, known
 from curate.duplicates.detect import Entry, entry
 from curate.errors import CurateError, InputError
 from curate.ingest import build_items
@@ -22,16 +22,6 @@ class Collection:
     name: str            # how pairs name where an item comes from
     entries: list[Entry]
     provenance: dict     # what was read (public: no local paths)
-
-
-def adapter_of(record: dict):
-    """The adapter a workspace was ingested with, from its stored record."""
-    options = dict(record.get("options", {}))
-    if record.get("kind") == "builtin":
-        return get_adapter(options["name"])
-    if record.get("kind") == "generic":
-        return get_adapter("generic", **options)
-    return get_adapter(record.get("kind", "?"))
 
 
 def _read(adapter, data: str, split: str, config: str | None = None) -> tuple[list[dict], dict]:
@@ -58,7 +48,7 @@ def other_splits(ws: Workspace, wanted: list[str] | None) -> tuple[list[Collecti
             raise CurateError(f"--splits: the workspace was read from one file ({Path(data).name}), which holds "
                               f"one split; name another benchmark file with --against instead")
         return [], [s for s in SPLITS if s != split]
-    adapter = adapter_of(ws.meta("adapter") or {})
+    adapter = from_record(ws.meta("adapter"), ws.meta("benchmark"))
     out, missing = [], []
     for name in (wanted or [s for s in SPLITS if s != split]):
         if name == split:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from curate.adapters import from_record
+from curate.adapters.generic import Generic
 from curate.atomic import write_text
 from curate.errors import CurateError
 from curate.formulations import scored
@@ -92,10 +94,13 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(Function, lambda dumper, f: dumper.represent_scalar("!function", str(f)))
 
 
-def builtin_of(adapter: dict) -> str | None:
-    """The built-in benchmark a workspace's adapter record names (None: the generic adapter)."""
-    name = (adapter.get("options") or {}).get("name")
-    return name if adapter.get("kind") in ("hellaswag", "builtin") and name in LM_EVAL_CONFIGS else None
+def builtin_of(record: dict) -> str | None:
+    """The built-in benchmark a workspace's adapter record names (None: the generic adapter, whose
+    name may be a built-in's, or no record)."""
+    adapter = from_record(record) if record else None
+    if adapter is None or isinstance(adapter, Generic):
+        return None
+    return adapter.name if adapter.name in LM_EVAL_CONFIGS else None
 
 
 def write_task(folder: Path, *, name: str, version: str, adapter: dict, split: str, data_path: str,
