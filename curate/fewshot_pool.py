@@ -21,7 +21,7 @@ from pathlib import Path
 
 from curate.adapters import from_record
 from curate.errors import CurateError
-from curate.fewshot import Settings, doc_key
+from curate.fewshot import Settings, doc_key, sample_shots
 from curate.ingest import build_items
 from curate.items import canonical_json
 from curate.sources import open_source
@@ -72,3 +72,18 @@ def pool_key(pool: list[dict], settings: Settings, where: str) -> str:
     fields = {k: v for k, v in asdict(settings).items() if not callable(v)}
     body = canonical_json([fields, where == EVALUATED, [doc_key(d) for d in pool]])
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def fewshot_plan(ws, items: list[dict], counts: list[int], pool: str | None) -> tuple[dict, Settings | None, dict]:
+    """({k: each item's shots} for every k in ``counts``, the settings, what the run records), for
+    ``curate score`` and ``curate generate``. Shots are drawn over every item in order (lm-eval's
+    generator runs item after item), so a process of a data-parallel run gets the same shots as
+    a single process would."""
+    if not any(counts):
+        return {0: [()] * len(items)}, None, {}
+    docs, settings, where = resolve_pool(ws, pool)
+    plan = {k: sample_shots(items, docs, k, settings) if k else [()] * len(items) for k in counts}
+    info = {"fewshot_pool": where, "fewshot_pool_items": len(docs), "fewshot_split": settings.split,
+            "fewshot_sampler": settings.sampler, "fewshot_seed": settings.seed,
+            "fewshot_leaves_item_out": settings.passes_eval_doc, "fewshot_key": pool_key(docs, settings, where)}
+    return plan, settings, info

@@ -106,10 +106,9 @@ def fewshot_examples(ws, items: list[dict], k: int, pool: str | None) -> tuple[l
     request keys and the run record say of them (nothing when k is 0)."""
     if not k:
         return None, {}
-    from curate.fewshot import sample_shots
-    from curate.fewshot_pool import pool_key, resolve_pool
-    docs, settings, where = resolve_pool(ws, pool)
-    return sample_shots(items, docs, k, settings), {"fewshot": k, "fewshot_key": pool_key(docs, settings, where)}
+    from curate.fewshot_pool import fewshot_plan
+    shots, _, info = fewshot_plan(ws, items, [k], pool)
+    return shots[k], {"fewshot": k, "fewshot_key": info["fewshot_key"]}
 
 
 def record(unit: Unit, *, label: str, template: str, settings: str, run_id: str, parsed: Parsed, raw: str,

@@ -43,3 +43,22 @@ def test_a_missing_pool_is_refused_before_the_model_loads(tmp_path):
     root = _ingest(tmp_path, "copa", SHARED / "benchmarks" / "copa" / "validation.jsonl.gz", "validation")
     with pytest.raises(CurateError, match="--fewshot-pool"):
         generate_workspace(root, "local:no-such-model", ["full"], 1, fewshot=2)
+
+
+def test_generate_and_score_draw_their_shots_from_one_plan(tmp_path):
+    """`curate generate --fewshot K` shows the shots `curate score --fewshot K` scores after
+    (curate.fewshot_pool.fewshot_plan), and keys its requests with the same pool key."""
+    from curate.fewshot_pool import fewshot_plan
+    from curate.store import Workspace
+    from generate.run import fewshot_examples
+    from scoring.run import fewshot_plan as scoring_plan
+
+    root = _ingest(tmp_path, "mmlu", SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz", "test", limit=3)
+    with Workspace.open(root) as ws:
+        items = ws.items()
+        shots, scope = fewshot_examples(ws, items, 2, None)
+        plan, settings, info = fewshot_plan(ws, items, [0, 2], None)
+        assert (plan, settings, info) == scoring_plan(ws, items, [0, 2], None)
+        assert fewshot_plan(ws, items, [0], None) == ({0: [(), (), ()]}, None, {})
+    assert shots == plan[2] and scope == {"fewshot": 2, "fewshot_key": info["fewshot_key"]}
+    assert plan[0] == [(), (), ()] and info["fewshot_sampler"] == "first_n" and info["fewshot_pool_items"] > 0
