@@ -28,21 +28,31 @@ RELATIVE = {"float32": 0.0, "bfloat16": 0.03, "float16": 0.005}   # of the refer
 @torch.inference_mode()
 def score(model, requests) -> list:
     """A ``Result`` for each request (a ``scoring.encode.Request``), from one plain forward per
-    continuation."""
+    distinct fed sequence: continuations whose ``prefix + continuation[:-1]`` are equal (every
+    one-token continuation of a lettered item) are read off one forward, as lm-eval groups them;
+    the logits of that forward are the same whichever of them is read."""
     device, results = input_device(model), []
     for req in requests:
-        p, sums, greedy, prefix_sum = len(req.prefix), [], [], 0.0
-        for cont in req.conts:
-            ids = torch.tensor([req.prefix + cont], device=device)
+        p = len(req.prefix)
+        sums, greedy, prefix_sum = [0.0] * len(req.conts), [False] * len(req.conts), 0.0
+        fed = {}
+        for k, cont in enumerate(req.conts):
+            fed.setdefault(tuple(req.prefix + cont[:-1]), []).append(k)
+        for tokens, which in fed.items():
+            ids = torch.tensor([list(tokens)], device=device)
             # No cache: one forward needs none, and some models' default cache breaks on it
             # (Bamba's hybrid cache, an encoder-decoder's decoder used alone).
-            logprobs = torch.log_softmax(model(input_ids=ids, use_cache=False).logits[0].float(), dim=-1)
-            wanted = torch.tensor(cont, dtype=torch.long, device=logprobs.device)
-            picked = logprobs[p - 1:p - 1 + len(cont)]
-            sums.append(picked.gather(1, wanted[:, None]).sum().item())
-            greedy.append(bool((picked.argmax(-1) == wanted).all()))
-            prefix = torch.tensor(req.prefix[1:], dtype=torch.long, device=logprobs.device)
-            prefix_sum = logprobs[:p - 1].gather(1, prefix[:, None]).sum().item() if req.prefix_lp else 0.0
+            logits = model(input_ids=ids, use_cache=False).logits[0]
+            first = 0 if req.prefix_lp else p - 1  # positions whose log-probabilities are read
+            logprobs = torch.log_softmax(logits[first:].float(), dim=-1)
+            for k in which:
+                wanted = torch.tensor(req.conts[k], dtype=torch.long, device=logprobs.device)
+                picked = logprobs[p - 1 - first:p - 1 - first + len(wanted)]
+                sums[k] = picked.gather(1, wanted[:, None]).sum().item()
+                greedy[k] = bool((picked.argmax(-1) == wanted).all())
+            if req.prefix_lp:
+                prefix = torch.tensor(req.prefix[1:], dtype=torch.long, device=logprobs.device)
+                prefix_sum = logprobs[:p - 1].gather(1, prefix[:, None]).sum().item()
         results.append(Result(prefix_sum, sums, greedy))
     return results
 
