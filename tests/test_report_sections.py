@@ -100,3 +100,22 @@ def test_a_section_module_lacking_render_is_named(tmp_path):
     with module_in(sections, "broken", broken, tmp_path), \
             pytest.raises(TypeError, match="broken.py: a report section needs render"):
         sections.registry()
+
+
+def test_the_decisions_folder_is_read_once(ws, tmp_path, monkeypatch):
+    """`curate analyze --decisions`: the folder read to check it is this workspace's is the one
+    the filter section reports (read once, not again by the section)."""
+    from curate.analyses.report import analyze_workspace
+    from curate.filter import run_filter
+    from curate.review.data import Decisions
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("name: both-right\ndescription: d\nstages:\n  - name: right\n    description: d\n    when:\n"
+                     "      correct: {models: [m/a, m/b], mode: zero, normalization: seq_mean, at_least: 2}\n")
+    run_filter(ws, rules, tmp_path / "decisions")
+    reads, real = [], Decisions.read.__func__
+    monkeypatch.setattr(Decisions, "read", classmethod(lambda cls, folder: reads.append(folder) or real(cls, folder)))
+    metrics = analyze_workspace(ws, tmp_path / "report", n_resamples=50, decisions=tmp_path / "decisions")
+    f = metrics["filter"]
+    assert f["present"] and f["rules"] == "both-right" and f["items"] == 12 and f["kept"] + f["removed"] == 12
+    assert reads == [tmp_path / "decisions"]

@@ -90,15 +90,16 @@ def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["no
         return metrics
 
 
-def _checked_decisions(root, folder) -> Path:
-    """A `curate filter --out` folder made on this workspace's items (InputError naming it otherwise)."""
+def _checked_decisions(root, folder):
+    """The `curate filter --out` folder, read once (the filter section reports what is read here);
+    decisions made on other items are refused (InputError naming the folder)."""
     from curate.review.data import Decisions
     from curate.store import Workspace
 
     found = Decisions.read(folder)
     with Workspace.open(root) as ws:
         found.check_made_on(ws.meta("source"), [it["item_id"] for it in ws.items()])
-    return found.path
+    return found
 
 
 def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units, core_mode, core_threshold,

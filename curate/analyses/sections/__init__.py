@@ -90,7 +90,7 @@ class Context:
     formulation_order: list = field(default_factory=list)
     base_forms: list = field(default_factory=list)   # the formulations that are not rotations
     primary: str | None = None                       # the primary formulation
-    decisions: Path | None = None                    # a `curate filter --out` folder (the filter section)
+    decisions: object = None                         # a `curate filter --out` folder read (review.data.Decisions)
     subsets: dict = field(default_factory=dict)      # name -> item ids (all, each source, ...)
     plots: dict = field(default_factory=dict)        # plot name -> file name in ``out``
 

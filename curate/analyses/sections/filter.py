@@ -14,12 +14,11 @@ ABOUT = {"filter": "the `curate filter` decisions read (present: false when none
 
 
 def compute(ctx) -> dict:
-    """The decisions' stage table (``analyze_workspace`` checked they were made on this workspace)."""
-    from curate.review.data import Decisions
-
+    """The decisions' stage table (``analyze_workspace`` read them and checked they were made on
+    this workspace)."""
     if ctx.decisions is None:
         return {"filter": {"present": False}}
-    d = Decisions.read(ctx.decisions)
+    d = ctx.decisions
     kept = int(d.frame["kept"].sum())
     stages = [{k: s.get(k) for k in ("stage", "description", "matched", "removed_here", "left")} for s in d.stages]
     return {"filter": {"present": True, "folder": str(d.path), "rules": d.rules, "items": len(d.frame), "kept": kept,
