@@ -3,8 +3,9 @@
 The filter stage comes after annotation and scoring, so an input it lacks (an annotator's round,
 a model's scores in some mode and normalization, a tokenizer that cannot be loaded) would only
 show up once both were paid for. ``plan_problems`` compares what the rules read with what the
-planned stages will provide -- annotators and their rounds, scored models x modes, imported
-score files (read by name only) -- plus what the workspace already holds when it exists, and
+planned stages will provide -- annotators and their rounds, scored models x modes x shot counts,
+imported score files (read by name only, and lm-eval's results files for their shot counts) --
+plus what the workspace already holds, every shot count, when it exists, and
 names each gap with the config key that would fill it. It also checks that every model the audit
 loads (scorers, local annotators, tokenizers) can be found.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from curate.audit_config import AuditConfig
 from curate.formulations import ALL_ROTATIONS
 from curate.store import DB_NAME
+from scoring.options import shot_counts
 
 #: What `curate score` stores for every option (see scoring/normalize.py).
 SCORED = ("sum", "token", "char", "byte", "seq_mean")
@@ -28,16 +30,28 @@ COLUMNS = {"logprob_sum": ("sum",), "n_tokens": ("token",), "n_chars": ("char",)
 @dataclass
 class Supply:
     """What will be in the workspace after the planned stages, and where each part comes from.
-    Scores are keyed by formulation too; ``ALL_ROTATIONS`` stands for a model's rotated letters."""
+    Scores are keyed by formulation and shot count too; ``ALL_ROTATIONS`` stands for a model's
+    rotated letters."""
     annotations: dict[tuple[str, int], str] = field(default_factory=dict)              # (annotator, round) -> source
-    scores: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)   # (model, mode, formulation) -> {norm: source}
+    # (model, mode, formulation, fewshot) -> {norm: source}
+    scores: dict[tuple[str, str, str, int], dict[str, str]] = field(default_factory=dict)
     generations: set[tuple[str, str]] = field(default_factory=set)                     # (model, mode), stored only
 
-    def add_scores(self, model: str, mode: str, formulation: str, normalizations, source: str) -> None:
+    def add_scores(self, model: str, mode: str, formulation: str, normalizations, source: str,
+                   fewshot: int = 0) -> None:
         # Scoring letters+rotations stores the letters formulation and each rotation of it.
         for f in ("letters", ALL_ROTATIONS) if formulation == ALL_ROTATIONS else (formulation,):
             for n in normalizations:
-                self.scores.setdefault((model, mode, f), {}).setdefault(n, source)
+                self.scores.setdefault((model, mode, f, int(fewshot)), {}).setdefault(n, source)
+
+    def shot_models(self, models, mode: str, formulation: str) -> dict[int, set[str]]:
+        """Shot count -> which of ``models`` will have scores in ``mode`` and ``formulation``:
+        what item validity's rule picks a shot count from."""
+        out: dict[int, set[str]] = {}
+        for (model, m, f, k) in self.scores:
+            if model in models and m == mode and f == formulation:
+                out.setdefault(k, set()).add(model)
+        return out
 
 
 def default_formulation_of(cfg: AuditConfig) -> str:
@@ -56,12 +70,31 @@ def supply(cfg: AuditConfig) -> Supply:
     if cfg.scoring:
         for i, imp in enumerate(cfg.scoring.imports):
             supplied = get(imp.format).supplies([imp.dir], default_formulation_of(cfg))
+            shots = import_shot_counts(imp.format, imp.dir)
             for (model, mode, formulation), normalizations in supplied.items():
-                out.add_scores(model, mode, formulation, normalizations, f"scoring.imports[{i}]")
+                for k in shots.get(model, (0,)):
+                    out.add_scores(model, mode, formulation, normalizations, f"scoring.imports[{i}]", k)
         for model in cfg.scoring.models:
             for mode in cfg.scoring.modes:
                 for formulation in cfg.scoring.formulations or (default_formulation_of(cfg),):
-                    out.add_scores(model, mode, formulation, SCORED, "scoring.models")
+                    for k in shot_counts(cfg.scoring.fewshot):
+                        out.add_scores(model, mode, formulation, SCORED, "scoring.models", k)
+    return out
+
+
+def import_shot_counts(fmt: str, path) -> dict[str, set[int]]:
+    """Model -> the shot counts an import will store them at: lm-eval sample logs record each
+    task's ``num_fewshot`` in the results file beside them; the other formats are 0-shot."""
+    if fmt != "lm-eval-samples":
+        return {}
+    from scoring.imports import lm_eval_samples as lm
+
+    out: dict[str, set[int]] = {}
+    for run in lm.find_runs([path]):
+        results = run.info()
+        for sample in run.samples:
+            task = lm.SAMPLES.match(sample.name).group("task")
+            out.setdefault(lm.model_label(results, run.results), set()).add(lm.shots(results, task, run.results))
     return out
 
 
@@ -80,12 +113,13 @@ def stored(db: Path) -> Supply:
             counts = ", ".join(f"count({c})" for c in COLUMNS)
             columns = {r[1] for r in conn.execute("PRAGMA table_info(scores)")}
             formulation = "formulation" if "formulation" in columns else "'cloze'"  # before formulations: cloze
-            zero_shot = "WHERE fewshot = 0" if "fewshot" in columns else ""  # what the filter reads by default
-            for model, mode, form, total, *have in conn.execute(
-                    f"SELECT model, mode, {formulation}, count(*), {counts} FROM scores {zero_shot} GROUP BY 1, 2, 3"):
+            fewshot = "fewshot" if "fewshot" in columns else "0"  # before the shot axis: 0-shot
+            for model, mode, form, k, total, *have in conn.execute(
+                    f"SELECT model, mode, {formulation}, {fewshot}, count(*), {counts} FROM scores "
+                    "GROUP BY 1, 2, 3, 4"):
                 norms = [n for column, n_have in zip(COLUMNS, have) if n_have == total for n in COLUMNS[column]]
                 out.add_scores(model, mode, ALL_ROTATIONS if form.startswith("letters+r") else form, norms,
-                               "the workspace")
+                               "the workspace", k)
         if "generations" in tables:
             out.generations.update(conn.execute("SELECT DISTINCT model, mode FROM generations"))
     except sqlite3.DatabaseError:
@@ -207,11 +241,13 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
                 problems.append((key, f"{where} read {annotator}'s {named} records, which no planned annotator "
                                       f"provides (planned: {_listing(have.annotations)})"))
         elif kind == "scores":
-            model, mode, norm, formulation = what
-            if norm not in have.scores.get((model, mode, formulation), {}):
+            model, mode, norm, formulation, fewshot = _score_need(what, have)
+            if norm not in have.scores.get((model, mode, formulation, fewshot), {}):
                 form = "" if formulation == default else f" in the {formulation} formulation"
-                problems.append(("scoring", f"{where} read {mode}-mode {norm} scores{form} of model {model!r}, which "
-                                            f"no planned stage provides ({_scores_listing(have, model, default)})"))
+                shots = f"{fewshot}-shot " if fewshot else ""
+                problems.append(("scoring", f"{where} read {mode}-mode {shots}{norm} scores{form} of model {model!r}, "
+                                            f"which no planned stage provides "
+                                            f"({_scores_listing(have, model, default)})"))
         elif kind == "generations":
             if what not in have.generations:
                 problems.append(("filter.rules", f"{where} read {what[0]!r}'s generated answers in {what[1]} mode, "
@@ -262,13 +298,27 @@ def plan_summary(cfg: AuditConfig) -> str:
             + (f"; generated model x mode: {len(generations)}" if generations else "") + ")")
 
 
+def _score_need(what: tuple, have: Supply) -> tuple:
+    """(model, mode, normalization, formulation, shot count) of a scores need: a kind that names
+    no shot count reads 0-shot scores; item validity (``ByRule``) the shot count its rule picks
+    from what the plan supplies, as it will from what the workspace then holds."""
+    from curate.analyses.item_options import ByRule
+    from curate.analyses.item_table import pick_fewshot
+
+    model, mode, norm, formulation, *rest = what
+    fewshot = rest[0] if rest else 0
+    if isinstance(fewshot, ByRule):
+        fewshot = pick_fewshot(have.shot_models(fewshot.models, mode, formulation))
+    return model, mode, norm, formulation, fewshot
+
+
 def _listing(pairs) -> str:
     return ", ".join(f"{a} round {r}" for a, r in sorted(pairs)) or "none"
 
 
 def _scores_listing(have: Supply, model: str, default: str) -> str:
-    modes = {mode + ("" if form == default else f" {form}"): sorted(norms)
-             for (m, mode, form), norms in have.scores.items() if m == model}
+    modes = {mode + ("" if form == default else f" {form}") + (f" {k}-shot" if k else ""): sorted(norms)
+             for (m, mode, form, k), norms in have.scores.items() if m == model}
     if not modes:
         return f"nothing scores or imports {model!r}"
     return f"{model!r} will have " + "; ".join(f"{mode}: {', '.join(n)}" for mode, n in sorted(modes.items()))

@@ -8,9 +8,13 @@ review queue in an external tool's shape (``curate.review.exchange``).
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 
 import click
+
+from curate.analyses.item_options import FEWSHOT
+from curate.options import click_options
 
 #: kind -> (``module:function`` giving the table's records from the workspace folder, the module
 #: whose ``COLUMNS`` names its columns, which an empty table still has). A stage adds a kind here.
@@ -24,11 +28,12 @@ EXPORTS: dict[str, tuple[str, str]] = {
 }
 
 
-def table(kind: str, workspace: Path) -> tuple[list[dict], list[str]]:
-    """The records of table ``kind`` of ``workspace``, and its columns."""
+def table(kind: str, workspace: Path, **options) -> tuple[list[dict], list[str]]:
+    """The records of table ``kind`` of ``workspace`` (``options``: the kind's own, such as
+    item-stats' ``fewshot``), and its columns."""
     where, columns_in = EXPORTS[kind]
     module, _, function = where.partition(":")
-    records = getattr(importlib.import_module(module), function)(workspace)
+    records = getattr(importlib.import_module(module), function)(workspace, **options)
     return records, importlib.import_module(columns_in).COLUMNS
 
 
@@ -44,7 +49,8 @@ def table(kind: str, workspace: Path) -> tuple[list[dict], list[str]]:
                                             "removed with --decisions, else all).")
 @click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="review: a `curate filter --out` folder (for the removed queues).")
-def export(workspace, kind, out, fmt, queue, decisions):
+@click_options([replace(FEWSHOT, help="item-stats: " + FEWSHOT.help[0].lower() + FEWSHOT.help[1:])])
+def export(workspace, kind, out, fmt, queue, decisions, fewshot):
     """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, item-stats, or
     review: a review queue)."""
     from curate.exports import write_records
@@ -62,6 +68,8 @@ def export(workspace, kind, out, fmt, queue, decisions):
         return
     if fmt or queue or decisions:
         raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
-    records, columns = table(kind, workspace)
+    if fewshot is not None and kind != "item-stats":
+        raise click.UsageError("--fewshot applies to KIND item-stats only")
+    records, columns = table(kind, workspace, **({} if fewshot is None else {"fewshot": fewshot}))
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")

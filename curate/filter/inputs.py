@@ -86,32 +86,35 @@ class Inputs:
     # --- scores ----------------------------------------------------------------------------
 
     def predictions(self, models: list[str], mode: str, normalization: str,
-                    formulation: str | None = None, fewshot: int = 0) -> pd.DataFrame:
+                    formulation: str | None = None, fewshot: int = 0, scores: pd.DataFrame | None = None) -> pd.DataFrame:
         """Argmax predictions of ``models`` in ``mode`` and ``formulation`` (default: the
         workspace's) after ``fewshot`` shots; every model must have a prediction for every item,
-        or the run stops naming what is missing."""
+        or the run stops naming what is missing. ``scores``: those scores, when the caller has
+        read them already (``read_scores``), so they are not read twice."""
         formulation = formulation or self.ws.meta("formulation", "cloze")
-        return pd.concat([self.predictions_in(model, mode, normalization, [formulation], fewshot=fewshot)
+        parts = {} if scores is None else dict(tuple(scores.groupby("model", sort=False)))
+        return pd.concat([self.predictions_in(model, mode, normalization, [formulation], fewshot=fewshot,
+                                              scores=None if scores is None else parts.get(model, scores.iloc[:0]))
                           for model in models], ignore_index=True)
 
     def predictions_in(self, model: str, mode: str, normalization: str, formulations: list[str],
-                       complete: bool = True, fewshot: int = 0) -> pd.DataFrame:
+                       complete: bool = True, fewshot: int = 0, scores: pd.DataFrame | None = None) -> pd.DataFrame:
         """Argmax predictions of ``model`` in ``mode`` in any of ``formulations``, from its
-        ``fewshot``-shot scores; with ``complete``, every item must have one, or the run stops
-        naming what is missing."""
+        ``fewshot``-shot scores (``scores``: those, already read); with ``complete``, every item
+        must have one, or the run stops naming what is missing."""
         key = (model, mode, normalization, tuple(formulations), complete, fewshot)
         if key not in self._predictions:
             self._predictions[key] = self._load_predictions(model, mode, normalization, formulations, complete,
-                                                            fewshot)
+                                                            fewshot, scores)
         return self._predictions[key]
 
     def _load_predictions(self, model: str, mode: str, normalization: str, formulations: list[str],
-                          complete: bool = True, fewshot: int = 0) -> pd.DataFrame:
+                          complete: bool = True, fewshot: int = 0, scores: pd.DataFrame | None = None) -> pd.DataFrame:
         from scoring.normalize import predictions
         from scoring.store import label_runs, read_scores, require_one_source
 
-        scores = (read_scores(self.ws, models=[model], modes=[mode], formulations=formulations, fewshots=[fewshot])
-                  if "scores" in self._tables else None)
+        if scores is None and "scores" in self._tables:
+            scores = read_scores(self.ws, models=[model], modes=[mode], formulations=formulations, fewshots=[fewshot])
         what = f"formulation {formulations[0]!r}" if len(formulations) == 1 else "rotated letters"
         what += f", {fewshot}-shot" if fewshot else ""
         if scores is None or scores.empty:

@@ -81,26 +81,30 @@ def measure(detectors: dict[str, tuple[str, pd.Series]], key: pd.DataFrame, item
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def read_key(path, root) -> pd.DataFrame:
-    """The key's planted rows; refused when it belongs to another workspace."""
+def read_key(path, root, items: list[dict]) -> pd.DataFrame:
+    """The key's planted rows; refused when it belongs to another workspace (``items``: those of
+    the workspace ``root``)."""
     key = schemas.read_checked(path, "plant-key", missing="key file not found")
-    with Workspace.open(root) as ws:
-        digest = items_digest(ws.items())
-    if key["items_digest"] != digest:
+    if key["items_digest"] != items_digest(items):
         raise CurateError(f"{path}: this key belongs to another workspace (planted into {key['workspace']}); the "
                           f"items of {root} are not the ones it was written for")
     return pd.DataFrame(key["planted"], columns=["item_id", "row_index", "kind"])
 
 
 def evaluate_workspace(root, key, *, decisions=(), mode: str = D["mode"],
-                       normalization: str | None = D["normalization"]) -> tuple[pd.DataFrame, list[str]]:
+                       normalization: str | None = D["normalization"],
+                       fewshot: int | None = D["fewshot"]) -> tuple[pd.DataFrame, list[str]]:
     """The table for every detector of workspace ``root`` (and of the `curate filter` output
-    folders ``decisions``), measured with ``key``; and notes on what was not measured."""
-    planted = read_key(key, root)
+    folders ``decisions``), measured with ``key``; and notes on what was not measured. The score
+    detectors read the scores ``curate.analyses.item_table.choose`` picks (``fewshot``: that
+    shot count)."""
+    from scoring.store import open_scores
+
     notes: list[str] = []
-    with Workspace.open(root) as ws:
+    with open_scores(root) as ws:  # opened once: the key's check, the scores and the annotations
         items = ws.items()
-        detectors = score_detectors(ws, items, mode=mode, normalization=normalization, notes=notes)
+        planted = read_key(key, root, items)
+        detectors = score_detectors(ws, items, mode=mode, normalization=normalization, fewshot=fewshot, notes=notes)
         detectors |= annotator_detectors(ws, items, notes=notes)
     for folder in decisions:
         detectors |= filter_detectors(Path(folder), items)
@@ -110,24 +114,26 @@ def evaluate_workspace(root, key, *, decisions=(), mode: str = D["mode"],
     return measure(detectors, planted, [it["item_id"] for it in items]), notes
 
 
-def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalization, notes: list[str]) -> dict:
-    """The item-validity scores and the two-best baseline, from the models' scores in ``mode``."""
-    from scoring.store import open_scores, read_scores
+def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalization, fewshot: int | None = None,
+                    notes: list[str]) -> dict:
+    """The item-validity scores and the two-best baseline, from the models' scores in ``mode``
+    (a workspace opened with ``scoring.store.open_scores``), as item validity chooses them."""
+    from curate.analyses.item_table import choose, stored_conditions, workspace_table
+    from curate.analyses.suspects import two_best_baseline
 
-    formulation = ws.meta("formulation", "cloze")
-    with open_scores(ws.root) as sw:
-        scores = read_scores(sw, modes=[mode], formulations=[formulation], fewshots=[0])  # one shot count
-    if scores.empty:
-        notes.append(f"no scores in mode {mode} ({formulation}): no score detectors")
+    choice = choose(stored_conditions(ws), ws.meta("formulation", "cloze"), mode=mode, fewshot=fewshot)
+    if choice.fewshot not in choice.fewshots:
+        notes.append(f"no scores in mode {mode} ({choice.formulation}, {choice.fewshot}-shot): no score detectors")
         return {}
-    from curate.analyses.responses import response_matrix
-    from curate.analyses.suspects import suspects, two_best_baseline
-
-    responses = response_matrix(scores, items, mode=mode, formulation=formulation, normalization=normalization)
+    responses, table, _ = workspace_table(ws, mode=mode, formulation=choice.formulation, fewshot=choice.fewshot,
+                                          normalization=normalization, items=items)
+    if choice.other_fewshots:
+        notes.append(f"the score detectors read the {choice.fewshot}-shot scores; also stored: "
+                     + ", ".join(f"{k}-shot" for k in choice.other_fewshots) + " (--fewshot K)")
     if responses.left_out:
         notes.append(f"{len(responses.left_out)} items without every model's scores rank lowest on the score "
                      f"detectors (first: {responses.left_out[0]})")
-    table = suspects(responses).set_index("item_id")
+    table = table.set_index("item_id")
     out = {name: ("scores", table[name].astype(float))
            for name in ("label_error_score", "several_correct_score", "no_right_answer_score")}
     out["two_best_baseline"] = ("scores", two_best_baseline(responses).astype(float))
@@ -137,10 +143,10 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
 def annotator_detectors(ws: Workspace, items: list[dict], *, notes: list[str]) -> dict:
     """One detector per (annotator, measure) flag; an item the annotator did not judge is not flagged."""
     from annotate.flags import item_flags
-    from annotate.store import open_annotations, read_annotations
+    from annotate.store import MIGRATIONS, read_annotations
 
-    with open_annotations(ws.root) as aw:
-        round1, round2 = read_annotations(aw, round=1), read_annotations(aw, round=2)
+    ws.migrate(MIGRATIONS)  # the annotation tables, as open_annotations makes them
+    round1, round2 = read_annotations(ws, round=1), read_annotations(ws, round=2)
     if round1.empty and round2.empty:
         notes.append("no annotations: no annotator detectors")
         return {}

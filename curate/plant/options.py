@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from curate.analyses.item_options import FEWSHOT
 from curate.items import MODES
 from curate.options import Option, defaults
 from curate.plant import KINDS
@@ -38,6 +39,7 @@ EVALUATE = [
     Option("mode", default="full", choices=MODES, help="The scores' prompt mode the score detectors read."),
     Option("normalization", choices=NORMALIZATIONS,
            help="Normalization of the scores (default: the workspace's primary one)."),
+    FEWSHOT,
     Option("json_output", bool, False, flag="--json", help="Print the table as JSON records."),
 ]
 

@@ -21,7 +21,9 @@ spec                   items
 ``suspects``           likely label errors: items whose label-error score (every model scored in full
                        mode, ``curate.analyses.suspects``) is above the ``label_error`` filter
                        condition's default cut (odds of 9 to 1), likeliest first; ``suspects:N`` the N
-                       highest, whatever their score
+                       highest, whatever their score. The scores read are the report's and the
+                       filter's (``curate.analyses.item_table.choose``); ``suspects:K-shot`` and
+                       ``suspects:N:K-shot`` read the K-shot scores
 ``sample``             a seeded random sample for calibration: ``sample:N`` (default 50),
                        ``sample:N:SEED`` (default seed 0), in sampled order
 ``ids:FILE``           the item ids listed in FILE (one per line; ``#`` comments), in file order
@@ -59,7 +61,7 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
     if kind == "min_k_pp":
         return min_k_pp(data, arg or None)
     if kind == "suspects":
-        return suspects(data, _int(arg, spec) if arg else None)
+        return suspects(data, *_suspects_args(arg, spec))
     if kind == "sample":
         n, _, seed = arg.partition(":")
         return sample(data, _int(n, spec) if n else DEFAULT_SAMPLE, _int(seed, spec, 0) if seed else 0)
@@ -68,8 +70,8 @@ def resolve(data: ReviewData, spec: str, annotations: pd.DataFrame | None = None
             raise CurateError("queue ids:FILE needs a file of item ids")
         return id_list(data, Path(arg))
     raise CurateError(f"unknown queue {spec!r}; use removed, removed:STAGE, disagree, wrong, wrong:K, "
-                      "duplicates, duplicates:SCOPE, min_k_pp, min_k_pp:MODEL, suspects, suspects:N, sample, "
-                      "sample:N, sample:N:SEED, ids:FILE or all")
+                      "duplicates, duplicates:SCOPE, min_k_pp, min_k_pp:MODEL, suspects, suspects:N, suspects:K-shot, "
+                      "suspects:N:K-shot, sample, sample:N, sample:N:SEED, ids:FILE or all")
 
 
 def _int(text: str, spec: str, minimum: int = 1) -> int:
@@ -140,18 +142,32 @@ def wrong(data: ReviewData, k: int) -> list[str]:
     return [it["item_id"] for it in data.items if it["item_id"] in all_wrong]
 
 
-def suspects(data: ReviewData, top: int | None) -> list[str]:
-    """Likely label errors, likeliest first (Platinum-style: review the surest errors first): above
-    the label_error kind's default cut, or the ``top`` highest scores."""
-    from curate.analyses.item_table import item_table
-    from curate.filter.kinds.label_error import DEFAULT_ABOVE
+def _suspects_args(arg: str, spec: str) -> tuple[int | None, int | None]:
+    """(N, K) of ``suspects[:N][:K-shot]``."""
+    parts = arg.split(":") if arg else []
+    fewshot = None
+    if parts and parts[-1].endswith("-shot"):
+        fewshot = _int(parts.pop()[:-len("-shot")], spec, 0)
+    if len(parts) > 1:
+        raise CurateError(f"queue {spec!r}: use suspects, suspects:N, suspects:K-shot or suspects:N:K-shot")
+    return (_int(parts[0], spec) if parts else None), fewshot
 
-    full = data.scores[data.scores["mode"] == "full"] if not data.scores.empty else data.scores
-    if full.empty or data.normalization is None:
-        raise CurateError("queue 'suspects' needs full-mode scores; score or import some first")
-    forms = set(full["formulation"])
-    _, found = item_table(full, data.items, mode="full", normalization=data.normalization,
-                          formulation="cloze" if "cloze" in forms else sorted(forms)[0])
+
+def suspects(data: ReviewData, top: int | None, fewshot: int | None = None) -> list[str]:
+    """Likely label errors, likeliest first (Platinum-style: review the surest errors first): above
+    the label_error kind's default cut, or the ``top`` highest scores; from the full-mode scores
+    item validity reads (``curate.analyses.item_table.choose``; ``fewshot``: that shot count),
+    which may be k-shot scores the review's 0-shot ``data.scores`` do not hold."""
+    from curate.analyses.item_table import workspace_table
+    from curate.filter.kinds.label_error import DEFAULT_ABOVE
+    from scoring.store import open_scores
+
+    with open_scores(data.root) as ws:
+        try:
+            _, found, _ = workspace_table(ws, fewshot=fewshot, items=data.items,
+                                          preferred_normalization=data.normalization)
+        except CurateError as exc:
+            raise CurateError(f"queue 'suspects' needs full-mode scores: {exc}") from None
     found = found.sort_values("label_error_score", ascending=False, kind="stable")
     if top is not None:
         return found["item_id"].head(top).tolist()

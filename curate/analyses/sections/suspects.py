@@ -8,15 +8,18 @@ from pathlib import Path
 import pandas as pd
 
 from curate.analyses import plots
-from curate.analyses.item_table import item_table
+from curate.analyses.item_table import choose, item_table, normalization_for
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
 from curate.errors import CurateError
 from curate.exports import write_records
 from curate.filter.kinds import label_error, misfit, no_right_answer, several_correct
+from curate.store import Workspace
 
 ORDER = 15
 ABOUT = {"suspects": "items most likely broken, from how the models answer them (present: false with a reason when "
-                     "they cannot be computed): mode, formulation, normalization and models read; per signal the "
+                     "they cannot be computed): mode, formulation, shot count (fewshot: item validity's choice, "
+                     "curate.analyses.item_table.choose; other_fewshots: the other shot counts stored), "
+                     "normalization and models read; per signal the "
                      "cut and how many items it flags (the filter kinds' defaults); top: the highest label-error "
                      "scores with the suspected option, the other scores and the evidence (models preferring the "
                      "suspected option, their probabilities of it and of the gold), and the item's page; "
@@ -37,10 +40,15 @@ SIGNALS = {
 
 
 def compute(ctx) -> dict:
-    mode = "full" if "full" in ctx.mode_order else ctx.mode_order[0]
+    scores = ctx.scores if ctx.fewshot_scores is None else ctx.fewshot_scores  # every shot count
+    mode = "full" if (scores["mode"] == "full").any() else ctx.mode_order[0]
+    with Workspace.open(ctx.root) as ws:
+        choice = choose(scores, ws.meta("formulation", "cloze"), mode=mode)
     try:
-        responses, table = item_table(ctx.scores, ctx.items, mode=mode, formulation=ctx.primary,
-                                      normalization=ctx.normalization)
+        chosen = scores[(scores["mode"] == mode) & (scores["formulation"] == choice.formulation)
+                        & (scores["fewshot"] == choice.fewshot)]
+        responses, table = item_table(chosen, ctx.items, mode=mode, formulation=choice.formulation,
+                                      fewshot=choice.fewshot, normalization=normalization_for(chosen, ctx.normalization))
     except CurateError as e:
         return {"suspects": {"present": False, "reason": str(e)}}
     found = table.sort_values("label_error_score", ascending=False, kind="stable")
@@ -57,8 +65,8 @@ def compute(ctx) -> dict:
                {"signal": "easy", "score": "easy", "cut": None, "items": int(table["easy"].sum()),
                 "meaning": "every model right, confidently"}]
     top = found.head(TOP)
-    return {"suspects": {"present": True, "mode": mode, "formulation": ctx.primary,
-                         "normalization": responses.normalization, "models": list(responses.models),
+    return {"suspects": {"present": True, "mode": mode, "formulation": choice.formulation, "fewshot": choice.fewshot,
+                         "other_fewshots": choice.other_fewshots, "normalization": responses.normalization, "models": list(responses.models),
                          "n_items": len(table), "left_out": len(responses.left_out), "signals": counts,
                          "top": _top_rows(ctx, top), "stats_file": "item_stats.csv"}}
 
@@ -87,7 +95,8 @@ def render(m: dict, number: int, out) -> list:
     if not s["present"]:
         return blocks + [("p", ["The label-error ranking could not be computed: ", s["reason"]])]
     blocks += [("p", f"From how the {len(s['models'])} models answer each item in {s['mode']} mode "
-                     f"(`{s['normalization']}`, {s['formulation']}): the label-error score is the log-odds, pooled "
+                     f"(`{s['normalization']}`, {s['formulation']}, {_shots(s)}): the label-error score is the "
+                     "log-odds, pooled "
                      "over the models, that an option other than the gold is right, raised for negative "
                      "discrimination and misfit. How many items each signal flags, at the cut its filter condition "
                      "uses by default (review queue `suspects`: every item above the label-error cut, likeliest "
@@ -102,6 +111,14 @@ def render(m: dict, number: int, out) -> list:
                          "options, every model's choice):"), ("table", rows),
                    ("links", [(r["item_id"], r["page"], _note(r)) for r in s["top"]])]
     return blocks
+
+
+def _shots(s: dict) -> str:
+    """The shot count read, and the others stored (metrics written before the axis: 0-shot)."""
+    others = s.get("other_fewshots") or []
+    return f"{s.get('fewshot', 0)}-shot" + (
+        f"; also stored: {', '.join(f'{k}-shot' for k in others)}, read with `curate export WORKSPACE item-stats "
+        "--fewshot K`, the filter's `fewshot:` or the review queue `suspects:K-shot`" if others else "")
 
 
 def _backers(r: dict) -> str:

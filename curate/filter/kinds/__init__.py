@@ -12,7 +12,9 @@ the module of that name in this package, which holds everything about it:
   ``spec`` (a copy) and refuses what the schema cannot say, raising ``SpecError``.
 - ``needs(spec, *, default_formulation) -> [(kind, what)]`` (optional): what it reads, for the
   audit's plan check (``curate.audit_plan``): ``("annotation", (annotator, rounds))`` (records in
-  one of the rounds will do), ``("scores", (model, mode, normalization, formulation))``,
+  one of the rounds will do), ``("scores", (model, mode, normalization, formulation[, fewshot]))``
+  (fewshot: the shot count when the spec names one, 0-shot without; item validity's kinds give
+  ``curate.analyses.item_options.ByRule`` for their default),
   ``("generations", (model, mode))``, ``("tokenizer", (name,))``.
 - ``DEFS`` (optional): further named schema parts its ``SCHEMA`` refers to (``#/$defs/NAME``).
 

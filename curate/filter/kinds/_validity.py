@@ -13,6 +13,10 @@ from curate.filter.kinds._common import FEWSHOT, MODE, MODELS, NORMALIZATION
 
 FORMULATION = {"description": "cloze or letters (default: the workspace's, lm-eval's choice for its benchmark).",
                "type": "string", "pattern": "^(cloze|letters)$"}
+#: Item validity's shot count: named, or the one with the most of the named models.
+VALIDITY_FEWSHOT = {**FEWSHOT, "description": "Read the scores made after this many shots (curate score --fewshot "
+                                              "K); default: the shot count with the most of the named models "
+                                              "scored (ties: the fewest shots)."}
 
 
 def schema(description: str, **properties) -> dict:
@@ -20,7 +24,7 @@ def schema(description: str, **properties) -> dict:
     return {"description": description, "type": "object", "additionalProperties": False,
             "required": ["models", "mode", "normalization"],
             "properties": {"models": MODELS, "mode": MODE, "normalization": NORMALIZATION,
-                           "formulation": FORMULATION, "fewshot": FEWSHOT, **properties}}
+                           "formulation": FORMULATION, "fewshot": VALIDITY_FEWSHOT, **properties}}
 
 
 def cut_schema(description: str, default: float) -> dict:
@@ -33,26 +37,42 @@ def cut_schema(description: str, default: float) -> dict:
 
 
 def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
+    """The named models' scores; with no shot count named, the one ``curate.audit_plan`` works
+    out from the supply by item validity's rule (``ByRule``)."""
+    from curate.analyses.item_options import ByRule
+
     formulation = spec.get("formulation", default_formulation)
-    return [("scores", (model, spec["mode"], spec["normalization"], formulation)) for model in spec["models"]]
+    fewshot = spec["fewshot"] if "fewshot" in spec else ByRule(tuple(spec["models"]))
+    return [("scores", (model, spec["mode"], spec["normalization"], formulation, fewshot)) for model in spec["models"]]
 
 
 def table(spec: dict, inputs) -> pd.DataFrame:
-    """Item statistics and suspect scores of the spec's models, one row per item in row order."""
-    formulation = spec.get("formulation") or inputs.ws.meta("formulation", "cloze")
-    key = ("validity", tuple(spec["models"]), spec["mode"], spec["normalization"], formulation, spec.get("fewshot", 0))
-    return inputs.cached(key, lambda: _compute(spec, formulation, inputs))
+    """Item statistics and suspect scores of the spec's models, one row per item in row order,
+    from the scores ``curate.analyses.item_table.choose`` picks (as the report and the review's
+    ``suspects`` queue do)."""
+    from curate.analyses.item_table import choose, stored_conditions
+
+    choice = inputs.cached(("validity-choice", tuple(spec["models"]), spec["mode"], spec.get("formulation"),
+                            spec.get("fewshot")),
+                           lambda: choose(stored_conditions(inputs.ws), inputs.ws.meta("formulation", "cloze"),
+                                          mode=spec["mode"], formulation=spec.get("formulation"),
+                                          fewshot=spec.get("fewshot"), models=spec["models"]))
+    key = ("validity", tuple(spec["models"]), spec["mode"], spec["normalization"], choice.formulation, choice.fewshot)
+    return inputs.cached(key, lambda: _compute(spec, choice.formulation, choice.fewshot, inputs))
 
 
-def _compute(spec: dict, formulation: str, inputs) -> pd.DataFrame:
+def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame:
     from curate.analyses.item_table import item_table
     from scoring.store import read_scores
 
-    # Every model must predict every item (the run stops naming what is missing); records the runs read.
-    fewshot = spec.get("fewshot", 0)
-    inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
+    if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores
+        inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
     scores = read_scores(inputs.ws, models=spec["models"], modes=[spec["mode"]], formulations=[formulation],
                          fewshots=[fewshot])
+    # Every model must predict every item (the run stops naming what is missing); records the runs
+    # read. From the same scores: they are read once.
+    inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot,
+                       scores=scores)
     _, found = item_table(scores, inputs.items, models=spec["models"], mode=spec["mode"], formulation=formulation,
                           normalization=spec["normalization"], fewshot=fewshot)
     return found.set_index("item_id").reindex(inputs.item_ids)

@@ -20,7 +20,8 @@ def fill(spec: dict, defaults: dict) -> None:
 
 def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
     formulation = spec.get("formulation", default_formulation)
-    return [("scores", (model, spec["mode"], spec["normalization"], formulation)) for model in spec["models"]]
+    shots = (spec["fewshot"],) if "fewshot" in spec else ()  # 0-shot unless named
+    return [("scores", (model, spec["mode"], spec["normalization"], formulation, *shots)) for model in spec["models"]]
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:

@@ -15,7 +15,8 @@ SCHEMA = scores_schema(
 
 
 def needs(spec: dict, **_) -> list[tuple[str, tuple]]:
-    return [("scores", (model, spec["mode"], spec["normalization"], ALL_ROTATIONS)) for model in spec["models"]]
+    shots = (spec["fewshot"],) if "fewshot" in spec else ()  # 0-shot unless named
+    return [("scores", (model, spec["mode"], spec["normalization"], ALL_ROTATIONS, *shots)) for model in spec["models"]]
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:
