@@ -201,8 +201,6 @@ def score_sources(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     formulation, fewshot, run) with the run's origin, dtype, device, engine, hashes and its number
     of items."""
     cols = ["run_id", "origin", "model_hash", "tokenizer_hash", "dtype", "device", "engine", "created_at"]
-    if "fewshot" not in scores.columns:
-        scores = scores.assign(fewshot=0)
     counts = scores.groupby(["model", "mode", "formulation", "fewshot", "run_id"], sort=True)["item_id"].nunique()
     counts = counts.rename("items").reset_index()
     out = counts.merge(runs[[c for c in cols if c in runs.columns]], on="run_id", how="left")
@@ -222,14 +220,14 @@ def require_one_source(sources: pd.DataFrame) -> pd.DataFrame:
                 f"model {model!r}: its stored scores mix {describe_source(a)} (mode {ra['mode']}, run {ra['run_id']}, "
                 f"{ra['items']} items) and {describe_source(b)} (mode {rb['mode']}, run {rb['run_id']}, "
                 f"{rb['items']} items); re-score it under one setting with --replace, or under separate --labels")
-        axes = [c for c in ("mode", "formulation", "fewshot") if c in group.columns]
+        axes = ["mode", "formulation", "fewshot"]  # both sources' frames have every axis (scores-004)
         for key, part in group.groupby(axes, sort=True):
             engines = sorted({"none" if e is None or e != e else str(int(e)) for e in part["engine"]})
             if part["origin"].iloc[0] == "scored" and len(engines) > 1:
                 named = dict(zip(axes, key))
                 which = (f"mode {named['mode']!r}"
-                         + ("" if named.get("formulation", "cloze") == "cloze" else f", formulation {named['formulation']!r}")
-                         + (f", {named['fewshot']}-shot" if named.get("fewshot", 0) else ""))
+                         + ("" if named["formulation"] == "cloze" else f", formulation {named['formulation']!r}")
+                         + (f", {named['fewshot']}-shot" if named["fewshot"] else ""))
                 raise CurateError(
                     f"model {model!r}, {which}: stored scores come from engine versions {', '.join(engines)} "
                     f"(runs {', '.join(part['run_id'])}); finish re-scoring it (curate score) before analysing")
