@@ -143,13 +143,42 @@ def test_suspects_queue_reads_the_rule_or_the_named_shot_count(ws):
             resolve(data, bad)
 
 
-def test_plant_evaluate_reads_the_rule_or_the_named_shot_count(ws, tmp_path):
-    run_cli("plant", ws, tmp_path / "planted", "--kinds", "gold_move", "--rate", "0.1", "--seed", "1",
-            "--key", tmp_path / "key.json")
-    out = json.loads(run_cli("plant", "evaluate", tmp_path / "planted", "--key", tmp_path / "key.json",
-                             "--json").stdout)
-    zero = json.loads(run_cli("plant", "evaluate", tmp_path / "planted", "--key", tmp_path / "key.json",
-                              "--fewshot", "0", "--json").stdout)
+def test_validity_kinds_read_the_scores_once(ws, tmp_path, monkeypatch):
+    """Two validity stages on the same models: one read of their scores (each model's scores were
+    read once more for its predictions before)."""
+    import scoring.store
+    from curate.filter import run_filter
+
+    reads, real = [], scoring.store.read_scores
+    monkeypatch.setattr(scoring.store, "read_scores", lambda *a, **kw: reads.append(kw.get("models")) or real(*a, **kw))
+    (tmp_path / "rules.yaml").write_text(rules([s.replace("--", "/") for s in STUDY], ", fewshot: 5"))
+    run_filter(ws, tmp_path / "rules.yaml", tmp_path / "out")
+    assert len(reads) == 1
+
+
+@pytest.fixture(scope="module")
+def planted(ws, tmp_path_factory):
+    """(planted workspace, key): 10% gold moves, the scores copied."""
+    folder = tmp_path_factory.mktemp("planted")
+    run_cli("plant", ws, folder / "ws", "--kinds", "gold_move", "--rate", "0.1", "--seed", "1",
+            "--key", folder / "key.json")
+    return folder / "ws", folder / "key.json"
+
+
+def test_plant_evaluate_opens_the_workspace_once(planted, monkeypatch):
+    from curate.plant.evaluate import evaluate_workspace
+    from curate.store import Workspace
+
+    opened, real = [], Workspace.open.__func__
+    monkeypatch.setattr(Workspace, "open", classmethod(lambda cls, root: opened.append(root) or real(cls, root)))
+    table, _ = evaluate_workspace(*planted)
+    assert len(opened) == 1 and "label_error_score" in set(table["detector"])
+
+
+def test_plant_evaluate_reads_the_rule_or_the_named_shot_count(planted):
+    root, key = planted
+    out = json.loads(run_cli("plant", "evaluate", root, "--key", key, "--json").stdout)
+    zero = json.loads(run_cli("plant", "evaluate", root, "--key", key, "--fewshot", "0", "--json").stdout)
     assert any("5-shot" in n and "0-shot" in n for n in out["notes"])
     auroc = {r["detector"]: r["auroc"] for r in out["rows"]}
     assert auroc["label_error_score"] != {r["detector"]: r["auroc"] for r in zero["rows"]}["label_error_score"]
