@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from curate import formulations as forms
 from curate.errors import CurateError
@@ -78,6 +79,28 @@ def shot_text(item: dict, formulation: str, settings: Settings) -> str:
     gold = item["gold"]
     context = _strip(s.contexts[gold], description_of(item, formulation, settings), item)
     return context + s.delimiter + s.continuations[gold] + settings.fewshot_delimiter
+
+
+class _Same:
+    """A shot document as a cache key by identity (dicts are not hashable): the cache holds the
+    document, so its id names no other object while its text is cached."""
+    __slots__ = ("doc",)
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    def __hash__(self) -> int:
+        return id(self.doc)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.doc is self.doc
+
+
+@lru_cache(maxsize=2**14)
+def _cached_shot_text(shot: _Same, formulation: str, settings: Settings) -> str:
+    """``shot_text`` once per (shot, formulation, settings): a run shows one shot to many items
+    (MMLU's first_n: the same k to a whole subject), in every mode."""
+    return shot_text(shot.doc, formulation, settings)
 
 
 def _strip(context: str, description: str, item: dict) -> str:
@@ -146,7 +169,7 @@ def with_shots(scored: forms.Scored, item: dict, shots: list[dict], formulation:
     if not shots:
         return scored
     description = description_of(item, formulation, settings)
-    header = description + "".join(shot_text(s, formulation, settings) for s in shots)
+    header = description + "".join(_cached_shot_text(_Same(s), formulation, settings) for s in shots)
     contexts = [header + (c[len(description):] if c.startswith(description) else c) for c in scored.contexts]
     return forms.Scored(contexts, scored.continuations, scored.delimiter)
 

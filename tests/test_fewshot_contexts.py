@@ -44,6 +44,31 @@ def test_mmlu_every_subject(k):
         assert ours(items, pool, k, formulation, settings, sorted(ref)) == ref
 
 
+def test_each_shots_text_is_built_once_per_run(monkeypatch):
+    """A shot's text is built once per (shot, formulation, settings), not once per item and mode:
+    MMLU's first_n shows the same 5 dev questions to a whole subject (300 items x 2 modes x 2
+    formulations: 30 texts built, not 6,000); the contexts are those built without the memo."""
+    from curate.ingest import build_items
+    from curate.sources import open_source
+
+    test, dev = BENCHMARKS / "mmlu" / "test.jsonl.gz", BENCHMARKS / "mmlu" / "dev.jsonl.gz"
+    items, _ = build_items(open_source(str(test), split="test").rows, get_adapter("mmlu"), split="test",
+                           where=str(test), limit=300)
+    pool, settings = read_items("mmlu", dev, "dev"), get_adapter("mmlu").fewshot
+    built, real = [], fewshot.shot_text
+    monkeypatch.setattr(fewshot, "shot_text", lambda shot, f, s: built.append((shot["item_id"], f)) or real(shot, f, s))
+    fewshot._cached_shot_text.cache_clear()
+    shots = fewshot.sample_shots(items, pool, 5, settings)
+    for mode in ("full", "zero"):
+        for formulation in ("letters", "cloze"):
+            for item, s, got in zip(items, shots, fewshot.fewshot_scored(items, pool, 5, mode, formulation, settings)):
+                head = fewshot.description_of(item, formulation, settings) + "".join(real(x, formulation, settings)
+                                                                                    for x in s)
+                assert all(c.startswith(head) for c in got.contexts)
+    assert len({it["source"] for it in items}) == 3 and len(built) == len(set(built)) == 3 * 5 * 2
+    fewshot._cached_shot_text.cache_clear()
+
+
 @pytest.mark.parametrize("k", [1, 5])
 @pytest.mark.parametrize("name", ["hellaswag", "arc_easy", "arc_challenge", "openbookqa", "piqa", "social_iqa",
                                   "winogrande", "copa", "commonsense_qa", "sciq", "boolq"])
