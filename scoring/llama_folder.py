@@ -123,8 +123,11 @@ class Body(nn.Module):
             if cached is not None:
                 k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
             kept.append((k, v))
-            causal = torch.ones(length, start + length, dtype=torch.bool, device=x.device).tril(start)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal, enable_gqa=heads != kv_heads)
+            if start:  # after cached keys: each query sees them all, then its own causal part
+                causal = torch.ones(length, start + length, dtype=torch.bool, device=x.device).tril(start)
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal, enable_gqa=heads != kv_heads)
+            else:  # the same mask, said so that torch takes its fused causal kernel
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=heads != kv_heads)
             x = x + attn.o_proj(out.transpose(1, 2).reshape(batch, length, heads * dim))
             h = rms(layer.post_attention_layernorm, x)
             x = x + layer.mlp.down_proj(F.silu(layer.mlp.gate_proj(h)) * layer.mlp.up_proj(h))
@@ -168,9 +171,11 @@ class LlamaWeights(nn.Module):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed_tokens
 
-    def forward(self, input_ids, **kwargs):
-        """Logits of whole sequences, as LlamaForCausalLM gives them (its head is the projection)."""
-        return SimpleNamespace(logits=self.lm_head(self.model(input_ids, **kwargs).last_hidden_state))
+    def forward(self, input_ids, logits_to_keep: int = 0, **kwargs):
+        """Logits of whole sequences, as LlamaForCausalLM gives them (its head is the projection);
+        ``logits_to_keep`` > 0: of the last that many positions only, as it takes them."""
+        hidden = self.model(input_ids, **kwargs).last_hidden_state
+        return SimpleNamespace(logits=self.lm_head(hidden[:, -logits_to_keep:] if logits_to_keep else hidden))
 
 
 def checkpoint_files(folder: Path) -> list[Path] | None:

@@ -15,6 +15,8 @@ gives -55.8 against its own forward's -54.9 for three tokens.
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from scoring.encode import Result
@@ -39,22 +41,40 @@ def score(model, requests) -> list:
         for k, cont in enumerate(req.conts):
             fed.setdefault(tuple(req.prefix + cont[:-1]), []).append(k)
         for tokens, which in fed.items():
-            ids = torch.tensor([list(tokens)], device=device)
-            # No cache: one forward needs none, and some models' default cache breaks on it
-            # (Bamba's hybrid cache, an encoder-decoder's decoder used alone).
-            logits = model(input_ids=ids, use_cache=False).logits[0]
             first = 0 if req.prefix_lp else p - 1  # positions whose log-probabilities are read
-            logprobs = torch.log_softmax(logits[first:].float(), dim=-1)
+            read = Positions(model, torch.tensor([list(tokens)], device=device), first)
             for k in which:
-                wanted = torch.tensor(req.conts[k], dtype=torch.long, device=logprobs.device)
-                picked = logprobs[p - 1 - first:p - 1 - first + len(wanted)]
-                sums[k] = picked.gather(1, wanted[:, None]).sum().item()
-                greedy[k] = bool((picked.argmax(-1) == wanted).all())
+                sums[k], greedy[k] = read(range(p - 1, p - 1 + len(req.conts[k])), req.conts[k])
             if req.prefix_lp:
-                prefix = torch.tensor(req.prefix[1:], dtype=torch.long, device=logprobs.device)
-                prefix_sum = logprobs[:p - 1].gather(1, prefix[:, None]).sum().item()
+                prefix_sum, _ = read(range(p - 1), req.prefix[1:])
         results.append(Result(prefix_sum, sums, greedy))
     return results
+
+
+class Positions:
+    """The model's own forward over ``ids`` (1, T), read at positions ``first`` on: float32
+    log-softmax of its logits, as lm-eval takes it. Only those positions' logits are asked of the
+    model where its forward takes ``logits_to_keep``, and the log-softmax runs 256 positions at a
+    time: a 1000-token row's logits alone are 200 MB for a 49k vocabulary, and a float32 copy of
+    them all would double that."""
+
+    def __init__(self, model, ids: torch.Tensor, first: int):
+        # No cache: one forward needs none, and some models' default cache breaks on it
+        # (Bamba's hybrid cache, an encoder-decoder's decoder used alone).
+        keep = ids.shape[1] - first
+        extra = {"logits_to_keep": keep} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+        self.logits, self.first = model(input_ids=ids, use_cache=False, **extra).logits[0][-keep:], first
+
+    def __call__(self, positions, tokens) -> tuple[float, bool]:
+        """(sum of the log-probabilities of ``tokens`` at ``positions``, whether each is the top token)."""
+        at = torch.tensor(list(positions), dtype=torch.long, device=self.logits.device) - self.first
+        want = torch.tensor(list(tokens), dtype=torch.long, device=self.logits.device)
+        total, top = 0.0, True
+        for i in range(0, len(at), 256):
+            logprobs = torch.log_softmax(self.logits[at[i:i + 256]].float(), dim=-1)
+            total += logprobs.gather(1, want[i:i + 256, None]).sum().item()
+            top = top and bool((logprobs.argmax(-1) == want[i:i + 256]).all())
+        return total, top
 
 
 def allowed_difference(dtype: str, tokens: int, reference: float) -> float:
