@@ -175,10 +175,12 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
         s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
                             formulations=list(sc.formulations) if sc.formulations else None,
                             max_memory=sc.max_memory, self_check_items=sc.self_check, fewshot=sc.fewshot,
-                            fewshot_pool=sc.fewshot_pool, prefix_cache_mb=sc.prefix_cache_mb, **extra)
-        status = "ran" if s["computed"] else "skipped"
+                            fewshot_pool=sc.fewshot_pool, prefix_cache_mb=sc.prefix_cache_mb,
+                            text_scores=sc.text_scores, **extra)
+        status = "ran" if s["computed"] or s["text_computed"] else "skipped"
+        texts = f", {s['text_computed']} text scores computed" if sc.text_scores else ""
         outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
-                                f"{s['computed']} item-modes computed, {s['cached']} cached", s))
+                                f"{s['computed']} item-modes computed, {s['cached']} cached{texts}", s))
     return outcomes
 
 

@@ -101,6 +101,7 @@ class Scoring:
     fewshot: str = SCORE_DEFAULTS["fewshot"]  # shot counts, "0,5" (curate.fewshot)
     fewshot_pool: str | None = SCORE_DEFAULTS["fewshot_pool"]  # a few-shot split file, or "evaluated"
     prefix_cache_mb: int = SCORE_DEFAULTS["prefix_cache_mb"]  # keys and values of shared prefixes
+    text_scores: bool = SCORE_DEFAULTS["text_scores"]  # text scores from the full-mode pass (scoring.text)
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     if s:
         imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
         given = _given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check", "fewshot", "fewshot_pool",
-                       "prefix_cache_mb")
+                       "prefix_cache_mb", "text_scores")
         if given.get("fewshot_pool") not in (None, "evaluated"):  # a file, relative to the config
             given["fewshot_pool"] = str((here / given["fewshot_pool"]).resolve())
         scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),

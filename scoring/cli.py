@@ -54,7 +54,7 @@ def _modes(ctx, param, value: str) -> list[str]:
               help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
 @click_options(SCORE)
 def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
-          no_seq_mean, self_check, replace, quiet, fewshot, fewshot_pool, prefix_cache_mb):
+          no_seq_mean, self_check, replace, quiet, fewshot, fewshot_pool, prefix_cache_mb, text_scores):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.models import emulated_half
     from scoring.run import score_workspace, verify_batch_invariance
@@ -67,7 +67,7 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
                               limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
                               replace=replace, formulations=formulations, self_check_items=self_check,
                               max_memory=max_memory, fewshot=fewshot, fewshot_pool=fewshot_pool,
-                              prefix_cache_mb=prefix_cache_mb)
+                              prefix_cache_mb=prefix_cache_mb, text_scores=text_scores)
     if summary["process"] != 0:
         return
     who = f" (process 0 of {summary['processes']})" if summary["processes"] > 1 else ""
@@ -76,8 +76,9 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
     shots = "" if summary["fewshot"] == [0] else f", {','.join(map(str, summary['fewshot']))}-shot"
     click.echo(f"scored {summary['label']} [{dtype}, {device}, {', '.join(summary['formulations'])}{shots}]{who}: "
                f"{summary['computed']} item-modes computed, "
-               f"{summary['cached']} cached, {summary['tokens']} tokens in {summary['seconds']:.1f} s "
-               f"(run {summary['run_id']})")
+               f"{summary['cached']} cached, "
+               + (f"{summary['text_computed']} text scores computed, " if text_scores else "")
+               + f"{summary['tokens']} tokens in {summary['seconds']:.1f} s (run {summary['run_id']})")
     check = summary["self_check"]
     if self_check and summary["computed"] and not check["items"]:  # every row longer than --batch-tokens
         click.echo(f"note: self-check {check['note']}", err=True)

@@ -34,12 +34,15 @@ class Request:
 
     ``prefix_lp`` asks for the log-probabilities of the prefix's own tokens (for seq_mean).
     ``purpose`` is "ll" (lm-eval log-likelihoods) or "seq" (a seq_mean-only sequence).
+    ``stats``: the index of one continuation whose row (prefix, then that continuation) also gets
+    per-token statistics (``Result.stats``, for text scores); None: none.
     """
     prefix: list[int]
     conts: list[list[int]]
     options: list[int]
     purpose: str = "ll"
     prefix_lp: bool = False
+    stats: int | None = None
 
     @property
     def n_input(self) -> int:
@@ -51,10 +54,13 @@ class Request:
 class Result:
     """What scoring one ``Request`` gives (by the engine and by the plain reference alike): sum of
     the prefix tokens' log-probs (from the second token on; 0 when not asked), and each
-    continuation's log-prob sum and whether it is the greedy continuation."""
+    continuation's log-prob sum and whether it is the greedy continuation. ``stats`` (when the
+    request asked for them): (log p(x_t), mean and standard deviation of log p(z) under the
+    next-token distribution) for every predicted token of the prefix and that continuation."""
     prefix_sum: float
     cont_sums: list[float]
     cont_greedy: list[bool]
+    stats: tuple | None = None
 
 
 @dataclass

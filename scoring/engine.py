@@ -47,7 +47,9 @@ class Packed:
 
     Each wanted prediction has the packed index of the hidden state that predicts it
     (``source``), its ``target`` token, and the ``group`` it adds to (one group per request
-    prefix, one per continuation)."""
+    prefix, one per continuation). A request asking for ``stats`` has its predictions' indices
+    in ``stats_at`` (None for the others); ``moments`` marks them, and ``extra`` those of them
+    no option score reads (a prefix whose log-probabilities were not asked for)."""
     tokens: torch.Tensor      # (tokens,)
     positions: torch.Tensor   # (tokens,) position ids: a continuation's restart after its prefix
     spans: list[layout.Span]
@@ -55,10 +57,13 @@ class Packed:
     target: np.ndarray
     group: np.ndarray
     n_groups: int
+    stats_at: list | None = None
+    moments: np.ndarray | None = None
+    extra: np.ndarray | None = None
 
 
 def pack(requests: list[Request]) -> Packed:
-    tokens, positions, spans, source, target, group = [], [], [], [], [], []
+    tokens, positions, spans, source, target, group, stats_at, extra = [], [], [], [], [], [], [], []
     groups = 0
     for req in requests:
         first, p = len(tokens), len(req.prefix)
@@ -67,22 +72,33 @@ def pack(requests: list[Request]) -> Packed:
         tokens += req.prefix
         positions += range(p)
         prefix_group, groups = groups, groups + 1
-        if req.prefix_lp and p > 1:
+        at = []
+        if (req.prefix_lp or req.stats is not None) and p > 1:
+            at += range(len(source), len(source) + p - 1)
             source += range(first, first + p - 1)
             target += req.prefix[1:]
             group += [prefix_group] * (p - 1)
-        for cont, n in zip(req.conts, fed):
+            extra += [not req.prefix_lp] * (p - 1)
+        for k, (cont, n) in enumerate(zip(req.conts, fed)):
             start = len(tokens)
             tokens += cont[:n]
             positions += range(p, p + n)
             if cont:
+                if k == req.stats:
+                    at += range(len(source), len(source) + len(cont))
                 source += [first + p - 1] + list(range(start, start + n))
                 target += cont
                 group += [groups] * len(cont)
+                extra += [False] * len(cont)
             groups += 1
+        stats_at.append(np.array(at, dtype=np.int64) if req.stats is not None else None)
+    moments = np.zeros(len(source), dtype=bool)
+    for at in stats_at:
+        if at is not None:
+            moments[at] = True
     return Packed(torch.tensor(tokens, dtype=torch.long), torch.tensor(positions, dtype=torch.long), spans,
                   np.array(source, dtype=np.int64), np.array(target, dtype=np.int64),
-                  np.array(group, dtype=np.int64), groups)
+                  np.array(group, dtype=np.int64), groups, stats_at, moments, np.array(extra, dtype=bool))
 
 
 # --- the runners --------------------------------------------------------------------------------
@@ -226,42 +242,67 @@ def long_hidden(model, tokens: torch.Tensor, piece: int):
 
 
 def split(request: Request) -> list[Request]:
-    """One request per continuation (each a plain sequence); the prefix log-probs on the first."""
-    return [Request(request.prefix, [c], [j], request.purpose, request.prefix_lp and k == 0)
+    """One request per continuation (each a plain sequence); the prefix log-probs on the first,
+    the statistics on the one they were asked for."""
+    return [Request(request.prefix, [c], [j], request.purpose, request.prefix_lp and k == 0,
+                    0 if k == request.stats else None)
             for k, (c, j) in enumerate(zip(request.conts, request.options))]
 
 
 def score_long(model, request: Request, piece: int) -> Result:
     """A one-continuation request scored ``piece`` tokens at a time (``long_hidden``)."""
     batch = pack([request])
-    logprob = np.zeros(len(batch.source))
-    greedy = np.zeros(len(batch.source), dtype=bool)
+    out = [np.zeros(len(batch.source)), np.zeros(len(batch.source), dtype=bool),
+           np.full(len(batch.source), np.nan), np.full(len(batch.source), np.nan)]
     for start, hidden in long_hidden(model, batch.tokens, piece):
         inside = (batch.source >= start) & (batch.source < start + len(hidden))
-        logprob[inside], greedy[inside] = predictions(model, hidden, batch.source[inside] - start,
-                                                      batch.target[inside])
-    return collect([request], batch, logprob, greedy)[0]
+        got = read_off(model, hidden, batch.source[inside] - start, batch.target[inside], batch.moments[inside],
+                       batch.extra[inside])
+        for array, part in zip(out, got):
+            array[inside] = part
+    return collect([request], batch, *out)[0]
 
 
 def merge(parts: list[Result]) -> Result:
     """The results of ``split`` requests as one."""
-    return Result(parts[0].prefix_sum, [p.cont_sums[0] for p in parts], [p.cont_greedy[0] for p in parts])
+    return Result(parts[0].prefix_sum, [p.cont_sums[0] for p in parts], [p.cont_greedy[0] for p in parts],
+                  next((p.stats for p in parts if p.stats is not None), None))
 
 
 # --- from hidden states to log-probabilities -----------------------------------------------------
 
+def moments(lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of log-probabilities ``lp``: the mean and standard deviation of ``log p(z)`` for
+    ``z`` drawn from that row's distribution (Min-K%++'s ``mu`` and ``sigma``)."""
+    p = lp.exp()
+    live = p > 0  # a token the model rules out (-inf) adds nothing to either moment
+    mean = torch.where(live, p * lp, 0).sum(-1)
+    var = torch.where(live, p * (lp - mean[:, None]) ** 2, 0).sum(-1)
+    return mean, var.sqrt()
+
+
 def predictions(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray):
     """For each wanted prediction: the float32 log-probability of ``target`` at hidden state
-    ``source``, and whether it is the top token. One head row per distinct source state (a
-    prefix's last state predicts the first token of every continuation); the model's own logits
-    (``own_logits``) for a few hundred rows at a time, reduced REDUCE_ROWS rows at a time while
-    they are still in cache."""
+    ``source``, and whether it is the top token (``predict`` without moments)."""
+    return predict(model, hidden, source, target)[:2]
+
+
+def predict(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray, want: np.ndarray | None = None):
+    """(log-probability, greedy, mu, sigma) of each wanted prediction: ``predictions``, and for
+    those marked in ``want`` the ``moments`` of their position's distribution (NaN elsewhere). One
+    head row per distinct source state (a prefix's last state predicts the first token of every
+    continuation); the model's own logits (``own_logits``) for a few hundred rows at a time,
+    reduced REDUCE_ROWS rows at a time while they are still in cache."""
     rows, inverse = np.unique(source, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(rows) + 1))
     states = hidden[torch.from_numpy(rows).to(hidden.device)]
     logprob = np.zeros(len(source))
     greedy = np.zeros(len(source), dtype=bool)
+    mu, sigma = np.full(len(source), np.nan), np.full(len(source), np.nan)
+    row_wants = np.zeros(len(rows), dtype=bool)
+    if want is not None:
+        row_wants[inverse[want]] = True
     step = max(REDUCE_ROWS, HEAD_LOGITS // model.get_output_embeddings().weight.shape[0] // REDUCE_ROWS * REDUCE_ROWS)
     for start in range(0, len(rows), step):
         logits = own_logits(model, states[start:start + step])
@@ -270,22 +311,44 @@ def predictions(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndar
             lp = torch.log_softmax(logits[sub:sub + REDUCE_ROWS].float(), dim=-1)
             pairs = order[bounds[first]:bounds[last]]
             at = torch.from_numpy(inverse[pairs] - first).to(lp.device)
-            want = torch.from_numpy(target[pairs]).to(lp.device)
-            logprob[pairs] = lp[at, want].double().cpu().numpy()
-            greedy[pairs] = (lp.argmax(dim=-1)[at] == want).cpu().numpy()
-    return logprob, greedy
+            want_t = torch.from_numpy(target[pairs]).to(lp.device)
+            logprob[pairs] = lp[at, want_t].double().cpu().numpy()
+            greedy[pairs] = (lp.argmax(dim=-1)[at] == want_t).cpu().numpy()
+            if row_wants[first:last].any():
+                mean, sd = moments(lp)
+                mu[pairs], sigma[pairs] = mean[at].double().cpu().numpy(), sd[at].double().cpu().numpy()
+    return logprob, greedy, mu, sigma
 
 
-def collect(requests: list[Request], batch: Packed, logprob: np.ndarray, greedy: np.ndarray) -> list[Result]:
-    """Per-request sums of the predictions, by group."""
+def read_off(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray, want: np.ndarray,
+             extra: np.ndarray):
+    """``predict`` for a batch with statistics asked for. The predictions the option scores read
+    go through the head exactly as they would without statistics (same rows, same head calls, so
+    the same numbers to the last bit); the ``extra`` ones (read for statistics only) after them."""
+    if not extra.any():
+        return predict(model, hidden, source, target, want if want.any() else None)
+    out = [np.zeros(len(source)), np.zeros(len(source), dtype=bool), np.full(len(source), np.nan),
+           np.full(len(source), np.nan)]
+    for part in (~extra, extra):
+        got = predict(model, hidden, source[part], target[part], want[part])
+        for array, values in zip(out, got):
+            array[part] = values
+    return tuple(out)
+
+
+def collect(requests: list[Request], batch: Packed, logprob: np.ndarray, greedy: np.ndarray,
+            mu: np.ndarray | None = None, sigma: np.ndarray | None = None) -> list[Result]:
+    """Per-request sums of the predictions, by group, and the statistics asked for."""
     sums = np.bincount(batch.group, weights=logprob, minlength=batch.n_groups)
     misses = np.bincount(batch.group, weights=~greedy, minlength=batch.n_groups)
     results, s = [], 0
-    for req in requests:
+    for i, req in enumerate(requests):
         k = len(req.conts)
+        at = batch.stats_at[i] if batch.stats_at else None
         results.append(Result(float(sums[s]) if req.prefix_lp else 0.0,
                               [float(x) for x in sums[s + 1:s + 1 + k]],
-                              [bool(m == 0) for m in misses[s + 1:s + 1 + k]]))
+                              [bool(m == 0) for m in misses[s + 1:s + 1 + k]],
+                              None if at is None else (logprob[at], mu[at], sigma[at])))
         s += 1 + k
     return results
 
@@ -305,8 +368,8 @@ def score_requests(model, requests: list[Request], *, pad_id: int, runner: str |
     if short:
         batch = pack(short)
         hidden = hidden_states(model, batch, runner, pad_id=pad_id)
-        logprob, greedy = predictions(model, hidden, batch.source, batch.target)
-        done = {id(r): res for r, res in zip(short, collect(short, batch, logprob, greedy))}
+        got = read_off(model, hidden, batch.source, batch.target, batch.moments, batch.extra)
+        done = {id(r): res for r, res in zip(short, collect(short, batch, *got))}
     results = []
     for request, parts in zip(requests, work):
         # A model on the sequences runner has no key/value cache to continue from: its long

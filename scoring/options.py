@@ -60,6 +60,11 @@ SCORE = [
            help="Delete the label's stored scores first when they come from another model, tokenizer or dtype "
                 "(without it such a run is refused)."),
     Option("quiet", bool, False, help="No progress bar.", aliases=("--no-progress",)),
+    Option("text_scores", bool, False,
+           help="Also store each item's text scores (loss, zlib, Min-K%, Min-K%++; what `curate text-scores` "
+                "stores), read off its full-mode gold row in the same forward pass (needs full mode, cloze, 0 shots).",
+           config="Also store each item's text scores (loss, zlib, Min-K%, Min-K%++) from the same forward pass as "
+                  "its full-mode scores, instead of a second pass (needs full mode, cloze, 0 shots)."),
     Option("fewshot", default="0", pattern=SHOTS_PATTERN, callback=_shots, metavar="K[,K...]",
            help="Shot counts: each item is also scored after K worked examples, built as lm-eval 0.4.13 "
                 "builds them (e.g. 0,5); scores are kept per K.",

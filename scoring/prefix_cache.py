@@ -31,7 +31,7 @@ import torch
 
 from scoring import attention, layout, llama
 from scoring.encode import Request, Result, Unit
-from scoring.engine import base_model, collect, pack, predictions, runner_for, score_requests
+from scoring.engine import base_model, collect, pack, predict, predictions, read_off, runner_for, score_requests
 from scoring.logits import input_device
 
 CACHING_RUNNERS = ("llama", "packed")
@@ -106,6 +106,7 @@ class Cached:
     hidden: torch.Tensor     # (L, hidden)
     nbytes: int
     _own: float | None = field(default=None, repr=False)
+    _stats: tuple | None = field(default=None, repr=False)
 
     def own_logprob(self, model) -> float:
         """Sum of the log-probabilities of the prefix's tokens from the second on."""
@@ -114,6 +115,15 @@ class Cached:
             logprob, _ = predictions(model, self.hidden, source, np.array(self.tokens[1:], dtype=np.int64))
             self._own = float(logprob.sum())
         return self._own
+
+    def own_stats(self, model) -> tuple:
+        """``Result.stats`` of the prefix's tokens from the second on, computed once."""
+        if self._stats is None:
+            source = np.arange(len(self.tokens) - 1)
+            logprob, _, mu, sigma = predict(model, self.hidden, source, np.array(self.tokens[1:], dtype=np.int64),
+                                            np.ones(len(source), dtype=bool))
+            self._stats = (logprob, mu, sigma)
+        return self._stats
 
 
 def tensor_bytes(layers) -> int:
@@ -184,7 +194,8 @@ class Caches:
 
 def after(request: Request, shared: int) -> Request:
     """The part of ``request`` fed after its first ``shared`` prefix tokens."""
-    return Request(request.prefix[shared:], request.conts, request.options, request.purpose, request.prefix_lp)
+    return Request(request.prefix[shared:], request.conts, request.options, request.purpose, request.prefix_lp,
+                   request.stats)
 
 
 def plan_rows(spans: list[layout.Span], past_of: list[int], n_tokens: int) -> layout.RowGroups:
@@ -246,12 +257,18 @@ def forward(model, runner: str, requests: list[Request], shared: list[int], cach
     past_of = [slot[tuple(r.prefix[:s])] if s else -1 for r, s in zip(requests, shared)]
     batch = pack([after(r, s) for r, s in zip(requests, shared)])
     extra_source, extra_target, extra_group, group = [], [], [], 0
-    for span, s, past, request in zip(batch.spans, shared, past_of, requests):
+    stats_only, stats_wanted = [], []  # per extra prediction: read for statistics only / for them too
+    for i, (span, s, past, request) in enumerate(zip(batch.spans, shared, past_of, requests)):
         batch.positions[span.first:span.first + span.prefix + sum(span.conts)] += s
-        if s and request.prefix_lp:  # the first token after the cached part, predicted by its last state
+        if s and (request.prefix_lp or request.stats is not None):  # the first token after the cached part,
+            if request.stats is not None:                             # predicted by its last state
+                at = len(batch.source) + len(extra_source)
+                batch.stats_at[i] = np.concatenate([[at], batch.stats_at[i]]).astype(np.int64)
             extra_source.append(len(batch.tokens) + past)
             extra_target.append(request.prefix[s])
             extra_group.append(group)
+            stats_only.append(not request.prefix_lp)
+            stats_wanted.append(request.stats is not None)
         group += 1 + len(request.conts)
     hidden = hidden_with_past(model, runner, batch, plan_rows(batch.spans, past_of, len(batch.tokens)), held)
     if held:
@@ -259,11 +276,14 @@ def forward(model, runner: str, requests: list[Request], shared: list[int], cach
     source = np.concatenate([batch.source, np.array(extra_source, dtype=np.int64)])
     target = np.concatenate([batch.target, np.array(extra_target, dtype=np.int64)])
     batch.group = np.concatenate([batch.group, np.array(extra_group, dtype=np.int64)])
-    logprob, greedy = predictions(model, hidden, source, target)
-    results = collect(requests, batch, logprob, greedy)
+    extra = np.concatenate([batch.extra, np.array(stats_only, dtype=bool)])
+    want = np.concatenate([batch.moments, np.array(stats_wanted, dtype=bool)])
+    results = collect(requests, batch, *read_off(model, hidden, source, target, want, extra))
     for result, request, s, past in zip(results, requests, shared, past_of):
         if s and request.prefix_lp:
             result.prefix_sum += held[past].own_logprob(model)
+        if s and result.stats is not None:
+            result.stats = tuple(np.concatenate(pair) for pair in zip(held[past].own_stats(model), result.stats))
     return results
 
 

@@ -38,6 +38,8 @@ from scoring.options import DEFAULTS, shot_counts
 from scoring.self_check import self_check
 from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
                            write_scores)
+from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
+from scoring.text_store import open_text_scores, write_text_scores
 
 
 def tokenizer_hash(tokenizer) -> str:
@@ -220,7 +222,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                     formulations: list[str] | None = None, self_check_items: int = DEFAULTS["self_check"],
                     max_memory=DEFAULTS["max_memory"], fewshot=DEFAULTS["fewshot"],
                     fewshot_pool: str | None = DEFAULTS["fewshot_pool"],
-                    prefix_cache_mb: int = DEFAULTS["prefix_cache_mb"]) -> dict:
+                    prefix_cache_mb: int = DEFAULTS["prefix_cache_mb"],
+                    text_scores: bool = DEFAULTS["text_scores"]) -> dict:
     """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
     ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
 
@@ -237,6 +240,10 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     Prefixes many rows share (a few-shot header) are computed once and their keys and values
     kept, at most ``prefix_cache_mb`` MB of them (``scoring.prefix_cache``); the others are
     computed in full for every row.
+
+    ``text_scores`` also stores each item's text scores (``scoring.text``), read off its full-mode
+    cloze 0-shot gold row in the same forward pass and written in the same transaction as its
+    option scores, resumable as `curate text-scores` is (``scoring.text.pending``).
 
     Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
     that fit one batch) are also scored by the model's own plain forward
@@ -282,7 +289,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     ref = resolve(model)
     lock = label_lock(root, label or model, command="score") if rank == 0 else nullcontext()
     if rank == 0:
-        open_scores(root).close()
+        (open_text_scores if text_scores else open_scores)(root).close()
         lock.__enter__()
     if state is not None:
         state.wait_for_everyone()
@@ -315,6 +322,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         stale = other_sources(ws, label, source)
         if stale and not replace:
             check_label(ws, label, source)
+        text_units, text_other = text_plan(ws, items, mine, label, key, modes, formulations, counts,
+                                           replace=replace) if text_scores else (set(), 0)
         # The batch plan covers every unit, cached or not, and a batch runs if any of its units
         # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
         # its numbers are identical to the last bit, not merely close.
@@ -329,11 +338,14 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                         units.append((i, mode, f, k, items[i]["item_id"] not in done[mode, f, k]))
         plan, checked = [], {"items": 0, "note": "nothing to compute"}
         missing = {(i, mode, f, k) for i, mode, f, k, todo in units if todo}
-        if missing:
+        if missing or text_units:
             specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in units]
             built = build_units(tokenizer, specs, max_length=limit_len, seq_mean=seq_mean)
+            for unit in built:
+                if unit_key(unit) in text_units:
+                    ask_stats(unit, items[unit.item_index]["gold"])
             plan = [b for b in prefix_cache.plan(built, batch_tokens, model=lm, max_bytes=cache_bytes)
-                    if any(unit_key(u) in missing for u in b.units)]
+                    if any(unit_key(u) in missing or unit_key(u) in text_units for u in b.units)]
             planned = [u for b in plan for u in b.units]
             refuse_unscorable(lm, planned, items, limit_len)
             refuse_inexact(lm, planned, items)
@@ -347,6 +359,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         with ws.transaction():
             if rank == 0 or not replace:
                 replaced = check_label(ws, label, source, replace=replace)
+                if text_other:
+                    ws.conn.execute("DELETE FROM text_scores WHERE model = ?", (label,))
             add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
                     tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
                     info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
@@ -354,7 +368,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                           "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
                           "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
                           "self_check": checked, "device_map": placement(lm), "max_memory": max_memory,
-                          "fewshot": counts, **fewshot_info, "prefix_cache_mb": prefix_cache_mb})
+                          "fewshot": counts, **fewshot_info, "prefix_cache_mb": prefix_cache_mb,
+                          **({"text_version": TEXT_VERSION, "text": RUN_TEXT} if text_scores else {})})
         if replace and state is not None:
             state.wait_for_everyone()
         tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
@@ -366,17 +381,21 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             caches.keep_only(batch.prefixes())
             results = prefix_cache.score_with_caches(lm, batch.requests, batch.shared, caches, pad_id=pad_id,
                                                      max_tokens=batch_tokens)
-            rows, k, fresh = [], 0, 0
+            rows, texts, k, fresh = [], [], 0, 0
             for unit in batch.units:
+                mine_results, item = results[k:k + len(unit.requests)], items[unit.item_index]
                 # A unit stored already keeps its row: rewritten, a --no-seq-mean run would empty
                 # its seq_mean, and its numbers are this engine's either way.
                 if unit_key(unit) in missing:
-                    rows += assemble(unit, results[k:k + len(unit.requests)], items[unit.item_index],
-                                     label=label, run_id=run_id)
+                    rows += assemble(unit, mine_results, item, label=label, run_id=run_id)
                     fresh += 1
+                if unit_key(unit) in text_units:
+                    texts.append(text_row(item, unit.flags[item["gold"]], mine_results, label=label, run_id=run_id))
                 k += len(unit.requests)
-            with ws.transaction():
+            with ws.transaction():  # an item's text scores commit with its option scores
                 write_scores(ws, rows)
+                if texts:
+                    write_text_scores(ws, texts)
             tokens += sum(u.n_input for u in batch.units)
             bar.update(fresh)
             bar.set_postfix_str(f"{tokens / (time.perf_counter() - loop_start):.0f} tok/s")
@@ -384,7 +403,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
         if state is not None:
             state.wait_for_everyone()
         return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in units),
-                "computed": computed, "cached": len(units) - computed, "tokens": tokens, "modes": list(modes),
+                "computed": computed, "cached": len(units) - computed, "text_computed": len(text_units),
+                "tokens": tokens, "modes": list(modes),
                 "formulations": formulations, "fewshot": counts,
                 "seconds": round(time.perf_counter() - start, 3),
                 "score_seconds": round(time.perf_counter() - loop_start, 3),
@@ -395,6 +415,20 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     finally:
         ws.close()
         lock.__exit__(None, None, None)
+
+
+def text_plan(ws, items, mine, label: str, key: dict, modes, formulations, counts, *, replace: bool) -> tuple:
+    """(keys of the units whose gold row gives text scores this run, stored text rows of another
+    source that ``replace`` deletes). The text is the full-mode cloze 0-shot gold row, so the run
+    must score that; a label holding another source's text scores is refused (``pending``)."""
+    if "full" not in modes or "cloze" not in formulations or 0 not in counts:
+        raise CurateError("--text-scores reads each item's text off its full-mode cloze 0-shot row, which this run "
+                          "does not score: add full to --modes, cloze to --formulations and 0 to --fewshot, or "
+                          "run `curate text-scores` on its own")
+    chosen = [items[i] for i in mine]
+    todo, other = pending(ws, label, (key["model_hash"], key["tokenizer_hash"], key["dtype"]), chosen,
+                          replace=replace)
+    return {(i, "full", "cloze", 0) for i in mine if items[i]["item_id"] in todo}, other
 
 
 def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str = "float32", device: str = "cpu",

@@ -55,9 +55,11 @@ def write_text_scores(ws: Workspace, rows: list[dict]) -> None:
 
 
 def stored_keys(ws: Workspace, label: str) -> dict[str, tuple]:
-    """item_id -> (content hash, model hash, tokenizer hash, dtype, engine) of ``label``'s stored rows."""
+    """item_id -> (content hash, model hash, tokenizer hash, dtype, engine, text version) of
+    ``label``'s stored rows (the text version: ``scoring.text.TEXT_VERSION``; None before it)."""
     rows = ws.conn.execute(
-        "SELECT t.item_id, t.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine "
+        "SELECT t.item_id, t.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine, "
+        "json_extract(r.info_json, '$.text_version') "
         "FROM text_scores t JOIN score_runs r USING (run_id) WHERE t.model = ?", (label,))
     return {r[0]: tuple(r[1:]) for r in rows}
 
