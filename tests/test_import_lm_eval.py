@@ -207,6 +207,19 @@ def test_reimport_is_idempotent_and_another_file_needs_replace(workspaces, tmp_p
     assert len(scores) == len(first) and set(scores["run_id"]) != set(first["run_id"])
 
 
+def test_each_results_file_is_read_once_per_import(workspaces, tmp_path, monkeypatch):
+    """A run's results file gives its model label and each task's shot count: one read each run."""
+    from scoring.imports import lm_eval_samples as lm
+
+    ws = ws_copy(workspaces, "hellaswag", tmp_path)
+    reads = []
+    real = lm._read_results
+    monkeypatch.setattr(lm, "_read_results", lambda path: reads.append(path) or real(path))
+    [part] = lm.import_scores(ws, [samples_file("hellaswag")], progress=False)
+    assert part["model"] == "SmolLM2-135M" and part["items"] == 50
+    assert reads == [next(FIXTURES.glob("results_*.json"))]
+
+
 def test_label_and_a_tree_of_models(workspaces, tmp_path):
     """An --output_path tree of two models imports at once, each under its results' model name;
     --label names the single model of a file."""

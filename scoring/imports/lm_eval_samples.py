@@ -49,9 +49,13 @@ class Run:
     """One lm-eval run: its results file and the sample files beside it (one per task)."""
     results: Path
     samples: list[Path] = field(default_factory=list)
+    _info: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def info(self) -> dict:
-        return _read_results(self.results)
+        """The results file, read once: its model labels the run, its shot counts each task."""
+        if self._info is None:
+            self._info = _read_results(self.results)
+        return self._info
 
 
 def find_runs(paths) -> list[Run]:
