@@ -27,7 +27,7 @@ from functools import partial
 from curate import fewshot as shots_of
 from curate import formulations as forms
 from curate.errors import CurateError
-from curate.fewshot_pool import pool_key, resolve_pool
+from curate.fewshot_pool import fewshot_plan
 from curate.items import MODES, canonical_json, sha256_text
 from curate.store import Workspace
 from scoring import ENGINE_VERSION, prefix_cache
@@ -170,20 +170,6 @@ def unit_spec(index: int, item: dict, mode: str, formulation: str, shots: list[d
 
 def unit_key(unit) -> tuple:
     return unit.item_index, unit.mode, unit.formulation, unit.fewshot
-
-
-def fewshot_plan(ws, items: list[dict], counts: list[int], pool: str | None) -> tuple[dict, object, dict]:
-    """({k: each item's shots} for every k in ``counts``, the settings, what the run records).
-    Shots are drawn over every item in order (lm-eval's generator runs item after item), so a
-    process of a data-parallel run gets the same shots as a single process would."""
-    if not any(counts):
-        return {0: [()] * len(items)}, None, {}
-    docs, settings, where = resolve_pool(ws, pool)
-    plan = {k: shots_of.sample_shots(items, docs, k, settings) if k else [()] * len(items) for k in counts}
-    info = {"fewshot_pool": where, "fewshot_pool_items": len(docs), "fewshot_split": settings.split,
-            "fewshot_sampler": settings.sampler, "fewshot_seed": settings.seed,
-            "fewshot_leaves_item_out": settings.passes_eval_doc, "fewshot_key": pool_key(docs, settings, where)}
-    return plan, settings, info
 
 
 def distributed(device: str):
