@@ -192,7 +192,7 @@ def main(argv=None):
                 fed = r["prefix_cache"]["fed_tokens"]
                 say(f"  {label:<16} {r['wall_seconds']:.1f} s wall ({r['score_seconds']:.1f} s scoring), "
                     f"{fed} tokens fed: {theirs['seconds'] / r['wall_seconds']:.2f}x lm-eval by wall time, "
-                    f"work ratio {fed_lmeval / fed:.2f}x; peak RSS {r['peak_rss_mb']:.0f} MB")
+                    f"work ratio {fed_lmeval / fed:.2f}x; peak RSS {r['peak_rss_mb']:.0f} MiB")
             say(f"  parity: max |logprob_sum - lm-eval| = {parity['max_abs_diff']:.2e}; acc identical on every "
                 f"item: {parity['acc_identical']} (acc {parity['acc_ours']:.4f} ours, {parity['acc_lmeval']:.4f} "
                 f"lm-eval)")
