@@ -16,8 +16,8 @@ DECISIONS = click.option("--decisions", "decisions", multiple=True,
 
 @click.command("review")
 @WORKSPACE
-@click.option("--queue", default=None, help="removed, removed:STAGE, disagree, wrong, wrong:K, suspects, suspects:N, sample, sample:N, "
-                                            "sample:N:SEED, ids:FILE or all (default: removed with --decisions, else all).")
+@click.option("--queue", default=None, help="removed, removed:STAGE, disagree, wrong, wrong:K, suspects, suspects:N, suspects:K-shot, "
+                                            "suspects:N:K-shot, sample, sample:N, sample:N:SEED, ids:FILE or all (default: removed with --decisions, else all).")
 @click.option("--reviewer", default=None, help="Your name: verdicts are stored as annotator human:NAME "
                                                "(default: asked in the page, or ?reviewer=NAME in the URL).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,

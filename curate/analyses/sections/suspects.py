@@ -68,17 +68,18 @@ def compute(ctx) -> dict:
     return {"suspects": {"present": True, "mode": mode, "formulation": choice.formulation, "fewshot": choice.fewshot,
                          "other_fewshots": choice.other_fewshots, "normalization": responses.normalization, "models": list(responses.models),
                          "n_items": len(table), "left_out": len(responses.left_out), "signals": counts,
-                         "top": _top_rows(ctx, top), "stats_file": "item_stats.csv"}}
+                         "top": _top_rows(ctx, top, scores[scores["fewshot"] == choice.fewshot]), "stats_file": "item_stats.csv"}}
 
 
-def _top_rows(ctx, top: pd.DataFrame) -> list[dict]:
-    """The top items with their evidence and a page each (the review app's view of the item)."""
+def _top_rows(ctx, top: pd.DataFrame, scores: pd.DataFrame) -> list[dict]:
+    """The top items with their evidence and a page each (the review app's view of the item, with
+    every model's choice in ``scores``: those of the shot count the evidence comes from)."""
     from curate.review.browser import write_item_pages
     from curate.review.data import ReviewData
 
     reasons = {r.item_id: [f"label-error score {r.label_error_score:.2f}: option {r.suspected_option} over the gold "
                            f"{r.evidence['gold']}"] for r in top.itertuples()}
-    data = ReviewData(Path(ctx.root), ctx.items, ctx.scores, generations=ctx.gens)
+    data = ReviewData(Path(ctx.root), ctx.items, scores.reset_index(drop=True), generations=ctx.gens)
     pages = {r["item_id"]: r["page"] for r in write_item_pages(ctx.out, data, pd.concat([ctx.round1, ctx.round2]),
                                                                reasons, folder="suspects")}
     return [{"item_id": r.item_id, "label_error_score": r.label_error_score, "gold": r.evidence["gold"],
