@@ -113,19 +113,30 @@ def dispatched(model) -> bool:
     return bool(getattr(model, "hf_device_map", None)) and len(set(model.hf_device_map.values())) > 1
 
 
+def packed_hidden(model, runner: str, tokens: torch.Tensor, positions: torch.Tensor, rows, *, past=(),
+                  record=None) -> torch.Tensor:
+    """Final hidden states (tokens, hidden) of packed ``tokens`` through the llama or packed runner,
+    attention by ``rows`` (a ``scoring.layout.RowGroups``). ``past``: cached keys and values a group
+    attends to first; ``record``: receives each layer's keys and values (``scoring.prefix_cache``,
+    a list for the llama runner, a dict for the packed one)."""
+    from scoring import attention
+
+    if runner == "llama":
+        return llama.PackedLlama(model).hidden(tokens, positions, rows, past=past, record=record)
+    with attention.packed(model, rows, positions, past=past, record=record):
+        return base_model(model)(input_ids=tokens[None], position_ids=positions[None], use_cache=False,
+                                 attention_mask=torch.ones((1, len(tokens)), dtype=torch.long,
+                                                           device=tokens.device)).last_hidden_state[0]
+
+
 def hidden_states(model, batch: Packed, runner: str, *, pad_id: int = 0) -> torch.Tensor:
     """The final hidden state of every real token, in packed order: (tokens, hidden)."""
     from scoring import attention
 
     device = input_device(model)
     tokens, positions = batch.tokens.to(device), batch.positions.to(device)
-    if runner == "llama":
-        return llama.PackedLlama(model).hidden(tokens, positions, layout.row_groups(batch.spans, len(tokens)))
-    if runner == "packed":
-        with attention.packed(model, layout.row_groups(batch.spans, len(tokens)), positions):
-            out = base_model(model)(input_ids=tokens[None], position_ids=positions[None], use_cache=False,
-                                    attention_mask=torch.ones((1, len(tokens)), dtype=torch.long, device=device))
-        return out.last_hidden_state[0]
+    if runner in ("llama", "packed"):
+        return packed_hidden(model, runner, tokens, positions, layout.row_groups(batch.spans, len(tokens)))
     if runner == "sequences":  # right padding: a causal model's real tokens never see it
         rows = layout.sequences(batch.spans, batch.tokens, pad_id)
         hidden = base_model(model)(input_ids=rows.ids.to(device), use_cache=False).last_hidden_state

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from scoring import attention, layout, llama
+from scoring import layout
 from scoring.encode import Request, Result, Unit
-from scoring.engine import base_model, collect, pack, predict, predictions, read_off, runner_for, score_requests
+from scoring.engine import collect, pack, packed_hidden, predict, predictions, read_off, runner_for, score_requests
 from scoring.logits import input_device
 
 CACHING_RUNNERS = ("llama", "packed")
@@ -135,17 +135,9 @@ def compute(model, runner: str, tokens: tuple) -> Cached:
     """Feed ``tokens`` as one plain sequence through ``runner``, recording its keys and values."""
     device = input_device(model)
     ids = torch.tensor(tokens, dtype=torch.long, device=device)
-    positions = torch.arange(len(tokens), device=device)
     rows = layout.row_groups([layout.Span(0, len(tokens), [])], len(tokens))
-    if runner == "llama":
-        record: list = []
-        hidden = llama.PackedLlama(model).hidden(ids, positions, rows, record=record)
-    else:
-        record = {}
-        with attention.packed(model, rows, positions, record=record):
-            hidden = base_model(model)(input_ids=ids[None], position_ids=positions[None], use_cache=False,
-                                       attention_mask=torch.ones((1, len(tokens)), dtype=torch.long,
-                                                                 device=device)).last_hidden_state[0]
+    record = [] if runner == "llama" else {}
+    hidden = packed_hidden(model, runner, ids, torch.arange(len(tokens), device=device), rows, record=record)
     return Cached(tokens, record, hidden, tensor_bytes(record) + hidden.numel() * hidden.element_size())
 
 
@@ -215,14 +207,8 @@ def plan_rows(spans: list[layout.Span], past_of: list[int], n_tokens: int) -> la
 
 def hidden_with_past(model, runner: str, batch, rows: layout.RowGroups, caches: list[Cached]) -> torch.Tensor:
     device = input_device(model)
-    tokens, positions = batch.tokens.to(device), batch.positions.to(device)
-    past = [c.layers for c in caches]
-    if runner == "llama":
-        return llama.PackedLlama(model).hidden(tokens, positions, rows, past=past)
-    with attention.packed(model, rows, positions, past=past):
-        return base_model(model)(input_ids=tokens[None], position_ids=positions[None], use_cache=False,
-                                 attention_mask=torch.ones((1, len(tokens)), dtype=torch.long,
-                                                           device=device)).last_hidden_state[0]
+    return packed_hidden(model, runner, batch.tokens.to(device), batch.positions.to(device), rows,
+                         past=[c.layers for c in caches])
 
 
 def score_with_caches(model, requests: list[Request], shared: list[int], caches: Caches, *, pad_id: int,
