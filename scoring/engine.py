@@ -37,8 +37,20 @@ from scoring import layout, llama, reference
 from scoring.encode import Request, Result
 from scoring.logits import decoder_name, input_device, own_logits
 
-HEAD_LOGITS = 256 * 49152  # logits per head call (256 rows of a 49k vocabulary): fast, and ~50 MB
-REDUCE_ROWS = 8            # logit rows per softmax: 8 x vocabulary floats stay in a core's L2 cache
+HEAD_LOGITS = 256 * 49152  # logits per head call on a CPU (256 rows of a 49k vocabulary): fast, and ~50 MB
+REDUCE_ROWS = 8            # logit rows per softmax on a CPU: 8 x vocabulary floats stay in a core's L2 cache
+GPU_HEAD_LOGITS = 2048 * 49152  # on a GPU: one softmax per head call (~400 MB), few launches and copies
+
+
+def head_sizes(model, device: torch.device) -> tuple[int, int]:
+    """(rows per head call, rows per softmax). A CPU reduces a few rows at a time while they are
+    in cache; a GPU is held back by launches and copies to the host, so it reduces a call's rows
+    at once."""
+    vocab = model.get_output_embeddings().weight.shape[0]
+    if device.type == "cpu":
+        return max(REDUCE_ROWS, HEAD_LOGITS // vocab // REDUCE_ROWS * REDUCE_ROWS), REDUCE_ROWS
+    step = max(1, GPU_HEAD_LOGITS // vocab)
+    return step, step
 
 
 @dataclass
@@ -302,8 +314,8 @@ def predict(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray,
     """(log-probability, greedy, mu, sigma) of each wanted prediction: ``predictions``, and for
     those marked in ``want`` the ``moments`` of their position's distribution (NaN elsewhere). One
     head row per distinct source state (a prefix's last state predicts the first token of every
-    continuation); the model's own logits (``own_logits``) for a few hundred rows at a time,
-    reduced REDUCE_ROWS rows at a time while they are still in cache."""
+    continuation); the model's own logits (``own_logits``) for a few hundred rows at a time
+    (``head_sizes``), reduced a few rows at a time on a CPU while they are still in cache."""
     rows, inverse = np.unique(source, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(rows) + 1))
@@ -314,20 +326,24 @@ def predict(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray,
     row_wants = np.zeros(len(rows), dtype=bool)
     if want is not None:
         row_wants[inverse[want]] = True
-    step = max(REDUCE_ROWS, HEAD_LOGITS // model.get_output_embeddings().weight.shape[0] // REDUCE_ROWS * REDUCE_ROWS)
+    step, reduce = head_sizes(model, states.device)
     for start in range(0, len(rows), step):
         logits = own_logits(model, states[start:start + step])
-        for sub in range(0, len(logits), REDUCE_ROWS):
-            first, last = start + sub, min(start + sub + REDUCE_ROWS, len(rows))
-            lp = torch.log_softmax(logits[sub:sub + REDUCE_ROWS].float(), dim=-1)
+        for sub in range(0, len(logits), reduce):
+            first, last = start + sub, min(start + sub + reduce, len(rows))
+            lp = torch.log_softmax(logits[sub:sub + reduce].float(), dim=-1)
             pairs = order[bounds[first]:bounds[last]]
             at = torch.from_numpy(inverse[pairs] - first).to(lp.device)
             want_t = torch.from_numpy(target[pairs]).to(lp.device)
             logprob[pairs] = lp[at, want_t].double().cpu().numpy()
             greedy[pairs] = (lp.argmax(dim=-1)[at] == want_t).cpu().numpy()
-            if row_wants[first:last].any():
-                mean, sd = moments(lp)
-                mu[pairs], sigma[pairs] = mean[at].double().cpu().numpy(), sd[at].double().cpu().numpy()
+            wanted = np.flatnonzero(row_wants[first:last])
+            if len(wanted):  # the moments of the rows that want them only (a GPU reduces many rows at once)
+                mean, sd = (m.double().cpu().numpy() for m in moments(lp[torch.from_numpy(wanted).to(lp.device)]))
+                slot = np.full(last - first, -1)
+                slot[wanted] = np.arange(len(wanted))
+                local = slot[inverse[pairs] - first]
+                mu[pairs[local >= 0]], sigma[pairs[local >= 0]] = mean[local[local >= 0]], sd[local[local >= 0]]
     return logprob, greedy, mu, sigma
 
 

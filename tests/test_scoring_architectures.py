@@ -167,13 +167,14 @@ def reference(model, tokenizer, context: str, option: str) -> dict:
             "is_greedy": int(bool((picked.argmax(-1) == torch.tensor(cont)).all())), "seq_mean": -loss}
 
 
-def engine_rows(model, tokenizer, cases_) -> list[dict]:
+def engine_rows(model, tokenizer, cases_, runner=None) -> list[dict]:
     from scoring.encode import build_unit
     from scoring.engine import score_requests
     from scoring.run import assemble
     units = [build_unit(tokenizer, i, mode, context, options, max_length=512)
              for i, (mode, context, options) in enumerate(cases_)]
-    results = score_requests(model, [r for u in units for r in u.requests], pad_id=tokenizer.pad_token_id)
+    results = score_requests(model, [r for u in units for r in u.requests], pad_id=tokenizer.pad_token_id,
+                             runner=runner)
     rows, k = [], 0
     for u in units:
         rows += assemble(u, results[k:k + len(u.requests)], {"item_id": str(u.item_index), "content_hash": ""},
