@@ -30,9 +30,10 @@ from curate.errors import CurateError
 from curate.fewshot_pool import fewshot_plan
 from curate.items import MODES, canonical_json, sha256_text
 from curate.store import Workspace
-from scoring import ENGINE_VERSION, prefix_cache
+from scoring import ENGINE_VERSION, heap, prefix_cache
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
+from scoring.logits import input_device
 from scoring.models import DTYPES, check_device, load, placement, resolve
 from scoring.options import DEFAULTS, shot_counts
 from scoring.self_check import self_check
@@ -367,6 +368,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             caches.keep_only(batch.prefixes())
             results = prefix_cache.score_with_caches(lm, batch.requests, batch.shared, caches, pad_id=pad_id,
                                                      max_tokens=batch_tokens)
+            heap.release(input_device(lm))
             rows, texts, k, fresh = [], [], 0, 0
             for unit in batch.units:
                 mine_results, item = results[k:k + len(unit.requests)], items[unit.item_index]

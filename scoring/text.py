@@ -38,9 +38,10 @@ import numpy as np
 
 from curate import formulations as forms
 from curate.errors import CurateError
-from scoring import ENGINE_VERSION
+from scoring import ENGINE_VERSION, heap
 from scoring.encode import Spec, Unit, build_units
 from scoring.engine import architecture, runner_for, score_requests
+from scoring.logits import input_device
 from scoring.options import DEFAULTS
 
 K = (10, 20)  # the percentages stored (min_k_10, min_k_20, min_kpp_10, min_kpp_20)
@@ -192,6 +193,7 @@ def text_score_workspace(root, model: str, *, dtype: str = DEFAULTS["dtype"], de
             for batch in plan:
                 results = score_requests(lm, [u.requests[0] for u in batch], pad_id=pad_id, runner=runner,
                                          max_tokens=batch_tokens)
+                heap.release(input_device(lm))
                 rows = [text_row(items[u.item_index], u.flags[0], [res], label=label, run_id=run_id)
                         for u, res in zip(batch, results)]
                 with ws.transaction():
