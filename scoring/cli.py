@@ -107,7 +107,7 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
 @click_options(TEXT_SCORES)
 def text_scores(workspace, model, dtype, device, batch_tokens, limit, label, self_check, replace, quiet):
     """Store membership signals of each item's own text (loss, zlib, Min-K%, Min-K%++) under a model."""
-    from scoring.text import text_score_workspace
+    from scoring.text_run import text_score_workspace
 
     s = text_score_workspace(workspace, model, dtype=dtype, device=device, batch_tokens=batch_tokens, limit=limit,
                              label=label, replace=replace, show_progress=not quiet, self_check_items=self_check)

@@ -41,7 +41,7 @@ def test_every_scoring_batch_releases_the_heap(tmp_path, monkeypatch):
     from conftest import small_workspace
     from scoring import heap
     from scoring.run import score_workspace
-    from scoring.text import text_score_workspace
+    from scoring.text_run import text_score_workspace
     calls = []
     monkeypatch.setattr(heap, "release", lambda device: calls.append(str(device)))
     ws = small_workspace(tmp_path / "ws", 3)

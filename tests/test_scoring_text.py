@@ -186,7 +186,8 @@ def test_the_full_pass_stores_the_standalone_text_scores_and_the_same_option_sco
     """`curate score --text-scores` reads the text scores off the full-mode pass: they equal
     `curate text-scores`' and a plain forward's (within 1e-4), and not one option score moves."""
     from scoring.run import score_workspace
-    from scoring.text import item_text, text_score_workspace
+    from scoring.text import item_text
+    from scoring.text_run import text_score_workspace
 
     model, tok = smollm2
     plain, both = small_workspace(tmp_path / "plain", 4), small_workspace(tmp_path / "both", 4)
@@ -226,7 +227,7 @@ def test_text_scores_of_the_full_pass_resume_and_commit_with_the_option_scores(t
     import scoring.run
     from curate.errors import CurateError
     from scoring.run import score_workspace
-    from scoring.text import text_score_workspace
+    from scoring.text_run import text_score_workspace
 
     ws = small_workspace(tmp_path / "ws", 6)
     run = {"show_progress": False, "batch_tokens": 500}

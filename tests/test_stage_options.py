@@ -43,7 +43,7 @@ def _stages():
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES
     from scoring.run import score_workspace
-    from scoring.text import text_score_workspace
+    from scoring.text_run import text_score_workspace
 
     return {
         "init": (init, INGEST, ingest, {}, "benchmark", Benchmark),
