@@ -17,7 +17,6 @@ study_byte_mean the study's released ``byte_mean_`` variant
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from curate.errors import CurateError

@@ -16,7 +16,7 @@ import pandas as pd
 
 from curate.analyses.accuracy import _acc_row
 from curate.analyses.comparisons import _adjust, _compare, _paired
-from curate.analyses.stats import INTERVAL, level, paired_bootstrap, wilson
+from curate.analyses.stats import level, paired_bootstrap
 from curate.statistics import cohens_kappa
 from scoring.normalize import available, predictions, with_formulation
 
