@@ -10,9 +10,10 @@ Ingests the first N HellaSwag validation items into two fresh workspaces and, wi
    again on their own).
 
 An untimed warm-up run comes first (``--warmup`` items), and ``--text-first`` times 2 before 1,
-so that either order can be measured. It prints the three scoring times, the extra time of 2 over 1 as a share of 1 (issue 30's target:
-at most 0.30), and the work ratio: positions whose next-token moments were computed (every
-predicted token of the gold rows) against positions fed to the model in full mode.
+so that either order can be measured. It prints the three scoring times, the extra time of 2 over
+1 as a share of 1 (issue 30's target: at most 0.30), and the work ratio: positions whose
+next-token moments were computed (every predicted token of the gold rows) against positions fed
+to the model in full mode.
 
     .venv/bin/python benchmarks/text_scoring.py --items 1000 [--dtype float32] [--device cpu] [--out FILE]
 """

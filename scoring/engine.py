@@ -333,17 +333,17 @@ def predict(model, hidden: torch.Tensor, source: np.ndarray, target: np.ndarray,
             first, last = start + sub, min(start + sub + reduce, len(rows))
             lp = torch.log_softmax(logits[sub:sub + reduce].float(), dim=-1)
             pairs = order[bounds[first]:bounds[last]]
-            at = torch.from_numpy(inverse[pairs] - first).to(lp.device)
+            local = inverse[pairs] - first  # each pair's row in this reduction
+            at = torch.from_numpy(local).to(lp.device)
             want_t = torch.from_numpy(target[pairs]).to(lp.device)
             logprob[pairs] = lp[at, want_t].double().cpu().numpy()
             greedy[pairs] = (lp.argmax(dim=-1)[at] == want_t).cpu().numpy()
             wanted = np.flatnonzero(row_wants[first:last])
             if len(wanted):  # the moments of the rows that want them only (a GPU reduces many rows at once)
-                mean, sd = (m.double().cpu().numpy() for m in moments(lp[torch.from_numpy(wanted).to(lp.device)]))
-                slot = np.full(last - first, -1)
-                slot[wanted] = np.arange(len(wanted))
-                local = slot[inverse[pairs] - first]
-                mu[pairs[local >= 0]], sigma[pairs[local >= 0]] = mean[local[local >= 0]], sd[local[local >= 0]]
+                row_mu, row_sd = np.full(last - first, np.nan), np.full(last - first, np.nan)
+                row_mu[wanted], row_sd[wanted] = (m.double().cpu().numpy()
+                                                  for m in moments(lp[torch.from_numpy(wanted).to(lp.device)]))
+                mu[pairs], sigma[pairs] = row_mu[local], row_sd[local]
     return logprob, greedy, mu, sigma
 
 

@@ -19,6 +19,7 @@ from scoring.options import DEFAULTS
 from scoring.run import batches, max_length, refuse_inexact, refuse_unscorable, tokenizer_hash, versions
 from scoring.text import K, RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row, text_spec
 
+
 def text_score_workspace(root, model: str, *, dtype: str = DEFAULTS["dtype"], device: str = DEFAULTS["device"],
                          batch_tokens: int = DEFAULTS["batch_tokens"], limit: int | None = DEFAULTS["limit"],
                          label: str | None = None, replace: bool = DEFAULTS["replace"], show_progress: bool = True,
