@@ -122,10 +122,10 @@ def agreement(records: pd.DataFrame, golds: dict[str, int], n_options: dict[str,
     return pd.DataFrame(out)
 
 
-def workspace_agreement(root, *, rounds=(1, 2), human=None, human_round: int | None = None,
-                        human_name: str = "human", n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Agreement between every pair of annotators stored in ``root``; ``human`` adds the labels of a
-    file in the study's layout (see annotate/study_import.py) as one more annotator, unstored."""
+def workspace_records(root, *, human=None, human_round: int | None = None,
+                      human_name: str = "human") -> tuple[list[dict], pd.DataFrame]:
+    """(items, every annotation record) of ``root``; ``human`` adds the labels of a file in the
+    study's layout (see annotate/study_import.py) as one more annotator, unstored."""
     from annotate.store import open_annotations, read_annotations
     from annotate.study_import import study_records
 
@@ -138,8 +138,28 @@ def workspace_agreement(root, *, rounds=(1, 2), human=None, human_round: int | N
     if human is not None:
         extra = pd.DataFrame(study_records(items, human, human_round, human_name))
         records = pd.concat([records, extra], ignore_index=True)
+    return items, records
+
+
+def workspace_agreement(root, *, rounds=(1, 2), human=None, human_round: int | None = None,
+                        human_name: str = "human", n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Agreement between every pair of annotators stored in ``root`` (and ``human``'s file, see
+    ``workspace_records``)."""
+    items, records = workspace_records(root, human=human, human_round=human_round, human_name=human_name)
     golds = {it["item_id"]: it["gold"] for it in items}
     n_options = {it["item_id"]: len(it["options"]) for it in items}
     frames = [agreement(records, golds, n_options, r, n_boot=n_boot, seed=seed) for r in rounds]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def annotators_by_round(records: pd.DataFrame, rounds) -> str:
+    """Who has valid records in each of ``rounds`` and for how many items ("round 1: a (40
+    items); round 2: none"): what an agreement with nothing to compare says it found."""
+    counts = ({} if records.empty else
+              records[records["status"] == "valid"].groupby(["round", "annotator"])["item_id"].nunique().to_dict())
+    parts = []
+    for r in rounds:
+        found = [f"{name} ({n} item{'' if n == 1 else 's'})" for (rnd, name), n in sorted(counts.items()) if rnd == r]
+        parts.append(f"round {r}: {', '.join(found) or 'none'}")
+    return "; ".join(parts)

@@ -9,6 +9,7 @@ from annotate.options import ANNOTATE
 from curate.click_types import end_of_run
 from curate.errors import CurateError
 from curate.options import Option, click_options
+from scoring.model_spec import backend_named
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 
@@ -17,7 +18,7 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 @WORKSPACE
 @click.option("--round", "round_", type=click.IntRange(1, 2), required=True)
 @click.option("--annotator", required=True, help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or a local model, local:NAME or NAME (e.g. smollm2-135m).")
-@click_options(ANNOTATE)
+@click_options(ANNOTATE, backend_of=lambda kw: backend_named(kw["annotator"], "--annotator"))
 def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run, limit, retries, parse_retries,
              backoff, timeout, poll_interval, key_header, quiet):
     """Annotate the items of WORKSPACE that have no valid record for ANNOTATOR in this round."""
@@ -39,9 +40,12 @@ def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run
         click.echo(note, err=True)
     click.echo(f"{s['run_id']}: valid {s['valid']}, invalid {s['invalid']}, refused {s['refused']}, "
                f"failed {s['failed']}, skipped {s['skipped']} (already done), remaining {s['remaining']}")
-    click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, output "
-               f"{c['output_tokens']}, cache write {c['cache_write_tokens']}, cache read {c['cache_read_tokens']}, "
-               f"as the API reported){possibly_line(c)}")
+    if s["backend"] == "local":  # no API, no ledger: "0 replies" would read as nothing answered
+        click.echo("cost: none (a local model; nothing is sent to an API)")
+    else:
+        click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, output "
+                   f"{c['output_tokens']}, cache write {c['cache_write_tokens']}, cache read {c['cache_read_tokens']}, "
+                   f"as the API reported){possibly_line(c)}")
     if s.get("cache"):
         click.echo(cache_line(s["cache"]))
     end_of_run(s, "items")
@@ -83,7 +87,7 @@ def dry_run_lines(s: dict) -> str:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the table (.csv .jsonl .parquet).")
 def agreement(workspace, round_, human, human_round, boot, out):
     """Agreement between annotators per label: Cohen's kappa, Krippendorff's alpha, Gwet's AC1."""
-    from annotate.agreement import workspace_agreement
+    from annotate.agreement import annotators_by_round, workspace_agreement, workspace_records
     from curate.exports import write_records
 
     if human is not None and (human_round or round_) is None:
@@ -91,7 +95,9 @@ def agreement(workspace, round_, human, human_round, boot, out):
     rounds = (round_,) if round_ else (1, 2)
     table = workspace_agreement(workspace, rounds=rounds, human=human, human_round=human_round or round_, n_boot=boot)
     if table.empty:
-        raise CurateError("no pair of annotators has valid records for the same items; nothing to compare")
+        _, records = workspace_records(workspace, human=human, human_round=human_round or round_)
+        raise CurateError("no pair of annotators has valid records for the same items; nothing to compare "
+                          f"({annotators_by_round(records, rounds)})")
     for r in table.itertuples():
         click.echo(f"round {r.round} {r.facet:<24} {r.annotator_a} vs {r.annotator_b} n={r.n_items} "
                    f"agree={r.agreement:.3f} kappa={r.cohen_kappa:.3f} [{r.cohen_kappa_lo:.3f}, {r.cohen_kappa_hi:.3f}] "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import uuid
 from collections import Counter
@@ -82,6 +83,9 @@ class Job:
     last_error: str | None = None
     retries: int = 0
     bar: tqdm | None = None
+    held: spend.Held | None = None           # how --max-cost holds the run back now (None: it does not)
+    batches: bool = False                    # the Message Batches API: the cap holds items, not requests
+    told: bool = False                       # why the cap slows the run was said
 
     def save(self, item: dict, status: str, result, raw: str | None, snapshot: str | None,
              attempts: list[dict] = (), *, batch: bool = False, model: str | None = None,
@@ -139,9 +143,22 @@ class Job:
         if retrying is not None:
             self.retries = retrying
         if self.bar is not None:
+            cap = {"cap": self.held.progress(self.batches)} if self.held else {}
             self.bar.set_postfix(valid=self.counts["valid"], invalid=self.counts["invalid"],
                                  refused=self.counts["refused"], failed=self.counts["failed"],
-                                 retries=self.retries, usd=f"{self.spent:.4f}", refresh=False)
+                                 retries=self.retries, usd=f"{self.spent:.4f}", **cap, refresh=False)
+
+    def hold(self, held: spend.Held | None) -> None:
+        """The cap holds the run back (``held``) or lets it go again (None): on the progress line,
+        and the first time in a line of its own saying why the run slows down."""
+        self.held = held
+        if self.bar is None or self.bar.disable:
+            return
+        if held is not None and not self.told:
+            self.told = True
+            self.bar.write(held.why(self.batches), file=sys.stderr)
+        self.show()
+        self.bar.refresh()
 
 
 def annotate_workspace(root, round: int, annotator: str, *, batch=DEFAULTS["batch"],
@@ -244,9 +261,10 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
     if checked is not None:
         info["self_check"] = checked
     add_run(ws, run_id=run_id, annotator=annotator, round=round, info=info)
-    job = Job(ws, annotator, round, run_id, work.version, work.keys)
+    job = Job(ws, annotator, round, run_id, work.version, work.keys, batches=batch)
     job.bar = tqdm(total=len(work.todo), unit="item", desc=f"round {round} {annotator}", disable=not show_progress)
     marked = bool(cache and cache["marked"])
+    interrupted = False
     try:
         if work.backend == "local":
             run_local(job, work.todo, work.local)
@@ -256,18 +274,43 @@ def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_
         else:
             run_messages(job, work.todo, model, client, cache=marked, concurrency=concurrency, max_cost=max_cost,
                          retries=retries, backoff=backoff, parse_retries=parse_retries)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         job.bar.close()
+        if interrupted and work.backend == "anthropic":  # Ctrl-C: where the run stands, not a bare "Aborted!"
+            print(spend.interrupted(max_cost, ledger_totals(ws, run_id), left=len(left_to_do(ws, work)),
+                                    held=job.held, batches=batch), file=sys.stderr)
     cost = ledger_totals(ws, run_id)
+    rest = left_to_do(ws, work)
     if job.over_budget is not None and job.stopped is None:
-        job.stopped = spend.cap_reached(max_cost, job.over_budget, cost)
-    done = done_keys(ws, annotator, round)
-    remaining = sum(1 for it in work.items if (it["item_id"], work.keys[it["item_id"]]) not in done)
-    return {"run_id": run_id, "annotator": annotator, "round": round, "items": len(work.items),
+        answered = job.counts["valid"] + job.counts["invalid"] + job.counts["refused"]
+        most = worst_left(rest, work, cache=marked, batch=batch, parse_retries=parse_retries)
+        job.stopped = spend.cap_reached(max_cost, job.over_budget, cost, left=len(rest), done=answered, worst_left=most)
+    remaining = len(rest)
+    return {"run_id": run_id, "annotator": annotator, "backend": work.backend, "round": round, "items": len(work.items),
             "skipped": len(work.items) - len(work.todo), "valid": job.counts["valid"],
             "invalid": job.counts["invalid"], "refused": job.counts["refused"], "failed": job.counts["failed"],
             "remaining": remaining, "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
             "cache": cache, "cost": cost, "left_in_flight": left}
+
+
+def left_to_do(ws: Workspace, work: Work) -> list[dict]:
+    """The items of ``work`` still without a valid or refused record under their current key."""
+    done = done_keys(ws, work.annotator, work.round)
+    return [it for it in work.items if (it["item_id"], work.keys[it["item_id"]]) not in done]
+
+
+def worst_left(items: list[dict], work: Work, *, cache: bool, batch: bool, parse_retries: int) -> float:
+    """What ``items`` could cost at most, as ``--max-cost`` reserves it: each item's request and
+    re-asks (a batch reserves its first ask)."""
+    total = 0.0
+    for it in items:
+        params = claude.request_params(work.model, it, work.round, cache=cache)
+        total += claude.worst_case_usd(params, api.input_bound(params), attempts=1 if batch else parse_retries + 1,
+                                       batch=batch)
+    return total
 
 
 def cache_decision(client, model: str, item: dict, round: int, **retry) -> dict:
@@ -375,7 +418,8 @@ def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool,
         job.show(counters.retrying)
 
     try:
-        kept_back = spending.send_all(todo, start, finish, concurrency=concurrency, halted=lambda: job.halted)
+        kept_back = spending.send_all(todo, start, finish, concurrency=concurrency, halted=lambda: job.halted,
+                                      waiting=job.hold)
     finally:
         spending.close()
     if kept_back is not None:
@@ -437,6 +481,12 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
                 take.append(it)
                 reserve += cost
         queue = wait_list
+        if max_cost is not None and queue and (take or pending):  # held back beside batches in flight
+            held = sum(reserved.values()) + reserve
+            job.hold(spend.Held(max_cost, held, max(max_cost - job.spent - held, 0.0), len(pending) + bool(take),
+                                len(queue)))
+        elif job.held is not None:
+            job.hold(None)
         if take:
             rows = []
             for it in take:

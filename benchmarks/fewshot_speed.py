@@ -1,6 +1,6 @@
 """k-shot scoring against lm-evaluation-harness, side by side in one run on one machine.
 
-Three cases, SmolLM2-135M in float32, lm-eval's numbers only (``seq_mean=False``):
+Three cases, SmolLM2-135M in float32, lm-eval's numbers only (``seq_mean="none"``):
 
 - ``mmlu5``: 5-shot MMLU on whole subjects (letters formulation, shots ``first_n`` from ``dev``);
 - ``hellaswag10``: 10-shot HellaSwag on the first N validation items (lm-eval's seeded random
@@ -176,9 +176,9 @@ def main(argv=None):
             items_of = {"hellaswag0": args.hellaswag_items, "hellaswag10": args.hellaswag10_items}
             ws, ours_kwargs, (bench, data, k, fewshot, limit) = case(name, tmp, items_of, hs, args.subjects.split(","),
                                                                     args.per_subject)
-            runs = {"ours": run_ours(ws, seq_mean=False, label=f"{MODEL}@{name}", **ours_kwargs)}
+            runs = {"ours": run_ours(ws, seq_mean="none", label=f"{MODEL}@{name}", **ours_kwargs)}
             if k == 0:  # the engine as it was: no prefix cache
-                runs["ours, cache off"] = run_ours(ws, seq_mean=False, label=f"{MODEL}@{name}-no-cache",
+                runs["ours, cache off"] = run_ours(ws, seq_mean="none", label=f"{MODEL}@{name}-no-cache",
                                                    prefix_cache_mb=0, **ours_kwargs)
             theirs = run_lmeval(bench, data, k, fewshot=fewshot, limit=limit)
             items = Workspace.open(ws).items()[:len(theirs["items"])]

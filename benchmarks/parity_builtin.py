@@ -47,7 +47,7 @@ def ours(name: str, n: int, folder: Path) -> dict:
     path, split = shared_file(name, BENCHMARKS)
     ws = ingest(folder / name, data=str(path), adapter=get_adapter(name), split=split)
     start = time.perf_counter()
-    summary = score_workspace(ws, "smollm2-135m", ["full"], dtype="float32", limit=n, seq_mean=False,
+    summary = score_workspace(ws, "smollm2-135m", ["full"], dtype="float32", limit=n, seq_mean="none",
                               show_progress=False)
     with open_scores(ws) as store:
         items = store.items()[:n]

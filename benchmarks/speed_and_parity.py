@@ -5,7 +5,7 @@ For the first N HellaSwag validation items in full mode with the built-in smollm
 1. lm-eval 0.4.13 (hf backend, float32, the converted model folder, its hellaswag task pointed
    at the local data file) -- wall time, per-option log-likelihoods, acc / acc_norm;
 2. ``curate score`` in float32 and in bfloat16, each in its own process (wall time, peak RSS):
-   once for the same scores as lm-eval (``seq_mean=False``, the comparison the targets name)
+   once for the same scores as lm-eval (``seq_mean="none"``, the comparison the targets name)
    and once as ``curate score`` runs by default (also the study's seq_mean, which needs every
    context token's log-probability);
 3. parity (largest |difference| of logprob_sum, identical acc / acc_norm), bf16 agreement with
@@ -63,7 +63,7 @@ def run_ours(ws: Path, dtype: str, label: str, seq_mean: bool, model: str = "smo
     """`curate score` in a child process: its summary, wall time and peak resident memory."""
     code = ("import json, sys; from scoring.run import score_workspace; "
             f"s = score_workspace({str(ws)!r}, {model!r}, ['full'], dtype={dtype!r}, label={label!r}, "
-            f"seq_mean={seq_mean!r}, show_progress=False); print('SUMMARY ' + json.dumps(s)); "
+            f"seq_mean={'0-shot' if seq_mean else 'none'!r}, show_progress=False); print('SUMMARY ' + json.dumps(s)); "
             "print('PEAK', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()

@@ -20,7 +20,7 @@ import click
 
 import curate
 from curate.audit_config import AuditConfig
-from curate.audit_plan import scoring_fit_problems
+from curate.audit_plan import import_fit_problems, scoring_fit_problems
 from curate.errors import CurateError
 from curate.lock import folder_lock
 from curate.reading import read_json
@@ -31,11 +31,13 @@ FINGERPRINT = ".audit-fingerprint"
 
 @dataclass
 class Outcome:
-    """What one stage did: 'ran' (new work), 'skipped' (nothing to do) or 'stopped'."""
+    """What one stage did: 'ran' (new work), 'skipped' (nothing to do) or 'stopped'; ``seconds``
+    for a stage of several outcomes (each annotation round, each scorer), each its own time."""
     stage: str
     status: str
     detail: str
     data: dict = field(default_factory=dict)
+    seconds: float | None = None
 
 
 def workspace_state(root: Path) -> str:
@@ -141,16 +143,18 @@ def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
     from annotate.run import annotate_workspace
 
     outcomes = []
-    for a in cfg.annotators:
+    for i, a in enumerate(cfg.annotators):
         for rnd in a.rounds:
+            start = time.perf_counter()
             s = annotate_workspace(cfg.workspace, rnd, a.annotator, batch=a.batch, concurrency=a.concurrency,
                                    max_cost=a.max_cost)
             new = s["valid"] + s["invalid"] + s["refused"]
             status = "stopped" if s.get("stopped") else ("ran" if new else "skipped")
+            # the cap is the config's key here, not the command's option
+            stopped = (s.get("stopped") or "").replace("--max-cost", f"annotators[{i}].max_cost")
             detail = (f"{a.annotator} round {rnd}: {new} new ({s['valid']} valid, {s['invalid']} invalid, "
-                      f"{s['refused']} refused), {s['skipped']} already done"
-                      + (f"; stopped: {s['stopped']}" if s.get("stopped") else ""))
-            outcomes.append(Outcome(f"annotate r{rnd}", status, detail, s))
+                      f"{s['refused']} refused), {s['skipped']} already done" + (f"; stopped: {stopped}" if stopped else ""))
+            outcomes.append(Outcome(f"annotate r{rnd}", status, detail, s, time.perf_counter() - start))
             if s.get("stopped"):
                 return outcomes
     return outcomes
@@ -162,15 +166,19 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
 
     sc, outcomes = cfg.scoring, []
     for imp in sc.imports:  # a format of scoring.imports, as the schema allows
+        start = time.perf_counter()
         fmt = get(imp.format)
         if fmt.imported(cfg.workspace, [imp.dir]):
-            outcomes.append(Outcome("score", "skipped", f"{imp.format} scores from {imp.dir} already imported"))
+            outcomes.append(Outcome("score", "skipped", f"{imp.format} scores from {imp.dir} already imported",
+                                    seconds=time.perf_counter() - start))
             continue
         summary = fmt.import_scores(cfg.workspace, [imp.dir], progress=False)
         pairs = sorted({(r["model"], r["mode"]) for r in summary})
         outcomes.append(Outcome("score", "ran", f"imported {imp.format} scores from {imp.dir}: {len(pairs)} "
-                                f"model-modes of {len({m for m, _ in pairs})} models", {"imported": summary}))
+                                f"model-modes of {len({m for m, _ in pairs})} models", {"imported": summary},
+                                time.perf_counter() - start))
     for model in sc.models:
+        start = time.perf_counter()
         extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
         s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
                             formulations=list(sc.formulations) if sc.formulations else None,
@@ -180,7 +188,8 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
         status = "ran" if s["computed"] or s["text_computed"] else "skipped"
         texts = f", {s['text_computed']} text scores computed" if sc.text_scores else ""
         outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
-                                f"{s['computed']} item-modes computed, {s['cached']} cached{texts}", s))
+                                f"{s['computed']} item-modes computed, {s['cached']} cached{texts}", s,
+                                time.perf_counter() - start))
     return outcomes
 
 
@@ -216,7 +225,7 @@ def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
 def release_stage(cfg: AuditConfig) -> Outcome:
     import pandas as pd
 
-    from curate.release import make_release, parse_target
+    from curate.release import make_release, parse_target, release_line
     from curate.release.targets import VersionExists
 
     r = cfg.release
@@ -234,7 +243,7 @@ def release_stage(cfg: AuditConfig) -> Outcome:
         raise CurateError(f"{r.name} {r.version} exists at {r.spec} with other items; releases are immutable: "
                           f"set a new release.version in {cfg.file}") from None
     manifest = make_release(cfg.workspace, cfg.filter_out, r.name, r.version, r.spec, license=r.license)
-    return Outcome("release", "ran", f"{r.name} {r.version} -> {manifest['published']}", manifest)
+    return Outcome("release", "ran", f"{r.name} {r.version}: {release_line(manifest)}", manifest)
 
 
 # --- the whole audit ------------------------------------------------------------------------
@@ -250,9 +259,10 @@ def run_audit(cfg: AuditConfig, *, echo=click.echo) -> list[Outcome]:
         start = time.perf_counter()
         if stage == "ingest":
             done = [ingest_stage(cfg)]
-            # a rotation letters+rK needs items with more than K options: known now, before anything is spent
+            # a rotation letters+rK needs items with more than K options, and imported scores need
+            # files that fit the items (a Hub dataset's count is known only now): before anything is spent
             done += [Outcome("score", "stopped", f"{cfg.file}, field '{key}': {message}")
-                     for key, message in scoring_fit_problems(cfg)]
+                     for key, message in scoring_fit_problems(cfg) + import_fit_problems(cfg)]
         elif stage == "annotate":
             done = annotate_stage(cfg)
         elif stage == "score":
@@ -264,7 +274,8 @@ def run_audit(cfg: AuditConfig, *, echo=click.echo) -> list[Outcome]:
         else:
             done = [release_stage(cfg)]
         for o in done:
-            echo(f"      {o.status:<8}{o.detail}  ({time.perf_counter() - start:.1f}s)")
+            took = time.perf_counter() - start if o.seconds is None else o.seconds
+            echo(f"      {o.status:<8}{o.detail}  ({took:.1f}s)")
         outcomes += done
         if any(o.status == "stopped" for o in done):
             echo("audit stopped; fix the cause and run the same command again to resume")

@@ -14,7 +14,7 @@ resolved to absolute paths.
 from __future__ import annotations
 
 import math
-
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -356,6 +356,23 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     if "release" in data and "filter" not in data:
         problems.append(("release", "a release is made from the filter's decisions: add a 'filter' section"))
     return problems
+
+
+#: A value left as the examples write what the user must fill in: ``<COMMIT-SHA>``.
+PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9 _.-]*>")
+
+
+def placeholders(data, where=()) -> list[tuple[str, str]]:
+    """(key, message) for every value of the config as written that still holds a placeholder
+    such as ``<COMMIT-SHA>``: the schema takes it as a string, and the stage that reads it
+    (here the ingest of a Hub dataset at that revision) would fail only when it ran."""
+    if isinstance(data, dict):
+        return [p for key, value in data.items() for p in placeholders(value, (*where, key))]
+    if isinstance(data, list):
+        return [p for i, value in enumerate(data) for p in placeholders(value, (*where, i))]
+    if isinstance(data, str) and (found := PLACEHOLDER.search(data)):
+        return [(_key_path(where), f"{data!r} is a placeholder: replace {found.group()} with the real value")]
+    return []
 
 
 def _unpriced(model: str) -> str | None:

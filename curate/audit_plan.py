@@ -7,7 +7,10 @@ planned stages will provide -- annotators and their rounds, scored models x mode
 imported score files (read by name only, and lm-eval's results files for their shot counts) --
 plus what the workspace already holds, every shot count, when it exists, and
 names each gap with the config key that would fill it. It also checks that every model the audit
-loads (scorers, local annotators, tokenizers) can be found.
+loads (scorers, local annotators, tokenizers) can be found. ``before_spending`` adds what else
+would stop an audit after it had paid for Claude's rounds: a placeholder left in the config, a
+key the environment lacks, score imports whose rows cannot be the items the ingest makes, a Hub
+source the Hub does not have; what needs an unreachable Hub it lists as unchecked.
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ from pathlib import Path
 from curate.audit_config import AuditConfig
 from curate.formulations import ALL_ROTATIONS
 from curate.store import DB_NAME
-from scoring.options import shot_counts
+from scoring.options import DEFAULTS as SCORE_DEFAULTS, shot_counts, wants_seq_mean
+
+SEQ_MEAN_DEFAULT = SCORE_DEFAULTS["seq_mean"]  # the audit scores with curate score's default
 
 #: What `curate score` stores for every option (see scoring/normalize.py).
 SCORED = ("sum", "token", "char", "byte", "seq_mean")
@@ -78,7 +83,8 @@ def supply(cfg: AuditConfig) -> Supply:
             for mode in cfg.scoring.modes:
                 for formulation in cfg.scoring.formulations or (default_formulation_of(cfg),):
                     for k in shot_counts(cfg.scoring.fewshot):
-                        out.add_scores(model, mode, formulation, SCORED, "scoring.models", k)
+                        out.add_scores(model, mode, formulation, SCORED if wants_seq_mean(SEQ_MEAN_DEFAULT, k)
+                                       else tuple(n for n in SCORED if n != "seq_mean"), "scoring.models", k)
     return out
 
 
@@ -280,6 +286,169 @@ def scoring_fit_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
             problems.append(("scoring.formulations", f"{name} applies to no item: a rotation letters+rK needs more "
                                                      f"than K options, and the workspace's items have at most {most}"))
     return problems
+
+
+# --- what would stop a run after money was spent ---------------------------------------------
+
+@dataclass
+class Check:
+    """What ``before_spending`` found: ``problems`` as (config key, message), and ``unchecked``:
+    (what, why it is not known) for what needs a Hub that cannot be reached from here."""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Items:
+    """How many items the workspace will hold after the ingest: ``count`` exactly, or at most
+    that many (``exact`` False: a limit on a Hub source not read here), or not known (None);
+    ``why`` says so after "the workspace" ("will hold 300 items (benchmark.limit 300)");
+    ``offline``: the source is a Hub dataset that cannot be reached from here."""
+    count: int | None
+    exact: bool = False
+    why: str = ""
+    offline: bool = False
+
+
+def before_spending(cfg: AuditConfig, *, files: bool = True, sources: bool = True) -> Check:
+    """Everything known now that would stop an audit once it had paid for something: a
+    placeholder left in the config (``<COMMIT-SHA>``), a key a stage needs and the environment
+    lacks, then (``files``: the input files exist) ``plan_problems``, and (``sources``) the
+    benchmark's source and the score imports whose rows cannot be the items the ingest makes. A
+    Hub source that cannot be reached is ``unchecked``, with what depends on it."""
+    from curate.audit_config import placeholders
+
+    check = Check(placeholders(cfg.raw) + key_problems(cfg))
+    if files:
+        check.problems += plan_problems(cfg)
+    if files and sources:
+        items = planned_items(cfg, check)
+        check.problems += import_fit_problems(cfg, items, check)
+    return check
+
+
+def key_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
+    """The keys the planned stages read from the environment, where missing or unusable: Claude's
+    (``ANTHROPIC_API_KEY``, checked as an annotation run checks it before its first request) and
+    the Hub token a release to the Hub publishes with."""
+    from curate.anthropic_api.client import make_client
+    from curate.errors import CurateError
+
+    problems = []
+    claude = [i for i, a in enumerate(cfg.annotators) if a.backend == "anthropic"]
+    if claude:
+        try:
+            make_client()
+        except CurateError as exc:
+            problems += [(f"annotators[{i}].annotator", str(exc)) for i in claude]
+    if cfg.release and cfg.release.target_kind == "hub":
+        from huggingface_hub import get_token
+        if not get_token():
+            problems.append(("release.target.hub", "publishing to the Hub needs a token: set HF_TOKEN (or run "
+                                                   "`hf auth login`); none is set"))
+    return problems
+
+
+def planned_items(cfg: AuditConfig, check: Check) -> Items:
+    """How many items the ingest will make: what an existing workspace holds (the audit resumes
+    it), the rows of a local source (read as the ingest reads them) up to ``benchmark.limit``; of a
+    Hub dataset only the limit is known before it is read. A local source that cannot be read,
+    and a Hub dataset or revision the Hub does not have, are problems in ``check``; a Hub that
+    cannot be reached is unchecked there."""
+    from curate.errors import InputError
+    from curate.sources import open_source
+
+    b = cfg.benchmark
+    held = stored_items(cfg.workspace / DB_NAME)
+    if held:
+        return Items(held, True, f"holds {held} items (it exists: the audit resumes it)")
+    src = b.source()
+    if Path(src["data"]).exists():
+        try:
+            rows = len(open_source(src["data"], split=src["split"], config=src["config"], delimiter=src["delimiter"],
+                                   encoding=src["encoding"]).rows)
+        except InputError as exc:
+            check.problems.append(("benchmark.path", str(exc)))
+            return Items(None)
+        n = min(rows, b.limit or rows)
+        return Items(n, True, f"will hold {n} items " + (f"(benchmark.limit {b.limit})" if n < rows
+                                                          else f"(every row of {Path(src['data']).name})"))
+    key, found = hub_dataset(src["data"], src["revision"])
+    offline = key == "unknown"
+    if offline:
+        check.unchecked.append((f"{'benchmark.hub' if b.hub else 'benchmark.adapter'} {src['data']!r} ({found})",
+                                "whether it can be read"))
+    elif found:
+        check.problems.append((key, found))
+    if b.limit:
+        return Items(b.limit, False, f"will hold at most {b.limit} items (benchmark.limit {b.limit})", offline)
+    return Items(None, offline=offline)
+
+
+def hub_dataset(repo_id: str, revision: str | None) -> tuple[str, str | None]:
+    """(config key, why not) when the Hub says it has no dataset ``repo_id`` at ``revision``;
+    ("unknown", why) when the Hub cannot be asked from here (offline, no network); ("", None)
+    when it has it. A placeholder revision is not asked for: ``placeholders`` names it."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    from curate.audit_config import PLACEHOLDER
+
+    if constants.HF_HUB_OFFLINE:
+        return "unknown", "HF_HUB_OFFLINE is set"
+    if revision and PLACEHOLDER.search(revision):
+        return "", None
+    try:
+        HfApi().dataset_info(repo_id, revision=revision, timeout=10)
+    except RevisionNotFoundError:
+        return "benchmark.revision", f"the Hub has no revision {revision!r} of {repo_id}"
+    except GatedRepoError:
+        return "benchmark.hub", f"{repo_id} is gated on the Hub and no token given here has access to it"
+    except RepositoryNotFoundError:
+        return "benchmark.hub", f"the Hub has no dataset {repo_id} (or it is private, and no token here has access)"
+    except Exception as exc:  # no network, a proxy, a server error: not known from here
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return "unknown", f"the Hub cannot be reached: {type(exc).__name__}: {first}"
+    return "", None
+
+
+def import_fit_problems(cfg: AuditConfig, items: Items | None = None, check: Check | None = None
+                        ) -> list[tuple[str, str]]:
+    """Score imports whose files cannot be the workspace's items (a study CSV holds one row per
+    item; an lm-eval sample matches an item of its own), given how many items there will be
+    (``items``; default: what the workspace holds once ingested). Where that is not known
+    before the ingest, the audit checks again right after its ingest, before anything is spent;
+    with the source offline, ``check`` lists the import as unchecked too."""
+    from scoring.imports import get
+
+    if items is None:
+        held = stored_items(cfg.workspace / DB_NAME)
+        items = Items(held, True, f"holds {held} items") if held else Items(None)
+    problems = []
+    for i, imp in enumerate(cfg.scoring.imports if cfg.scoring else ()):
+        fmt, key = get(imp.format), f"scoring.imports[{i}].dir"
+        if not hasattr(fmt, "misfits"):
+            continue
+        if items.count is not None and (bad := fmt.misfits([imp.dir], items.count, items.exact)):
+            more = f" (and {len(bad) - 1} more files)" if len(bad) > 1 else ""
+            problems.append((key, f"cannot match the items: {bad[0]}{more}, but the workspace {items.why}"))
+        elif not items.exact and items.offline and check is not None:
+            check.unchecked.append((key, "whether its files match the items the ingest makes (the audit counts "
+                                         "them right after its ingest, before anything is spent)"))
+    return problems
+
+
+def stored_items(db: Path) -> int | None:
+    """How many items an existing workspace holds (None: none yet); read-only."""
+    if not db.is_file():
+        return None
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM items").fetchone()[0] or None
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
 
 
 def plan_summary(cfg: AuditConfig) -> str:

@@ -237,7 +237,9 @@ def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
     for model, mode in pairs:
         detail = "; ".join(s["detail"] for s in summary if (s["model"], s["mode"]) == (model, mode))
         click.echo(f"  {model:<45} {mode:<12} {detail}")
-    click.echo(f"imported {len(summary)} {'files' if fmt == 'study-csv' else 'parts'}: {len(pairs)} (model, mode) pairs")
+    unit = "file" if fmt == "study-csv" else "part"
+    click.echo(f"imported {len(summary)} {unit}{'' if len(summary) == 1 else 's'}: {len(pairs)} (model, mode) "
+               f"pair{'' if len(pairs) == 1 else 's'}")
 
 
 from curate.filter.cli import filter_command  # noqa: E402

@@ -9,37 +9,58 @@ import click
 
 @click.command("check-config")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules, imported scores) to exist yet.")
+@click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules, imported scores) to exist "
+              "yet, nor read the data (its rows, a Hub dataset) or count the imported scores' rows.")
 def check_config(config, no_files):
     """Validate an audit CONFIG (default: the embedded demo), print its plan, and check that the
-    plan is complete: every input the filter rules read will exist after the planned stages.
+    plan is complete: every input the filter rules read will exist after the planned stages, and
+    nothing known now would stop the audit after it has spent anything (a placeholder such as
+    <COMMIT-SHA>, a missing ANTHROPIC_API_KEY or Hub token, score imports that cannot match the
+    items the ingest makes).
 
     Lists every problem, each with the config file and the key at fault, and exits 2 if any.
+    Exits 1 when the plan could not be checked in full: a Hub dataset that cannot be reached
+    from here ("cannot check offline").
     """
     from curate import audit_config as ac
-    from curate.audit_plan import plan_problems, plan_summary, scoring_fit_problems
+    from curate.audit_plan import before_spending, plan_summary, scoring_fit_problems
 
     path = config or ac.DEFAULT_CONFIG
     data = ac.read_yaml(path)
     problems = ac.config_problems(data)
-    complete = None
+    complete, unchecked = None, []
     if not problems:
         resolved = ac.build(data, file=path.resolve(), cwd=Path.cwd())
         missing = [(key, f"no such file or folder: {p}") for key, p in ac.missing_inputs(resolved)]
         # what `curate audit` refuses up front (outputs that clash, ...), then what it needs
-        problems = ac.stage_problems(resolved) + ([] if no_files else missing)
+        problems = ac.stage_problems(resolved)
         if not missing:
-            problems += plan_problems(resolved)
+            check = before_spending(resolved, sources=not no_files)  # --no-files: the data is not read either
+            problems += check.problems
+            unchecked = check.unchecked
             complete = not problems
-        elif no_files:
-            problems += scoring_fit_problems(resolved)  # needs no input files
+        else:
+            problems += before_spending(resolved, files=False).problems + ([] if no_files else missing)
+            if no_files:
+                problems += scoring_fit_problems(resolved)  # needs no input files
+    offline = [f"cannot check offline: {what}: {why}" for what, why in unchecked]
     if problems:
+        for line in offline:
+            click.echo(f"note: {line}", err=True)
         report(path, problems)
     click.echo(f"config     {path.resolve()}")
     for line in ac.describe(resolved):
         click.echo(line)
-    click.echo(plan_summary(resolved) if complete else "plan completeness not checked: input files are missing (--no-files)")
     retirement_notes(resolved)
+    if not complete:
+        click.echo("plan completeness not checked: input files are missing (--no-files)")
+    elif offline:
+        click.echo("\n".join(offline))
+        click.echo("plan not fully checked: what is named above needs the Hub; the rest is "
+                   + plan_summary(resolved).removeprefix("plan "))
+        sys.exit(1)
+    else:
+        click.echo(plan_summary(resolved))
 
 
 def retirement_notes(cfg) -> None:
@@ -68,10 +89,10 @@ def audit(config):
     """
     from curate import audit_config as ac
     from curate.audit import run_audit, summary_lines
-    from curate.audit_plan import plan_problems
+    from curate.audit_plan import before_spending
 
     cfg = ac.load_config(config)
-    problems = plan_problems(cfg)  # before anything is spent
+    problems = before_spending(cfg).problems  # before anything is spent
     if problems:
         report(cfg.file, problems)
     click.echo(f"config     {cfg.file}")

@@ -73,3 +73,10 @@ def export(workspace, kind, out, fmt, queue, decisions, fewshot):
     records, columns = table(kind, workspace, **({} if fewshot is None else {"fewshot": fewshot}))
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")
+    if kind == "item-stats" and records:
+        from curate.analyses.item_stats import irt_note
+
+        if note := irt_note(len(records[0]["models"].split(", "))):
+            click.echo(f"note: {note}", err=True)
+        if records[0]["set_apart"]:
+            click.echo(f"note: set apart from the item statistics: {records[0]['set_apart']}", err=True)

@@ -98,11 +98,14 @@ def _schema(o: Option) -> dict:
     return prop
 
 
-def click_options(table: list[Option]):
+def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str, str]] | None = None):
     """A decorator adding the table's options to a click command, in table order; an old
     spelling given on the command line sets the option it was renamed to. A backend's own knobs
     (``backend`` set) are given as ``-o NAME VALUE``, checked as their flag would be; their
-    flags stay, hidden, so ``--help`` lists what every backend takes and one ``-o`` line."""
+    flags stay, hidden, so ``--help`` lists what every backend takes and one ``-o`` line.
+    ``backend_of(kwargs)`` gives the backend the command's model runs on and how the user named
+    it (``("anthropic", "--annotator anthropic:claude-haiku-4-5")``): a setting of another
+    backend is refused rather than ignored."""
     knobs = {o.name: o for o in table if o.backend}
 
     def decorate(f):
@@ -113,9 +116,15 @@ def click_options(table: list[Option]):
                     value = kwargs.pop(_alias_key(o, i))
                     if value is not None and value is not False:
                         kwargs[o.name] = value
+            given: dict[str, str] = {}
             for name, value in kwargs.pop(_KNOBS, ()) if knobs else ():
                 o = _knob(knobs, name)
+                if o.name in given:
+                    raise click.UsageError(f"-o {name} is given twice ({given[o.name]!r}, then {value!r}): give it once")
+                given[o.name] = value
                 kwargs[o.name] = _knob_value(o, name, value)
+            if backend_of and knobs:
+                _check_backend(knobs, given, *backend_of(kwargs))
             return f(**kwargs)
 
         for o in reversed(table):
@@ -150,10 +159,22 @@ def _knob(knobs: dict, name: str) -> Option:
     return o
 
 
+def _check_backend(knobs: dict, given: dict, backend: str, named: str) -> None:
+    """Refuse a backend's setting (as -o or its hidden flag) when the model runs on another
+    backend: it would be ignored silently."""
+    ctx = click.get_current_context()
+    for o in knobs.values():
+        by_flag = ctx.get_parameter_source(o.name) is click.core.ParameterSource.COMMANDLINE
+        if o.backend != backend and (o.name in given or by_flag):
+            how = f"-o {o.name.replace('_', '-')}" if o.name in given else o.spelling
+            raise click.UsageError(f"{how} is a setting of the {o.backend} backend; {named} runs on the {backend} "
+                                   "backend, which would ignore it")
+
+
 def _knob_value(o: Option, name: str, value: str):
     """``value`` as the option's flag would take it (type, range, the option's own check)."""
     ctx = click.get_current_context()
-    kind = click.BOOL if o.type is bool else o.click_type()
+    kind = click.BOOL if o.type is bool else click.types.convert_type(o.click_type())
     try:
         converted = kind.convert(value, None, ctx)
         check = _callback(o).get("callback")

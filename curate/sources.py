@@ -25,6 +25,11 @@ BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "c
 COMPRESSION = (".gz", ".bz2", ".xz", ".zst")
 
 
+class SplitNotFound(InputError):
+    """A local folder holds no data of the split asked for (the few-shot pool tells this apart
+    from a split that is there but cannot be read)."""
+
+
 @dataclass
 class Source:
     rows: object  # row dicts: a datasets.Dataset, or a list (JSON files, read with every value as written)
@@ -216,8 +221,9 @@ def _subfolder(folder: Path, name: str, what: str = "config") -> Path:
         return folder / name
     there = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     flag = "--config" if what == "config" else "--split"
-    raise InputError(f"no subfolder {name!r} for {flag}; the subfolders are: {_listing(there) or '(none)'}",
-                     path=str(folder), field=what)
+    error = SplitNotFound if what == "split" else InputError
+    raise error(f"no subfolder {name!r} for {flag}; the subfolders are: {_listing(there) or '(none)'}",
+                path=str(folder), field=what)
 
 
 def files_of_split(folder: Path, split: str) -> list[Path]:
@@ -231,9 +237,9 @@ def files_of_split(folder: Path, split: str) -> list[Path]:
         raise InputError("the folder holds no data files", path=str(folder))
     named = [f for f in files if f.name.split(".")[0].split("-")[0] == split]
     if not named:
-        raise InputError(f"no file for split {split!r} (a file's name must start with it); the files are: "
-                         f"{_listing([f.relative_to(folder).as_posix() for f in files])}; name the split with "
-                         "--split, or the file itself with --data", path=str(folder), field="split")
+        raise SplitNotFound(f"no file for split {split!r} (a file's name must start with it); the files are: "
+                            f"{_listing([f.relative_to(folder).as_posix() for f in files])}; name the split with "
+                            "--split, or the file itself with --data", path=str(folder), field="split")
     parents = sorted({f.parent.relative_to(folder).as_posix() for f in named})
     if len(parents) > 1:
         raise InputError(f"the files of split {split!r} are in {len(parents)} subfolders ({_listing(parents)}), "
@@ -292,7 +298,7 @@ def _open_hub(repo_id: str, split: str, revision: str | None, config: str | None
         rows = datasets.load_dataset(repo_id, config, split=split, revision=revision)
     except Exception as exc:
         raise InputError(f"not a local path, and loading it from the Hugging Face Hub failed: "
-                         f"{_root_cause(exc)}", path=repo_id) from exc
+                         f"{root_cause(exc)}", path=repo_id) from exc
     resolved = None
     try:
         from huggingface_hub import HfApi
@@ -403,7 +409,7 @@ def json_kind(value) -> str:
     return {str: "string", list: "array", dict: "object"}[type(value)]
 
 
-def _root_cause(exc: BaseException) -> str:
+def root_cause(exc: BaseException) -> str:
     while exc.__cause__ is not None or exc.__context__ is not None:
         exc = exc.__cause__ or exc.__context__
     return f"{type(exc).__name__}: {exc}"

@@ -5,8 +5,11 @@
   cp1252, or Shift-JIS), the one legacy encoding whose reading is unambiguous: several readings
   that give different text (ISO-8859-2 and cp1250 share most Polish letters, a French file reads
   as letters in cp1250 too) are refused, naming them and a word they disagree on, rather than
-  guessed between. A file that is UTF-8 but for some lines is refused with the lines at fault,
-  since any guess would garble its UTF-8 characters.
+  guessed between. In English text, a letter where another reading has the apostrophe of a
+  contraction or possessive (Mac Roman's "sister’s" read as cp850's "sisterıs") is garbling;
+  charset-normalizer alone reads such a file as cp1250 ("sisterŐs"). A file that is UTF-8
+  but for some lines is refused with the lines at fault, since any guess would garble its UTF-8
+  characters.
 - CSV delimiter: the one given, else the one candidate (, ; tab |) that splits every sampled
   record, header included, into the same number of fields (more than one). A header rarely
   holds a comma, so a semicolon file whose cells hold commas (list literals, prose) is still
@@ -51,6 +54,8 @@ _CJK = ("CJK", "HIRAGANA", "KATAKANA", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC")
 _MIXABLE = (frozenset(("LATIN", "CJK")), frozenset(("LATIN", "HANGUL")))  # scripts written together in one word
 _SYMBOL_LETTERS = "ªºµ"  # letters to Unicode, written as symbols after numbers (1º, 5µm)
 _IN_WORD = "’‘ʼ′‐‑‒–—·…"  # punctuation that typography puts inside words (you’ve, l·l)
+#: An English contraction or possessive written with a typographic apostrophe (sister’s, don’t).
+_CONTRACTION = re.compile(r"[a-z]+([’ʼ])(?:s|t|d|m|ll|re|ve)", re.IGNORECASE)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -164,15 +169,18 @@ def _utf8_text_lines(raw: bytes) -> list[bytes]:
 def plausible_readings(raw: bytes) -> list[list[str]]:
     """The readings of ``raw`` that could be the right one, each as the LEGACY encodings that give
     it. A reading is dropped when it decodes to control characters, when another reading is never
-    more garbled (``_garbled``) on the words where the two differ and sometimes less, and, among
-    those left, when charset-normalizer finds it messy (its own threshold: it tells readings in the
-    wrong script apart, not one Latin code page from another)."""
+    more garbled (``_garbled``, and in English text ``_apostrophes_read_as_letters``) on the words
+    where the two differ and sometimes less, and, among those left, when charset-normalizer finds
+    it messy (its own threshold: it tells readings in the wrong script apart, not one Latin code
+    page from another)."""
     groups = _readings(raw)
     if len(groups) < 2:
         return groups
     words = _sample_words(raw)
     read = {g[0]: [w.decode(g[0], "replace") for w in words] for g in groups}
     garbled = {g[0]: {i for i, word in enumerate(read[g[0]]) if _garbled(word)} for g in groups}
+    for name, indexes in _apostrophes_read_as_letters(raw, read).items():
+        garbled[name] |= indexes
 
     def beats(a: str, b: str) -> bool:
         return bool(garbled[b] - garbled[a]) and not garbled[a] - garbled[b]
@@ -184,6 +192,33 @@ def plausible_readings(raw: bytes) -> list[list[str]]:
         differ = [i for i in range(len(words)) if len({read[g[0]][i] for g in left}) > 1]
         left = [g for g in left if mess_ratio(" ".join(read[g[0]][i] for i in differ)) < 0.2] or left
     return left
+
+
+def _apostrophes_read_as_letters(raw: bytes, read: dict[str, list[str]]) -> dict[str, set[int]]:
+    """For each reading, the words where it has a letter and another reading the apostrophe of an
+    English contraction or possessive (Mac Roman's 0xD5 in "sister’s" is cp850's ı: "sisterıs"),
+    in a file whose ASCII text, the text every reading shares, charset-normalizer finds English.
+    English writes no letter there; another language may ("país" in Mac Roman is "pa’s" in cp1252)."""
+    found: dict[str, set[int]] = {name: set() for name in read}
+    contractions = [(i, name, match) for name, words in read.items() for i, word in enumerate(words)
+                    if (match := _CONTRACTION.fullmatch(word))]
+    if not contractions or not _ascii_text_is_english(raw):
+        return found
+    for i, name, match in contractions:
+        for other, words in read.items():
+            if len(words[i]) == len(read[name][i]) and words[i][match.start(1)].isalpha():
+                found[other].add(i)
+    return found
+
+
+def _ascii_text_is_english(raw: bytes, sample: int = 1_000_000) -> bool:
+    """Whether charset-normalizer's language of the ASCII bytes of ``raw`` (its first ``sample``)
+    is English. A reading's own language is no guide: a small English file read in Mac Roman
+    is "German" to it."""
+    from charset_normalizer.cd import coherence_ratio
+
+    languages = coherence_ratio(raw[:sample].decode("ascii", "ignore"))
+    return bool(languages) and languages[0][0] == "English"
 
 
 def _readings(raw: bytes) -> list[list[str]]:

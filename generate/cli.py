@@ -8,6 +8,7 @@ import click
 from curate.click_types import end_of_run
 from curate.options import click_options
 from generate.options import GENERATE
+from scoring.model_spec import backend_named
 from scoring.cli import _label, _modes  # one reading of --modes and --label for every command that takes them
 
 
@@ -26,7 +27,7 @@ def _template(ctx, param, value: str) -> str:
 @click.option("--template", default="numbered", show_default=True, callback=_template,
               help="Prompt wording (generate/templates/NAME.yaml): numbered or question.")
 @click.option("--label", default=None, callback=_label, help="Model name stored with the answers (default: --model).")
-@click_options(GENERATE)
+@click_options(GENERATE, backend_of=lambda kw: backend_named(kw["model"], "--model"))
 def generate(workspace, model, modes, seeds, template, temperature, top_p, max_new_tokens, limit, label, replace,
              batch_size, dtype, device, concurrency, max_cost, retries, parse_retries, backoff, timeout, key_header,
              quiet, fewshot, fewshot_pool):

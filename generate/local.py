@@ -140,7 +140,7 @@ class LocalGenerator:
 
         with torch.no_grad():
             cache = self.model(input_ids=torch.tensor([[self.eos_ids[0]]], device=self.device), use_cache=True,
-                               logits_to_keep=1).past_key_values
+                               logits_to_keep=1).cache  # transformers 5 name (past_key_values warns)
         return type(cache) is DynamicCache and all(type(layer) is DynamicLayer for layer in cache.layers)
 
     def _prefix_cache(self, ids: tuple[int, ...]):
@@ -152,7 +152,7 @@ class LocalGenerator:
             cached.clear()
             with torch.no_grad():
                 cached[ids] = self.model(input_ids=torch.tensor([list(ids)], device=self.device), use_cache=True,
-                                         logits_to_keep=1).past_key_values
+                                         logits_to_keep=1).cache
         return cached[ids]
 
     def generate(self, encoded: list[list[int]], *, temperature: float, top_p: float, max_new_tokens: int,

@@ -18,10 +18,12 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -35,6 +37,9 @@ from generate.parse import Parsed, parse_reply
 from generate.prompts import DEFAULT_TEMPLATE, load_template, render, shown_options, shuffle_order
 from generate.store import (add_ledger, add_run, done_keys, ledger_totals, open_generations, settings_label,
                             write_generations)
+
+if TYPE_CHECKING:  # the anthropic SDK is imported only for a Claude run
+    from curate.anthropic_api import spend
 
 
 @dataclass
@@ -202,7 +207,8 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             else:
                 from curate.anthropic_api import client as api, prices
                 prices.price(name)  # unknown model: fail before anything is asked
-                client = api.make_client(timeout=timeout, key_header=key_header)  # a bad key or URL: one line, now
+                # a missing or bad key or URL: one line, now
+                client = api.make_client(timeout=timeout, key_header=key_header, stage="generate")
                 identity = {"model": name, "parse_retries": parse_retries}
             scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
                      "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
@@ -234,6 +240,7 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
             job.bar = tqdm(total=len(todo), unit="answer", desc=f"generate {label}", disable=not show_progress,
                            dynamic_ncols=True)
             loop_start = time.perf_counter()
+            interrupted = False
             try:
                 if backend == "local":
                     run_local(job, todo, engine, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
@@ -242,15 +249,24 @@ def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int
                     run_claude(job, todo, name, client, max_new_tokens=max_new_tokens,
                                concurrency=concurrency, max_cost=max_cost, retries=retries, backoff=backoff,
                                parse_retries=parse_retries)
+            except KeyboardInterrupt:
+                interrupted = True
+                raise
             finally:
                 job.bar.close()
+                if interrupted and backend == "anthropic":  # Ctrl-C: where the run stands, not a bare "Aborted!"
+                    stored = done_keys(ws, label, tpl.name, settings)
+                    print(spend.interrupted(max_cost, ledger_totals(ws, run_id), unit="answers", held=job.held,
+                                            left=sum(1 for u in units if u.done_key not in stored)), file=sys.stderr)
             loop_seconds = time.perf_counter() - loop_start
             cost = ledger_totals(ws, run_id)
-            if job.over_budget is not None and job.stopped is None:
-                from curate.anthropic_api import spend
-                job.stopped = spend.cap_reached(max_cost, job.over_budget, cost)
             stored = done_keys(ws, label, tpl.name, settings)
             computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
+            if job.over_budget is not None and job.stopped is None:
+                rest = [u for u in units if u.done_key not in stored]
+                job.stopped = spend.cap_reached(max_cost, job.over_budget, cost, left=len(rest), unit="answers",
+                                                done=computed, worst_left=worst_left(rest, name, max_new_tokens,
+                                                                                     parse_retries))
             return {"run_id": run_id, "model": label, "backend": backend, "template": tpl.name, "settings": settings,
                     "items": len(items), "modes": list(modes), "seeds": seeds, "units": len(units),
                     "cached": len(units) - len(todo), "computed": computed,
@@ -293,6 +309,8 @@ class Job:
     over_budget: str | None = None     # why --max-cost kept the next request back
     last_error: str | None = None
     spent: float = 0.0
+    held: spend.Held | None = None     # how --max-cost holds the run back now (None: it does not)
+    told: bool = False                 # why the cap slows the run was said
 
     def __post_init__(self):
         self.counts: Counter = Counter()
@@ -315,7 +333,20 @@ class Job:
             self.bar.update(done)
             self.bar.set_postfix(strict=self.counts["strict"], lenient=self.counts["lenient"],
                                  unparsed=self.counts["unparsed"], failed=self.counts["failed"],
-                                 **({"usd": f"{self.spent:.4f}"} if self.spent else {}), refresh=False)
+                                 **({"usd": f"{self.spent:.4f}"} if self.spent else {}),
+                                 **({"cap": self.held.progress()} if self.held else {}), refresh=False)
+
+    def hold(self, held: spend.Held | None) -> None:
+        """The cap holds the run back (``held``) or lets it go again (None): on the progress line,
+        and the first time in a line of its own saying why the run slows down."""
+        self.held = held
+        if self.bar is None or self.bar.disable:
+            return
+        if held is not None and not self.told:
+            self.told = True
+            self.bar.write(held.why(), file=sys.stderr)
+        self.show(0)
+        self.bar.refresh()
 
 
 # --- local: length-sorted batches, one transaction per batch ---------------------------------
@@ -395,11 +426,21 @@ def run_claude(job: Job, todo: list[Unit], model: str, client, *, max_new_tokens
 
     try:
         kept_back = spending.send_all(todo, start, finish, concurrency=concurrency,
-                                      halted=lambda: job.stopped is not None or job.over_budget is not None)
+                                      halted=lambda: job.stopped is not None or job.over_budget is not None,
+                                      waiting=job.hold)
     finally:
         spending.close()
     if kept_back is not None:
         job.over_budget = spend.kept_back(kept_back)
+
+
+def worst_left(units: list[Unit], model: str, max_new_tokens: int, parse_retries: int) -> float:
+    """What ``units`` could cost at most, as ``--max-cost`` reserves it (each request and re-ask)."""
+    from generate import claude
+
+    return sum(claude.worst_case_usd(claude.request_params(model, u.instructions, u.user, max_new_tokens=max_new_tokens),
+                                     len(u.order), parse_retries)
+               for u in units)
 
 
 def summary_line(s: dict) -> str:

@@ -50,21 +50,25 @@ def _modes(ctx, param, value: str) -> list[str]:
 @click.option("--label", default=None, callback=_label, help="Model name stored with the scores (default: --model).")
 @click.option("--verify-batch-invariance", "verify", type=click.IntRange(min=0), default=0, metavar="K",
               help="Afterwards re-score K random items one at a time and report the largest difference.")
-@click.option("--no-seq-mean", "no_seq_mean", is_flag=True,
-              help="Skip the study's whole-sequence mean: only lm-eval's scores (faster).")
+@click.option("--no-seq-mean", "no_seq_mean", is_flag=True, hidden=True, help="--seq-mean none.")
 @click_options(SCORE)
 def score(workspace, model, modes, formulations, dtype, device, max_memory, batch_tokens, limit, label, verify,
-          no_seq_mean, self_check, replace, quiet, fewshot, fewshot_pool, prefix_cache_mb, text_scores):
+          no_seq_mean, self_check, replace, quiet, fewshot, seq_mean, fewshot_pool, prefix_cache_mb, text_scores):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.models import emulated_half
     from scoring.run import score_workspace, verify_batch_invariance
+    from scoring.self_check import check_line
 
+    if no_seq_mean:  # the older spelling of --seq-mean none
+        if click.get_current_context().get_parameter_source("seq_mean") is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--no-seq-mean is --seq-mean none: give one of them")
+        seq_mean = "none"
     if max_memory is not None and device != "auto":  # it would be stored with the run and never used
         raise click.UsageError("--max-memory places a model with --device auto; it has no use with --device "
                                f"{device}")
 
     summary = score_workspace(workspace, model, modes, dtype=dtype, device=device, batch_tokens=batch_tokens,
-                              limit=limit, show_progress=not quiet, label=label, seq_mean=not no_seq_mean,
+                              limit=limit, show_progress=not quiet, label=label, seq_mean=seq_mean,
                               replace=replace, formulations=formulations, self_check_items=self_check,
                               max_memory=max_memory, fewshot=fewshot, fewshot_pool=fewshot_pool,
                               prefix_cache_mb=prefix_cache_mb, text_scores=text_scores)
@@ -83,8 +87,7 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
     if self_check and summary["computed"] and not check["items"]:  # every row longer than --batch-tokens
         click.echo(f"note: self-check {check['note']}", err=True)
     if check["items"]:
-        click.echo(f"self-check: {check['items']} units (an item in one mode) also scored by the model's own forward, "
-                   f"largest difference {check['max_abs_diff']:.1e} ({summary['runner']} runner)")
+        click.echo(f"{check_line(check, 'units (an item in one mode)')} ({summary['runner']} runner)")
     if summary["computed"] and emulated_half(dtype, device):
         click.echo(f"note: this CPU has no native {dtype} instructions, so --dtype {dtype} ran slower than float32 "
                    f"would (torch converts in software); the scores are those of a {dtype} model all the same",
@@ -107,6 +110,7 @@ def score(workspace, model, modes, formulations, dtype, device, max_memory, batc
 @click_options(TEXT_SCORES)
 def text_scores(workspace, model, dtype, device, batch_tokens, limit, label, self_check, replace, quiet):
     """Store membership signals of each item's own text (loss, zlib, Min-K%, Min-K%++) under a model."""
+    from scoring.self_check import check_line
     from scoring.text_run import text_score_workspace
 
     s = text_score_workspace(workspace, model, dtype=dtype, device=device, batch_tokens=batch_tokens, limit=limit,
@@ -117,5 +121,4 @@ def text_scores(workspace, model, dtype, device, batch_tokens, limit, label, sel
                f"{s['cached']} cached, {s['tokens']} tokens in {s['seconds']:.1f} s"
                + (f" (run {s['run_id']})" if s["computed"] else ""))
     if s["self_check"]["items"]:
-        click.echo(f"self-check: {s['self_check']['items']} texts also scored by the model's own forward, largest "
-                   f"difference {s['self_check']['max_abs_diff']:.1e}")
+        click.echo(check_line(s["self_check"], "texts"))

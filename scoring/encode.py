@@ -143,8 +143,10 @@ def needed_strings(context: str | list[str], options: list[str], delimiter: str 
     return out
 
 
-def build_units(tokenizer, specs, *, max_length: int, seq_mean: bool = True, chunk: int = 2000) -> list["Unit"]:
-    """``build_unit`` for many specs (``Spec`` or tuples of its fields), tokenizing in batches."""
+def build_units(tokenizer, specs, *, max_length: int, seq_mean=True, chunk: int = 2000) -> list["Unit"]:
+    """``build_unit`` for many specs (``Spec`` or tuples of its fields), tokenizing in batches.
+    ``seq_mean``: for every spec, or a function of a spec's shot count."""
+    wants = seq_mean if callable(seq_mean) else lambda fewshot: seq_mean
     units = []
     specs = [Spec(*s) for s in specs]
     for start in range(0, len(specs), chunk):
@@ -154,7 +156,8 @@ def build_units(tokenizer, specs, *, max_length: int, seq_mean: bool = True, chu
         for special in (True, False):
             encoder.prefetch([s for s, sp in wanted if sp == special], special)
         units += [build_unit(encoder, s.item_index, s.mode, s.context, s.options, max_length=max_length,
-                             seq_mean=seq_mean, delimiter=s.delimiter, formulation=s.formulation, fewshot=s.fewshot)
+                             seq_mean=wants(s.fewshot), delimiter=s.delimiter, formulation=s.formulation,
+                             fewshot=s.fewshot)
                   for s in part]
     return units
 

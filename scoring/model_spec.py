@@ -29,3 +29,8 @@ def canonical(spec: str, what: str = "model") -> str:
     name stored with annotations, so both spellings resume the same records."""
     backend, name = parse(spec, what)
     return f"{backend}:{name}"
+
+
+def backend_named(spec: str, flag: str) -> tuple[str, str]:
+    """(the backend ``spec`` runs on, how the user named it): for refusing another backend's settings."""
+    return parse(spec, flag.lstrip("-"))[0], f"{flag} {spec}"

@@ -142,10 +142,23 @@ def folder_identity(folder: Path) -> str:
     return "folder:" + digest.hexdigest()
 
 
+#: The folders ``converted_gguf`` makes: ``<cache>/models/<name>-<16 hex digits of the GGUF file's sha256>``.
+CONVERTED_FOLDER = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
+
+
+def converted_name(folder: str | Path) -> str | None:
+    """The name a converted GGUF folder is made under (the built-in's, e.g. ``smollm2-135m``, or
+    the GGUF file's stem), or None for any other folder. Other tools (lm-eval) name a model by
+    the folder they loaded, and the hash in this one's name means nothing to a reader."""
+    folder = Path(folder)
+    match = CONVERTED_FOLDER.match(folder.name)
+    return match.group("name") if match and folder.parent.name == "models" else None
+
+
 def converted_gguf(gguf: Path, label: str, digest: str) -> Path:
     """A plain transformers folder made from ``gguf`` (whose ``file_sha256`` is ``digest``) once,
     atomically, and reused after."""
-    target = cache_dir() / "models" / f"{label}-{digest[7:23]}"
+    target = cache_dir() / "models" / f"{label}-{digest[7:23]}"  # converted_name reads it back
     if (target / "config.json").is_file():
         return target
     with open(gguf, "rb") as fh:

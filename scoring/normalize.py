@@ -59,9 +59,68 @@ def available(scores: pd.DataFrame) -> list[str]:
     return [n for n in NORMALIZATIONS if len(scores) and option_values(scores, n).notna().all()]
 
 
+def present(scores: pd.DataFrame) -> list[str]:
+    """The normalizations some row of ``scores`` has a value for (``predictions`` leaves out the
+    items that lack one)."""
+    return [n for n in NORMALIZATIONS if len(scores) and option_values(scores, n).notna().any()]
+
+
 def groups_available(scores: pd.DataFrame) -> dict[tuple[str, str, str], list[str]]:
     """The normalizations each (model, mode, formulation) has values for on every option."""
     return {key: available(group) for key, group in with_formulation(scores).groupby(CONDITION, sort=True)}
+
+
+def model_normalizations(scores: pd.DataFrame, requested: str | None = None) -> dict[str, str]:
+    """Each model's normalization, so that a workspace mixing sources (the study's CSVs hold only
+    ``seq_mean``, lm-eval's samples no ``seq_mean``) is analysed whole: ``requested`` for every
+    model that has it on every option (refused when no model has it); else the one normalization all
+    models have (the first of
+    ``PREFERENCE``), when there is one; else each model's own first of ``PREFERENCE`` that all its
+    (mode, formulation) have (failing that, the one it lacks on the fewest options: those items
+    are left out of its predictions). The report says which model used which."""
+    if requested is not None and requested not in NORMALIZATIONS:
+        raise CurateError(f"unknown normalization {requested!r}; known: {', '.join(NORMALIZATIONS)}")
+    groups = groups_available(scores)
+    if not groups:
+        raise CurateError("the workspace has no scores; import or score some first (curate import-scores)")
+    by_model: dict[str, set[str]] = {}
+    for (model, _, _), norms in groups.items():
+        by_model[model] = by_model.get(model, set(norms)) & set(norms)
+    if requested is not None and not any(requested in norms for norms in by_model.values()):
+        raise CurateError(f"normalization {requested!r} is missing for {_listed(_gaps(scores, requested))}")
+    common = set.intersection(*by_model.values())
+    shared = next((n for n in PREFERENCE if n in common), None)
+    out = {}
+    for model, norms in sorted(by_model.items()):
+        if requested in norms:
+            out[model] = requested
+        elif shared is not None and requested is None:
+            out[model] = shared
+        else:
+            mine = scores[scores["model"] == model]
+            out[model] = next((n for n in PREFERENCE if n in norms), None) or min(
+                PREFERENCE, key=lambda n: int(option_values(mine, n).isna().sum()))
+    return out
+
+
+def lacking(scores: pd.DataFrame, model: str, normalization: str) -> str:
+    """Where ``model`` lacks ``normalization``: 'model/mode/formulation (k of n options)', listed."""
+    return _listed(_gaps(scores[scores["model"] == model], normalization))
+
+
+def most_shared(normalizations: dict[str, str]) -> str:
+    """The normalization most models use (ties: the first of ``PREFERENCE``): the report's primary."""
+    counts = {n: list(normalizations.values()).count(n) for n in set(normalizations.values())}
+    return min(counts, key=lambda n: (-counts[n], PREFERENCE.index(n)))
+
+
+def predictions_by_model(scores: pd.DataFrame, normalizations: dict[str, str]) -> pd.DataFrame:
+    """``predictions`` of each model under its own normalization (``model_normalizations``), with
+    a ``normalization`` column."""
+    frames = [predictions(group, normalizations[model]).assign(normalization=normalizations[model])
+              for model, group in scores.groupby("model", sort=True) if model in normalizations]
+    return pd.concat(frames, ignore_index=True) if frames else predictions(scores.iloc[:0], "sum").assign(
+        normalization=pd.Series(dtype=str))
 
 
 def primary_normalization(scores: pd.DataFrame, requested: str | None = None) -> str:
@@ -85,7 +144,7 @@ def primary_normalization(scores: pd.DataFrame, requested: str | None = None) ->
                   key=lambda n: len(_gaps(scores, n)), default=None)
     hint = f"; {closest!r} comes closest, missing for {_listed(_gaps(scores, closest))}" if closest else ""
     raise CurateError("no normalization has a value on every option of every (model, mode, formulation)" + hint +
-                      ". Score or import the missing values, or leave those models or modes out (--model, --mode)")
+                      ". Score or import the missing values, or name a normalization those models have")
 
 
 def _gaps(scores: pd.DataFrame, norm: str) -> list[str]:

@@ -13,6 +13,15 @@ from curate.options import Option, defaults
 from scoring.models import DTYPES
 
 SHOTS_PATTERN = "^ *[0-9]+ *(, *[0-9]+ *)*$"
+#: Which rows get the study's whole-sequence mean (``seq_mean``): 0-shot rows only (the default:
+#: the study defined it on 0-shot prompts; over k shots it mostly measures the shared header, and
+#: it costs a third of a 5-shot run), every row, or none (lm-eval's numbers only).
+SEQ_MEAN = ("0-shot", "all", "none")
+
+
+def wants_seq_mean(policy: str, fewshot: int) -> bool:
+    """Whether a ``fewshot``-shot row gets ``seq_mean`` under ``policy`` (one of ``SEQ_MEAN``)."""
+    return policy == "all" or (policy == "0-shot" and not fewshot)
 
 
 def shot_counts(value) -> list[int]:
@@ -70,12 +79,19 @@ SCORE = [
                 "builds them (e.g. 0,5); scores are kept per K.",
            config="Shot counts, comma-separated (e.g. '0,5'): each item scored after K examples as lm-eval builds "
                   "them; scores are kept per K."),
+    Option("seq_mean", choices=SEQ_MEAN, default="0-shot",
+           help="Which rows also get the study's whole-sequence mean log-probability (seq_mean; it needs every "
+                "context token's log-probability): 0-shot rows only, all (k-shot rows too: over k shots it mostly "
+                "measures the shared header, and costs about a third of a 5-shot run), or none (lm-eval's numbers "
+                "only; --no-seq-mean)."),
     Option("fewshot_pool", metavar="FILE|evaluated",
            help="Where the shots come from: a file of the benchmark's few-shot split, or 'evaluated' (the "
-                "workspace's items, each left out of its own shots) [default: the split's file beside the "
-                "workspace's source].",
+                "workspace's items, each left out of its own shots) [default: that split from the workspace's "
+                "source: the split's file beside a source file, its files in a source folder, or the same Hub "
+                "dataset at the same revision].",
            config="A file of the benchmark's few-shot split, or 'evaluated' (the workspace's own items, each left "
-                  "out of its own shots); absent: the split's file beside the workspace's source."),
+                  "out of its own shots); absent: that split from the workspace's source (the split's file beside "
+                  "a source file, its files in a source folder, or the same Hub dataset at the same revision)."),
 ]
 
 DEFAULTS = defaults(SCORE)

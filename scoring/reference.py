@@ -81,16 +81,21 @@ def allowed_difference(dtype: str, tokens: int, reference: float) -> float:
     return max(FLOOR[dtype], TOLERANCE[dtype] * tokens) + RELATIVE[dtype] * abs(reference)
 
 
+def compared_numbers(req, a, b) -> list[tuple[str, float, float, int]]:
+    """(what, ours, theirs, tokens) for each number of one request that the check compares."""
+    pairs = [(f"continuation {k}", a.cont_sums[k], b.cont_sums[k], len(c)) for k, c in enumerate(req.conts)]
+    if req.prefix_lp:
+        pairs.append(("prefix", a.prefix_sum, b.prefix_sum, len(req.prefix) - 1))
+    return pairs
+
+
 def worst_difference(requests, ours, theirs, dtype: str, names=None) -> str | None:
     """None when every number of ``ours`` is within the tolerance of ``theirs``, else a line naming
     the worst one: request (``names[i]``, default its index), continuation, both numbers."""
     worst, line = 0.0, None
     for i, (req, a, b) in enumerate(zip(requests, ours, theirs)):
         where = names[i] if names else f"request {i}"
-        pairs = [(f"continuation {k}", a.cont_sums[k], b.cont_sums[k], len(c)) for k, c in enumerate(req.conts)]
-        if req.prefix_lp:
-            pairs.append(("prefix", a.prefix_sum, b.prefix_sum, len(req.prefix) - 1))
-        for what, x, y, tokens in pairs:
+        for what, x, y, tokens in compared_numbers(req, a, b):
             allowed = allowed_difference(dtype, tokens, y)
             excess = abs(x - y) / allowed
             if excess > 1 and excess > worst:
@@ -104,3 +109,10 @@ def worst_difference(requests, ours, theirs, dtype: str, names=None) -> str | No
 def largest_difference(ours, theirs) -> float:
     return max((abs(x - y) for a, b in zip(ours, theirs)
                 for x, y in zip([a.prefix_sum, *a.cont_sums], [b.prefix_sum, *b.cont_sums])), default=0.0)
+
+
+def largest_compared(requests, ours, theirs, dtype: str) -> tuple[float, float]:
+    """(largest difference among the numbers the check compares, the tolerance for that number),
+    so a report can say how close to its limit the check came."""
+    return max(((abs(x - y), allowed_difference(dtype, tokens, y)) for req, a, b in zip(requests, ours, theirs)
+                for _, x, y, tokens in compared_numbers(req, a, b)), default=(0.0, FLOOR[dtype]))

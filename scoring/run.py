@@ -35,7 +35,7 @@ from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
 from scoring.logits import input_device
 from scoring.models import DTYPES, check_device, load, placement, resolve
-from scoring.options import DEFAULTS, shot_counts
+from scoring.options import DEFAULTS, SEQ_MEAN, shot_counts, wants_seq_mean
 from scoring.self_check import self_check
 from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
                            write_scores)
@@ -65,9 +65,9 @@ def max_length(model, tokenizer) -> int:
 def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True,
                     formulation: str = "cloze", fewshot: int = 0) -> set[str]:
     """Items of (label, mode, formulation, fewshot) whose stored scores have this content key (and a
-    seq_mean, when one is wanted: a run with --no-seq-mean leaves it empty). Scores of another
-    engine version, or k-shot scores from another few-shot pool (``key["fewshot_key"]``), are
-    not reused."""
+    seq_mean, when one is wanted: a run with --seq-mean none, or a k-shot row of a run with
+    --seq-mean 0-shot, leaves it empty). Scores of another engine version, or k-shot scores from
+    another few-shot pool (``key["fewshot_key"]``), are not reused."""
     rows = ws.conn.execute(
         "SELECT s.item_id, s.content_hash, r.model_hash, r.tokenizer_hash, r.dtype, r.engine, "
         "coalesce(json_extract(r.info_json, '$.seq_mean'), 1), json_extract(r.info_json, '$.fewshot_key') "
@@ -76,9 +76,16 @@ def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = Tr
     hashes = {it: h for it, h in ws.conn.execute("SELECT item_id, content_hash FROM items")}
     wanted = (key["model_hash"], key["tokenizer_hash"], key["dtype"], key["engine"])
     pool = key.get("fewshot_key") if fewshot else None
-    return {item_id for item_id, content, mh, th, dt, engine, has_seq_mean, fk in rows
-            if content == hashes.get(item_id) and (has_seq_mean or not seq_mean) and (mh, th, dt, engine) == wanted
+    return {item_id for item_id, content, mh, th, dt, engine, policy, fk in rows
+            if content == hashes.get(item_id) and (not seq_mean or _had_seq_mean(policy, fewshot))
+            and (mh, th, dt, engine) == wanted
             and (not fewshot or fk == pool)}
+
+
+def _had_seq_mean(policy, fewshot: int) -> bool:
+    """Whether a run's rows of ``fewshot`` shots hold seq_mean: its info's ``seq_mean`` is a
+    ``SEQ_MEAN`` policy, or (runs before the policy) true or false for every row."""
+    return wants_seq_mean(policy, fewshot) if isinstance(policy, str) else bool(policy)
 
 
 def batches(units: list[Unit], batch_tokens: int) -> list[list[Unit]]:
@@ -205,7 +212,7 @@ def versions() -> dict:
 def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS["dtype"],
                     device: str = DEFAULTS["device"], batch_tokens: int = DEFAULTS["batch_tokens"],
                     limit: int | None = DEFAULTS["limit"], show_progress: bool = True,
-                    label: str | None = None, seq_mean: bool = True, replace: bool = DEFAULTS["replace"],
+                    label: str | None = None, seq_mean: str = DEFAULTS["seq_mean"], replace: bool = DEFAULTS["replace"],
                     formulations: list[str] | None = None, self_check_items: int = DEFAULTS["self_check"],
                     max_memory=DEFAULTS["max_memory"], fewshot=DEFAULTS["fewshot"],
                     fewshot_pool: str | None = DEFAULTS["fewshot_pool"],
@@ -216,9 +223,9 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
 
     ``label`` is the model name stored with the scores (default: ``model``); it must not hold
     scores of another model, tokenizer or dtype unless ``replace`` deletes them (all of the
-    label's modes) first. ``seq_mean=False``
-    skips the study's whole-sequence mean (it needs every context token's log-probability, so
-    it costs extra output-projection work): only lm-eval's numbers are computed.
+    label's modes) first. ``seq_mean`` (``scoring.options.SEQ_MEAN``) says which rows also get the
+    study's whole-sequence mean (it needs every context token's log-probability, so it costs extra
+    output-projection work): "0-shot" rows only, "all", or "none" (only lm-eval's numbers).
 
     ``fewshot`` (shot counts, "0,5" or a list) scores each item after k worked examples as well,
     built as lm-eval builds them (``curate.fewshot``), from ``fewshot_pool``
@@ -251,6 +258,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
+    if seq_mean not in SEQ_MEAN:
+        raise CurateError(f"seq_mean {seq_mean!r}: choose from {', '.join(SEQ_MEAN)}")
     if dtype not in DTYPES:
         raise CurateError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     for name in formulations or []:
@@ -321,13 +330,13 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
                     for f in item_formulations(items[i], formulations):
                         if (mode, f, k) not in done:
                             done[mode, f, k] = set() if stale else cached_item_ids(
-                                ws, label, mode, key, seq_mean=seq_mean, formulation=f, fewshot=k)
+                                ws, label, mode, key, seq_mean=wants_seq_mean(seq_mean, k), formulation=f, fewshot=k)
                         units.append((i, mode, f, k, items[i]["item_id"] not in done[mode, f, k]))
         plan, checked = [], {"items": 0, "note": "nothing to compute"}
         missing = {(i, mode, f, k) for i, mode, f, k, todo in units if todo}
         if missing or text_units:
             specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in units]
-            built = build_units(tokenizer, specs, max_length=limit_len, seq_mean=seq_mean)
+            built = build_units(tokenizer, specs, max_length=limit_len, seq_mean=partial(wants_seq_mean, seq_mean))
             for unit in built:
                 if unit_key(unit) in text_units:
                     ask_stats(unit, items[unit.item_index]["gold"])

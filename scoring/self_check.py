@@ -33,7 +33,8 @@ def self_check(model, planned, dtype: str, *, items: int, batch_tokens: int, pad
 def compare(model, units, dtype: str, *, pad_id: int, names, score=score_requests) -> dict:
     """Score ``units`` by the engine and by the plain reference, and stop with a CurateError naming
     the architecture and both numbers when they differ by more than the dtype's tolerance.
-    Returns items, largest difference, dtype, tolerances and runner."""
+    Returns items, largest difference, dtype, tolerances and runner, and the largest difference
+    among the numbers compared with the tolerance for that number (``check_line`` prints them)."""
     requests = [r for u in units for r in u.requests]
     labels = [f"{names(u)} request {k}" for u in units for k in range(len(u.requests))]
     ours = score(model, requests, pad_id=pad_id)
@@ -42,6 +43,16 @@ def compare(model, units, dtype: str, *, pad_id: int, names, score=score_request
     if line:
         raise CurateError(f"self-check failed: {architecture(model)} in {dtype} through the {runner_for(model)} runner, "
                           f"{line}; nothing was stored")
+    compared, allowed = reference.largest_compared(requests, ours, theirs, dtype)
     return {"items": len(units), "max_abs_diff": reference.largest_difference(ours, theirs), "dtype": dtype,
             "tolerance_per_token": reference.TOLERANCE[dtype],
-            "tolerance_relative": reference.RELATIVE[dtype], "runner": runner_for(model)}
+            "tolerance_relative": reference.RELATIVE[dtype], "runner": runner_for(model),
+            "largest_compared": compared, "tolerance_there": allowed}
+
+
+def check_line(check: dict, what: str) -> str:
+    """The line the commands print for a check that passed (one that failed stopped the run):
+    the largest compared difference, within the dtype's tolerance for that number."""
+    return (f"self-check: {check['items']} {what} also scored by the model's own forward: passed, largest "
+            f"difference {check['largest_compared']:.1e} within the {check['dtype']} tolerance of "
+            f"{check['tolerance_there']:.1e} for that number")

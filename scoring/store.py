@@ -193,7 +193,18 @@ def check_label(ws: Workspace, label: str, source: tuple, *, replace: bool = Fal
             f"label {label!r} already holds {describe_source(held)} (mode {mode}, run {run_id}); this run would store "
             f"{describe_source(source)}. Use another --label to keep both, or {flag} to delete the stored scores "
             f"of {label!r} first")
-    return ws.conn.execute("DELETE FROM scores WHERE model = ?", (label,)).rowcount
+    return delete_scores(ws, "model = ?", (label,))
+
+
+def delete_scores(ws: Workspace, where: str, params: tuple) -> int:
+    """Delete the score rows matching ``where`` (an SQL condition on ``scores``), and the run
+    records they leave with no rows: a replaced run must not stay listed as a source (call inside
+    the caller's transaction). Returns the rows deleted."""
+    runs = [r for (r,) in ws.conn.execute(f"SELECT DISTINCT run_id FROM scores WHERE {where}", params)]
+    deleted = ws.conn.execute(f"DELETE FROM scores WHERE {where}", params).rowcount
+    ws.conn.executemany("DELETE FROM score_runs WHERE run_id = ? AND NOT EXISTS "
+                        "(SELECT 1 FROM scores WHERE scores.run_id = score_runs.run_id)", ((r,) for r in runs))
+    return deleted
 
 
 def score_sources(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

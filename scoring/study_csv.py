@@ -18,7 +18,7 @@ import pandas as pd
 
 from curate.errors import CurateError, InputError
 from curate.items import sha256_text
-from scoring.store import add_run, check_label, label_lock, open_scores, write_scores
+from scoring.store import add_run, check_label, delete_scores, label_lock, open_scores, write_scores
 
 MODE_FOLDERS = {"full_prompt": "full", "zero_prompt": "zero", "placeholder_prompt": "placeholder"}
 VARIANT_PREFIXES = (("byte_mean_", "study_byte_mean"), ("sum_", "study_sum"))
@@ -210,7 +210,7 @@ def _check_files(ws, model: str, mode: str, run: str, *, replace: bool) -> None:
             f"({', '.join(sorted(files.values())) or 'run ' + held[0][0]}; run {held[0][0]}). Import all of its files "
             f"for this mode together (<model>.csv, sum_<model>.csv, byte_mean_<model>.csv), or --replace to "
             f"replace the stored ones")
-    ws.conn.execute("DELETE FROM scores WHERE model = ? AND mode = ?", (model, mode))
+    delete_scores(ws, "model = ? AND mode = ?", (model, mode))
 
 
 def _file_hash(path: Path) -> str:

@@ -131,8 +131,8 @@ def paper_ws(tmp_path_factory, hellaswag_ws) -> Path:
 # The longest test files, longest first (measured totals under `make test`). pytest-xdist hands each
 # worker the next file from the front of the collection, so these go first and short files fill
 # the end: otherwise one worker can run the last long file alone while the other waits.
-LONGEST_FIRST = ("test_scoring.py", "test_analyze_report.py", "test_reliability_annotate.py", "test_generate_local.py",
-                 "test_scoring_models.py", "test_review.py", "test_annotate_claude.py", "test_reliability_releases.py",
+LONGEST_FIRST = ("test_tutorial.py", "test_scoring.py", "test_analyze_report.py", "test_reliability_annotate.py",
+                 "test_generate_local.py", "test_scoring_models.py", "test_review.py", "test_annotate_claude.py", "test_reliability_releases.py",
                  "test_generate_claude.py", "test_ingest_builtin.py", "test_audit.py", "test_scoring_fast.py",
                  "test_audit_goldenswag.py", "test_scoring_identity.py", "test_scoring_formulations.py")
 

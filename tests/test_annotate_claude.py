@@ -320,3 +320,17 @@ def test_resumed_batch_skips_the_results_already_stored(base_ws, tmp_path, monke
     one_record_each(ws, 2, 6)
     with open_annotations(ws) as w:
         assert [r[0] for r in w.conn.execute("SELECT DISTINCT status FROM annotation_batches")] == ["processed"]
+
+
+def test_the_key_header_setting_given_with_o_reaches_the_server(base_ws, tmp_path):
+    """`-o key-header x-api-key` (a documented Claude setting) used to end in an AttributeError
+    (a str-typed setting had no click type to convert it); llm-katan checks the key in x-api-key."""
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    with katan(tmp_path, "--validate-keys", "--api-keys", f"anthropic={KEY}") as url:
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url}
+        proc = run_cli("annotate", ws, "--round", "2", "--annotator", ANNOTATOR, "--limit", "3",
+                       "-o", "key-header", "x-api-key", "--quiet", env=env)
+        gen = run_cli("generate", ws, "--model", ANNOTATOR, "--seeds", "1", "--limit", "2", "--modes", "full",
+                      "-o", "key-header", "x-api-key", "--quiet", env=env)
+    assert "valid 3" in proc.stdout and "Traceback" not in proc.stderr + gen.stderr
+    assert " 2 answers generated " in gen.stdout and "failed 0" in gen.stdout, gen.stdout

@@ -191,3 +191,17 @@ def test_import_refuses_an_option_named_both_best_and_worst(base_ws, tmp_path):
     one_line_error(proc, "r2.csv, row 6, field 'worst_option'", "item hellaswag/validation/6",
                    "'C' is also its best_option")
     assert records(ws).empty
+
+
+def test_agreement_with_nothing_to_compare_names_each_rounds_annotators(base_ws, tmp_path):
+    """One annotator has nothing to be compared with: the error names the annotators with valid
+    records in each round asked for (and how many items each), so the missing one is plain."""
+    from conftest import one_line_error
+
+    ws = copy_ws(base_ws, tmp_path / "ws")
+    round1_frame().to_csv(tmp_path / "a.csv", index=False)
+    import_study(ws, tmp_path / "a.csv", 1, annotator="imported:a")
+    proc = run_cli("agreement", ws, "--round", "1", check=False)
+    one_line_error(proc, "no pair of annotators", "round 1: imported:a (40 items)")
+    proc = run_cli("agreement", ws, check=False)
+    one_line_error(proc, "round 1: imported:a (40 items); round 2: none")

@@ -55,6 +55,17 @@ def test_local_annotator_small(tmp_path):
     assert again["skipped"] == 2 and again["valid"] == 0
 
 
+
+def test_the_command_reports_a_local_run_without_an_api_cost_line(tmp_path):
+    """A local annotator sends nothing to an API: `curate annotate` says it cost nothing instead
+    of "0.0000 USD for 0 replies" after every item was answered."""
+    from conftest import run_cli
+
+    root = small_workspace(tmp_path / "ws", 2)
+    out = run_cli("annotate", root, "--round", "1", "--annotator", ANNOTATOR, "--quiet").stdout
+    assert "valid 2," in out and "replies" not in out, out
+    assert "cost: none (a local model; nothing is sent to an API)" in out, out
+
 @pytest.mark.slow
 def test_local_annotator_50_items_both_rounds(tmp_path):
     root = small_workspace(tmp_path / "ws", 50)

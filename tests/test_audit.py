@@ -3,6 +3,7 @@ new work. Real local annotator and scorer (a tiny random Llama), real filter and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,8 @@ def test_audit_twice_second_run_does_no_new_work(tmp_path):
     config = small_demo_config(tmp_path, n_items=6, model=model)
     first = run_cli("audit", config, cwd=tmp_path).stdout
     assert "new work   ingest, annotate r1, annotate r2, score, filter, analyze, release" in first
+    released = re.search(r"ran\s+demo-clean 0\.1\.0: (\d+) of 6 items, \d+ files \+ manifest\.json -> (\S+)", first)
+    assert released and "{" not in first, first  # a line, not the target's dict
     out = tmp_path / "demo-out"
     where = out.resolve()
     assert f"review     curate review {where / 'workspace'} --decisions {where / 'decisions'} --queue removed" in first
@@ -146,3 +149,29 @@ def test_audit_refuses_a_workspace_made_from_other_settings(tmp_path):
     config.write_text(yaml.safe_dump(data))
     proc = run_cli("audit", config, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "other benchmark settings" in proc.stderr
+
+
+def test_each_annotation_round_prints_its_own_time(tmp_path, monkeypatch):
+    """The stage's two rounds are timed each on its own: round 1 took 0.2 s and round 2 0.8 s (a
+    stand-in annotator that sleeps), not both the stage's 1.0 s."""
+    import time
+
+    import annotate.run
+    from curate.audit import run_audit
+    from curate.audit_config import load_config
+
+    def stand_in(root, round, annotator, **kw):
+        time.sleep(0.2 if round == 1 else 0.8)
+        return {"valid": 6, "invalid": 0, "refused": 0, "skipped": 0, "cost": {}}
+
+    monkeypatch.setattr(annotate.run, "annotate_workspace", stand_in)
+    config = tmp_path / "audit.yaml"
+    config.write_text(yaml.safe_dump({
+        "workspace": str(tmp_path / "ws"),
+        "benchmark": {**yaml.safe_load(demo.config_path().read_text())["benchmark"], "path": str(demo.benchmark_path()),
+                      "limit": 6},
+        "annotators": [{"annotator": "local:smollm2-135m", "rounds": [1, 2]}]}))
+    lines = []
+    run_audit(load_config(config, cwd=tmp_path), echo=lines.append)
+    seconds = [float(re.search(r"\((\d+\.\d)s\)$", line).group(1)) for line in lines if "round" in line]
+    assert len(seconds) == 2 and seconds[0] < 0.6 <= seconds[1] < 1.0, lines

@@ -76,12 +76,14 @@ def zero_core_reference(rows: int | None) -> np.ndarray:
     return (right >= 7)[:rows] if rows else right >= 7
 
 
-def test_example_check_config_reports_the_plan_complete():
-    proc = run_cli("check-config", EXAMPLE, env={"HF_HUB_OFFLINE": "1"})
-    assert "score      import study-csv scores from" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1] == (
-        "plan complete: every input the rules read will exist after the planned stages "
-        "(annotator rounds: 2; model x mode x normalization: 10; tokenizers: 1)")
+def test_example_check_config_names_the_placeholder_to_fill_in():
+    """The example as committed pins no revision yet (`<COMMIT-SHA>`): check-config says so
+    rather than "plan complete" (tests/test_check_config_spend.py checks the rest)."""
+    proc = run_cli("check-config", EXAMPLE, env={"HF_HUB_OFFLINE": "1", "ANTHROPIC_API_KEY": KEY,
+                                                 "HF_TOKEN": "hf_unused"}, check=False)
+    assert proc.returncode == 2 and "plan complete" not in proc.stdout
+    assert proc.stderr.startswith("note: cannot check offline: benchmark.hub 'Rowan/hellaswag'")
+    assert f"error: {EXAMPLE}, field 'benchmark.revision': '<COMMIT-SHA>' is a placeholder" in proc.stderr
 
 
 def run_example(tmp_path, hub, rows):

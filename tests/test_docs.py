@@ -99,3 +99,21 @@ def test_every_command_line_the_docs_show_runs_a_real_command_with_real_options(
                 if flag.startswith("--") and flag not in options | {"--help"}:
                     problems.append(f"{page.relative_to(ROOT)}: {flag} is no option of: {line}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_docs_name_a_backends_own_setting_as_its_o_setting():
+    """Settings of one backend (`retries`, `key-header`, ...) are given as `-o NAME VALUE`, and
+    `--help` lists them only there: the docs name them so too (`-o retries 3`, not `--retries 3`),
+    except where they say that the old flags still work."""
+    from annotate.options import ANNOTATE
+    from generate.options import GENERATE
+    from scoring.options import SCORE
+
+    flags = {o.spelling for table in (ANNOTATE, GENERATE, SCORE) for o in table if o.backend}
+    assert {"--retries", "--parse-retries", "--key-header", "--batch-size"} <= flags
+    named = re.compile(r"`(" + "|".join(map(re.escape, sorted(flags, key=len, reverse=True))) + r")[` =]")
+    problems = [f"{page.relative_to(ROOT)}:{n}: {line.strip()}"
+                for page in [README, *PAGES]
+                for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1)
+                if named.search(line) and "old flags" not in line]
+    assert not problems, "name these as -o settings:\n" + "\n".join(problems)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import tracemalloc
 import unicodedata
 
 import pandas as pd
 import pytest
 
-from conftest import SHARED, one_line_error, run_cli
+from conftest import HELLASWAG, SHARED, one_line_error, run_cli, seed_random_scores
 from curate.adapters import get_adapter
 from curate.duplicates import detect, plant
 from curate.ingest import build_items
@@ -112,3 +113,94 @@ def test_cli_refuses_what_it_cannot_compare(tmp_path):
     one_line_error(run_cli("duplicates", ws, "--splits", "test", check=False), "one file")
     out = run_cli("duplicates", ws).stdout  # one file, default splits: nothing else to read, said so
     assert "splits not in the source: train, dev, test" in out
+
+
+def run_together(rows: list[dict], start: int, size: int) -> str:
+    """HellaSwag contexts from row ``start`` on, run together into about ``size`` characters."""
+    parts, end = [], start
+    while sum(map(len, parts)) + len(parts) < size:
+        parts.append(rows[end]["ctx"])
+        end += 1
+    return " ".join(parts)
+
+
+@pytest.fixture(scope="module")
+def huge_rows() -> list[dict]:
+    """Six items of 110-140k characters (issue 36: 27 s and 441 MB before the caps): an item, its
+    exact copy and a copy with three characters changed (at its start, middle and end); then three
+    items of the same long passage, each starting a few contexts later, so that LSH proposes every
+    pair of the six and only the edit distance tells them apart."""
+    rows = [json.loads(line) for line in gzip.open(HELLASWAG, "rt")]
+    text = run_together(rows, 0, 130_000)
+    near = list(text)
+    for at in (100, len(text) // 2, len(text) - 100):
+        near[at] = "Q" if near[at].lower() != "q" else "Z"
+    shifted = [run_together(rows, start, size) for start, size in ((5, 110_000), (10, 120_000), (15, 140_000))]
+    return [{"id": f"huge{n}", "question": t, "choices": rows[2000]["endings"], "answer": 0}
+            for n, t in enumerate([text, text, "".join(near), *shifted])]
+
+
+class Counted:
+    """rapidfuzz's Indel, recording the lengths of the two texts and the band (``score_cutoff``
+    of a distance) of each comparison."""
+
+    def __init__(self, indel, calls: list):
+        self.indel, self.calls = indel, calls
+
+    def __getattr__(self, name):
+        def call(a, b, **kw):
+            self.calls.append((len(a), len(b), kw.get("score_cutoff") if name == "distance" else None))
+            return getattr(self.indel, name)(a, b, **kw)
+        return call
+
+
+def test_huge_items_cost_is_bounded_and_their_copies_still_found(huge_rows, monkeypatch):
+    """The work for one huge item is capped: MinHash hashes at most 10,000 of its 5-grams, an
+    edit distance over its whole text is banded to MAX_EDIT, and a full (unbanded) comparison reads
+    at most 10,000 characters of each text; memory stays small. Its exact and near copies are
+    still pairs, and the other four (the same passage shifted) are not."""
+    from datasketch import MinHash
+
+    assert all(len(r["question"]) > 110_000 for r in huge_rows)
+    hashed, calls = [], []
+    update_batch = MinHash.update_batch
+    monkeypatch.setattr(MinHash, "update_batch", lambda self, b: (hashed.append(len(b)), update_batch(self, b))[1])
+    monkeypatch.setattr(detect, "Indel", Counted(detect.Indel, calls))
+    entries = [detect.entry({"item_id": r["id"], "context_parts": {"question": r["question"]},
+                             "options": r["choices"]}, "w") for r in huge_rows]
+    tracemalloc.start()
+    try:
+        pairs = detect.find_pairs(entries)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sum(hashed) <= 6 * 10_000, hashed
+    full = [(a, b) for a, b, band in calls if band is None]
+    assert all(band <= detect.MAX_EDIT for _, _, band in calls if band is not None), calls
+    assert all(a <= 10_000 and b <= 10_000 for a, b in full), full
+    assert peak < 100 * 2**20, f"{peak / 2**20:.0f} MB"
+    got = {(p.a, p.b): p for p in pairs}
+    assert set(got) == {("huge0", "huge1"), ("huge0", "huge2"), ("huge1", "huge2")}, got
+    assert got["huge0", "huge1"].exact and got["huge0", "huge1"].similarity == 1.0
+    near = got["huge0", "huge2"]
+    assert not near.exact and near.field == "both" and 0.9999 < near.similarity < 1.0
+    assert 0.9999 < near.question_similarity < 1.0 and near.options_similarity == 1.0
+
+
+def test_cli_and_report_say_how_many_items_were_capped(huge_rows, tmp_path):
+    """`curate duplicates` on the six huge items: the copies are found, and its output and the
+    report's section say how many items were over the caps (seeded random scores stand in for a
+    scoring run: analyze needs scores)."""
+    data = tmp_path / "huge.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in huge_rows))
+    ws = tmp_path / "ws"
+    run_cli("init", ws, "--benchmark", "generic", "--name", "huge", "--data", data, "--question", "question",
+            "--choices", "choices", "--answer", "answer", "--id-columns", "id")
+    out = run_cli("duplicates", ws).stdout
+    assert "3 pairs in 1 clusters of copies" in out, out
+    assert "6 items over 10000 characters" in out, out
+    seed_random_scores(ws)
+    run_cli("analyze", ws, "--out", tmp_path / "report")
+    section = json.loads((tmp_path / "report" / "metrics.json").read_text())["duplicates"]
+    assert section["n_pairs"] == 3 and section["long_items"] == 6
+    assert "6 items are over 10000 characters" in (tmp_path / "report" / "report.md").read_text()

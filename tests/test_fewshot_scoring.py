@@ -74,3 +74,31 @@ def test_a_missing_fewshot_split_is_one_line(tmp_path):
     one_line_error(proc, "few-shot split 'train'", "--fewshot-pool")
     proc = run_cli("score", ws, "--model", "smollm2-135m", "--fewshot", "x", "--quiet", check=False)
     assert proc.returncode == 2 and "expected shot counts" in proc.stderr
+
+
+def test_a_benchmark_folder_is_scored_k_shot_with_its_own_dev_split(tmp_path):
+    """A workspace made from the MMLU folder (dev, validation and test files, the Hub's layout)
+    scores 5-shot with no --fewshot-pool: its dev split is read from that folder, and every
+    context is the one a workspace made from the test file builds."""
+    from curate.fewshot_pool import fewshot_plan
+    from curate.store import Workspace
+    from scoring.run import unit_spec
+
+    contexts = {}
+    for name, data in (("folder", MMLU), ("file", MMLU / "test.jsonl.gz")):
+        run_cli("init", tmp_path / name, "--benchmark", "mmlu", "--data", data, "--split", "test", "--limit", "2")
+        with Workspace.open(tmp_path / name) as ws:
+            items = ws.items()
+            plan, settings, info = fewshot_plan(ws, items, [5], None)
+        contexts[name] = [unit_spec(i, item, mode, "letters", shots, settings).context
+                          for i, (item, shots) in enumerate(zip(items, plan[5])) for mode in ("full", "zero")]
+        assert info["fewshot_pool_items"] == 285, info
+    assert contexts["folder"] == contexts["file"]
+    assert contexts["folder"][0][0].startswith("The following are multiple choice questions (with answers) about "
+                                               "abstract algebra.\n\nFind all c in Z_3")
+    out = run_cli("score", tmp_path / "folder", "--model", "smollm2-135m", "--modes", "full", "--fewshot", "5",
+                  "--self-check", "1", "--quiet").stdout
+    assert "5-shot" in out and "2 item-modes computed" in out, out
+    info = json.loads(sqlite3.connect(tmp_path / "folder" / "workspace.db").execute(
+        "SELECT info_json FROM score_runs").fetchone()[0])
+    assert info["fewshot"] == [5] and info["fewshot_pool"] == str(MMLU.resolve()) and info["fewshot_split"] == "dev"

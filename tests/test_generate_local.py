@@ -212,3 +212,13 @@ def test_cached_shared_prefix_gives_the_same_replies_without_deprecation_warning
         cached = gen.generate(encoded, temperature=0, top_p=1, max_new_tokens=4, prefix=prefix)
     plain = gen.generate(encoded, temperature=0, top_p=1, max_new_tokens=4)
     assert [o.text for o in cached] == [o.text for o in plain]
+
+
+def test_the_command_prints_no_deprecation_warning(tmp_path):
+    """`curate generate` with a local model printed transformers' "`past_key_values`/`cache_params`
+    are deprecated" (a logged warning, not a Python one) when reading the shared prefix's cache."""
+    ws = small_workspace(tmp_path / "ws", 2)
+    proc = run_cli("generate", ws, "--model", MODEL, "--modes", "zero", "--seeds", "1", "--max-new-tokens", "4",
+                   "--quiet")
+    assert len(stored(ws)) == 2, proc.stdout
+    assert "deprecated" not in proc.stderr.lower(), proc.stderr

@@ -104,3 +104,18 @@ def test_bad_settings_fail_in_one_line_before_any_work(tmp_path):
     from generate.store import open_generations
     with open_generations(ws) as w:
         assert w.tables()["generations"] == 0 and w.tables()["generation_runs"] == 0
+
+
+def test_a_missing_key_names_the_command_that_needs_it(tmp_path):
+    """Without ANTHROPIC_API_KEY, `curate generate` and `curate annotate` each say that they need
+    it and what for, in one line, before anything is stored."""
+    from annotate_helpers import small_workspace
+    from conftest import one_line_error, run_cli
+
+    ws = small_workspace(tmp_path / "ws", 3)
+    no_key = {"ANTHROPIC_API_KEY": ""}
+    proc = run_cli("generate", ws, "--model", "anthropic:claude-haiku-4-5", "--quiet", check=False, env=no_key)
+    one_line_error(proc, "set ANTHROPIC_API_KEY", "to answer with an anthropic: model (the generate stage)")
+    proc = run_cli("annotate", ws, "--round", "1", "--annotator", "anthropic:claude-haiku-4-5", "--quiet",
+                   check=False, env=no_key)
+    one_line_error(proc, "set ANTHROPIC_API_KEY", "to annotate with an anthropic: annotator (the annotate stage)")

@@ -172,6 +172,11 @@ def test_wrong_gold_and_bad_values_are_refused(workspaces, tmp_path):
     proc = run_cli("import-scores", ws, "--format", "lm-eval-samples", run_folder(tmp_path / "b", "mmlu", samples),
                    "--quiet", check=False)
     one_line_error(proc, "doc_id 4", "field 'resps.1'", "not a log-likelihood")
+    samples = read_lines(samples_file("mmlu"))
+    samples[3]["resps"][2] = [["-0.5", "Maybe"]]  # was stored as False
+    proc = run_cli("import-scores", ws, "--format", "lm-eval-samples", run_folder(tmp_path / "c", "mmlu", samples),
+                   "--quiet", check=False)
+    one_line_error(proc, "doc_id 3", "field 'resps.2'", "is_greedy 'Maybe' is neither True nor False")
     assert_nothing_stored(ws)
 
 
@@ -205,6 +210,7 @@ def test_reimport_is_idempotent_and_another_file_needs_replace(workspaces, tmp_p
     assert scores.loc[(scores["item_id"] == "hellaswag/validation/0") & (scores["option_index"] == 0),
                       "logprob_sum"].item() == -1.0
     assert len(scores) == len(first) and set(scores["run_id"]) != set(first["run_id"])
+    assert runs["run_id"].tolist() == scores["run_id"].unique().tolist()  # the replaced run is gone, not left empty
 
 
 def test_each_results_file_is_read_once_per_import(workspaces, tmp_path, monkeypatch):
@@ -232,10 +238,57 @@ def test_label_and_a_tree_of_models(workspaces, tmp_path):
         shutil.copy(samples_file("hellaswag"), folder)
     out = run_cli("import-scores", ws, "--format", "lm-eval-samples", tmp_path / "out", "--quiet").stdout
     assert "org/model-a" in out and "org/model-b" in out
-    run_cli("import-scores", ws, "--format", "lm-eval-samples", samples_file("hellaswag"), "--label", "mine", "--quiet")
+    one = run_cli("import-scores", ws, "--format", "lm-eval-samples", samples_file("hellaswag"), "--label", "mine",
+                  "--quiet").stdout
+    assert one.endswith("imported 1 part: 1 (model, mode) pair\n") and "imported 2 parts: 2 (model, mode) pairs" in out
     scores, _ = stored(ws)
     assert sorted(scores["model"].unique()) == ["mine", "org/model-a", "org/model-b"]
     assert (scores.groupby("model")["item_id"].nunique() == 50).all()
+
+
+HUB_SNAPSHOT = "/home/u/.cache/huggingface/hub/models--HuggingFaceTB--SmolLM2-135M/snapshots/" + "0123abcd" * 5
+
+
+@pytest.mark.parametrize("model_name, label", [
+    ("/root/.cache/benchcurate/models/smollm2-135m-b179c9523d0e6a0f", "smollm2-135m"),  # the built-in, converted
+    ("/data/bc/models/SmolLM2-135M-Instruct.Q4_1-b179c9523d0e6a0f/", "SmolLM2-135M-Instruct.Q4_1"),  # a GGUF file's
+    (HUB_SNAPSHOT, "HuggingFaceTB/SmolLM2-135M"),
+    ("/tmp/tmp8pedh1p5/SmolLM2-135M", "SmolLM2-135M"),
+    ("./runs/step-0123456789abcdef", "step-0123456789abcdef"),  # a hash-like name outside a models/ folder stays
+    ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
+])
+def test_a_model_is_labelled_by_a_human_name(model_name, label):
+    from scoring.imports.lm_eval_samples import model_label
+    assert model_label({"model_name": model_name, "config": {}}, Path("results.json")) == label
+    assert model_label({"config": {"model_args": f"pretrained={model_name},dtype=float32"}}, Path("r.json")) == label
+
+
+def test_the_converted_builtin_is_imported_as_smollm2_135m(workspaces, tmp_path):
+    """lm_eval run on the folder `curate score --model smollm2-135m` loads (its hashed cache
+    folder) stores the scores as smollm2-135m; beside curate score's own smollm2-135m scores the
+    import is refused with what to do, and --label keeps both."""
+    from scoring.models import resolve
+
+    ws = ws_copy(workspaces, "hellaswag", tmp_path)
+    [res] = FIXTURES.glob("results_*.json")
+    folder = tmp_path / "out" / "run"
+    folder.mkdir(parents=True)
+    results = json.loads(res.read_text())
+    path = resolve("smollm2-135m").path
+    results["model_name"], results["config"]["model_args"]["pretrained"] = path, path
+    (folder / res.name).write_text(json.dumps(results))
+    shutil.copy(samples_file("hellaswag"), folder)
+    out = run_cli("import-scores", ws, "--format", "lm-eval-samples", folder, "--quiet").stdout
+    assert "smollm2-135m " in out and "b179c9523d0e6a0f" not in out
+    assert stored(ws)[0]["model"].unique().tolist() == ["smollm2-135m"]
+
+    scored = ws_copy(workspaces, "hellaswag", tmp_path / "scored")
+    run_cli("score", scored, "--model", "smollm2-135m", "--modes", "full", "--limit", 2, "--quiet", "--self-check", "0")
+    proc = run_cli("import-scores", scored, "--format", "lm-eval-samples", folder, "--quiet", check=False)
+    one_line_error(proc, "label 'smollm2-135m' already holds", "Use another --label to keep both")
+    run_cli("import-scores", scored, "--format", "lm-eval-samples", folder, "--label", "smollm2-135m-lm-eval",
+            "--quiet")
+    assert sorted(stored(scored)[0]["model"].unique()) == ["smollm2-135m", "smollm2-135m-lm-eval"]
 
 
 def test_parquet_equals_jsonl(workspaces, tmp_path):

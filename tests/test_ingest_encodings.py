@@ -42,6 +42,18 @@ JAPANESE = [
 ]
 FRENCH = [["Où est la gare?", "ici", "là-bas", "à côté", "très loin", "B"],
           ["Qu'a mangé le garçon à Noël?", "une crème brûlée", "une pomme", "du pain", "rien", "A"]]
+# English whose only characters above ASCII are typographic apostrophes: cp1252 writes ’ as 0x92,
+# which Mac Roman reads as í ("didnít"); Mac Roman writes it as 0xD5, which cp850 reads as ı
+# ("didnıt"). Letters both, but no English word has one there.
+ENGLISH = [["Why didn’t the sister’s car start?", "the battery", "the fuel", "the tyres", "the key", "A"],
+           ["Which of these is a noun?", "it’s", "house", "run", "quickly", "B"],
+           ["What’s the capital of France?", "Paris", "Rome", "Berlin", "Madrid", "A"]]
+# Spanish in Mac Roman: its í (0x92) is cp1252's ’, so cp1252 reads "país" as "pa’s", an English
+# possessive; the text is not English, so that decides nothing (á, é and ú garble cp1252).
+SPANISH = [["Qué río pasa por Sevilla?", "el Guadalquivir", "el Tajo", "el Ebro", "el Duero", "A"],
+           ["Cuántos días tiene un año?", "trescientos sesenta y cinco", "cien", "mil", "doce", "A"],
+           ["En qué país está Lima?", "en el Perú", "en Chile", "en Bolivia", "en Ecuador", "A"],
+           ["Quién es el tío de María?", "el hermano de su padre", "su primo", "su abuelo", "su hijo", "A"]]
 
 
 def csv_text(rows) -> str:
@@ -143,6 +155,9 @@ def test_utf16_with_a_byte_order_mark_is_read(tmp_path):
     ([["中国的首都是哪里？", "北京。", "上海。", "广州。", "深圳。", "A"],
       ["蜘蛛有几条腿？", "八条。", "六条。", "四条。", "十条。", "A"],
       ["谁写了红楼梦？", "曹雪芹。", "鲁迅。", "老舍。", "巴金。", "A"]], "gb18030", "gb18030"),
+    (ENGLISH, "cp1252", "cp1252"),
+    (ENGLISH, "mac_roman", "mac-roman"),
+    (SPANISH, "mac_roman", "mac-roman"),
 ])
 def test_an_unambiguous_legacy_file_is_read(rows, encoding, expected):
     assert decode(csv_text(rows).encode(encoding), "f.csv") == (csv_text(rows), expected)

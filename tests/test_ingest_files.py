@@ -1,12 +1,13 @@
 """Real-world files through the generic adapter, built from the real MMLU data: a semicolon CSV
-whose choices are Python list literals, a cp1252 file, answers as letters, 0- or 1-based numbers,
-labels in another case or the answer's text, options that look like numbers; every failure one
-line naming file, row and field."""
+whose choices are Python list literals, a cp1252 file, MMLU-Redux's Mac Roman CSVs, answers as
+letters, 0- or 1-based numbers, labels in another case or the answer's text, options that look
+like numbers; every failure one line naming file, row and field."""
 from __future__ import annotations
 
 import csv
 import gzip
 import json
+import re
 
 import pytest
 
@@ -76,6 +77,64 @@ def test_cp1252_file_keeps_its_characters(tmp_path, mmlu_rows):
         assert [it["options"] for it in got] == [[c.strip() for c in r["choices"]] for r in chosen]
         with Workspace.open(ws) as w:
             assert w.meta("source")["encoding"] == "cp1252"
+
+
+# MMLU-Redux (edinburgh-dawg/mmlu-redux) as its CSVs are downloaded: its columns, the choices a
+# Python list literal, the answer an index, 100 rows of the subject's MMLU test questions, written
+# in Mac Roman. moral_scenarios holds three ’ (0xD5: "sister’s", "bully’s"), its only bytes above
+# 127; anatomy is the real rows with the typography of a Mac editor: ’ in "patient’s", … (0xC9),
+# and in the second file “ ” (0xD2, 0xD3) too. Row 52 of anatomy is left out: its → has no byte
+# in Mac Roman. cp850 reads 0xD5 as a dotless ı ("sisterıs"), a letter, so these files were refused.
+REDUX_HEADER = ["question", "choices", "answer", "error_type", "source", "correct_answer", "potential_reason"]
+MORAL_PICKS = [*range(97), 189, 285, 619]
+ANATOMY_PICKS = [*(i for i in range(100) if i != 52), 118]
+
+
+def apostrophes(text):
+    return re.sub(r"(?<=[a-z])'(?=[a-z])", "’", text)
+
+
+def curly(text):
+    return apostrophes(text).replace('"The right', "“The right").replace('valve…"', "valve…”")
+
+
+def redux_csv(path, mmlu_rows, subject, picks, typography=str):
+    """The rows written as MMLU-Redux's CSV in Mac Roman, and the rows."""
+    rows = [r for r in mmlu_rows if r["subject"] == subject]
+    chosen = [{**rows[i], "question": typography(rows[i]["question"]),
+               "choices": [typography(c) for c in rows[i]["choices"]]} for i in picks]
+    write_csv(path, REDUX_HEADER, [(r["question"], repr(r["choices"]), r["answer"], "ok", "", "", "") for r in chosen],
+              encoding="mac_roman")
+    return path, chosen
+
+
+@pytest.mark.parametrize("subject,picks,typography", [
+    ("moral_scenarios", MORAL_PICKS, str),
+    ("anatomy", ANATOMY_PICKS, apostrophes),
+    ("anatomy", ANATOMY_PICKS, curly),
+])
+def test_mmlu_redux_mac_roman_csvs_ingest_without_flags(tmp_path, mmlu_rows, subject, picks, typography):
+    data, chosen = redux_csv(tmp_path / f"mmlu_{subject}.csv", mmlu_rows, subject, picks, typography)
+    assert b"\xd5" in data.read_bytes()  # ’, in every file
+    run_cli("init", tmp_path / "ws", "--benchmark", "generic", "--data", data, "--question", "question",
+            "--choices", "choices", "--answer", "answer")
+    got = items(tmp_path / "ws")
+    assert [it["context_parts"]["question"] for it in got] == [r["question"] for r in chosen]
+    assert [it["options"] for it in got] == [[c.strip() for c in r["choices"]] for r in chosen]
+    assert [it["gold"] for it in got] == [r["answer"] for r in chosen]
+    assert any("sister’s" in q or "patient’s" in q for q in (r["question"] for r in chosen))
+    with Workspace.open(tmp_path / "ws") as w:
+        assert w.meta("source")["encoding"] == "mac-roman"
+
+
+def test_charset_normalizer_alone_misreads_the_moral_scenarios_shape(tmp_path, mmlu_rows):
+    """Why textfiles.py has its apostrophe rule: the detector's own pick for the moral_scenarios
+    file is cp1250 ("sisterŐs"). Should a version pick Mac Roman, prefer its judgement."""
+    from charset_normalizer import from_bytes
+
+    data, _ = redux_csv(tmp_path / "mmlu_moral_scenarios.csv", mmlu_rows, "moral_scenarios", MORAL_PICKS)
+    best = from_bytes(data.read_bytes()).best()
+    assert best.encoding == "cp1250" and "sisterŐs" in str(best)
 
 
 def test_answer_spellings(tmp_path, mmlu_rows):

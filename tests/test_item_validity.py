@@ -11,8 +11,8 @@ import pytest
 from benchmarks.detectors_gold_moves import measure, plant_gold_moves, read_responses
 from conftest import PAPER_SCORES, small_workspace
 from curate.analyses.accuracy import all_predictions
-from curate.analyses.irt import fit_2pl
-from curate.analyses.item_stats import corrected_item_total, item_statistics
+from curate.analyses.irt import MAX_B, fit_2pl
+from curate.analyses.item_stats import IRT_COLUMNS, IRT_MIN_MODELS, corrected_item_total, irt_note, item_statistics
 from curate.analyses.responses import Responses, response_matrix, softmax_options
 from curate.analyses.suspects import suspects, two_best_baseline
 from scoring.store import open_scores, read_scores
@@ -208,8 +208,11 @@ def test_response_matrix_keeps_shot_counts_apart_and_names_what_it_leaves_out():
     r0 = response_matrix(frame, items, models=["m"])
     r5 = response_matrix(frame, items, models=["m"], fewshot=5)
     assert r0.correct.all() and not r5.correct.any() and r5.fewshot == 5
-    both = response_matrix(frame, items)  # model n scored 3 of the 4 items
+    both = response_matrix(frame, items, models=["m", "n"])  # model n scored 3 of the 4 items
     assert both.models == ["m", "n"] and list(both.item_ids) == ["i0", "i1", "i2"] and both.left_out == ("i3",)
+    # Named by no one, a model scored on under COVERAGE of the items is set apart, not shrinking the matrix.
+    default = response_matrix(frame, items)
+    assert default.models == ["m"] and default.left_out == () and default.set_apart == (("n", "scored on 3 of 4 items"),)
     from curate.errors import CurateError
     with pytest.raises(CurateError, match="no scores for model 'x'"):
         response_matrix(frame, items, models=["x"])
@@ -227,10 +230,29 @@ def test_few_models_give_finite_statistics(n_models):
         picks[0, 1:] = [1, 1, 1, 1, 0, 1]  # each model right on 2 of the 7 items
         picks[1, 1:] = [1, 0, 1, 1, 0, 1]
     r = _tiny_responses(picks, np.zeros(7, dtype=int))
-    stats = item_statistics(r)
-    cols = ["difficulty", "irt_a", "irt_b", "irt_a_se", "irt_b_se", "infit", "outfit"]
-    assert np.isfinite(stats[cols].to_numpy(float)).all()
+    fit = fit_2pl(r.correct)
+    assert all(np.isfinite(v).all() for v in (fit.a, fit.b, fit.a_se, fit.b_se, fit.infit, fit.outfit))
+    stats = item_statistics(r)  # fewer than IRT_MIN_MODELS: no fit reported, the rest finite
+    assert np.isfinite(stats["difficulty"].to_numpy(float)).all()
+    assert stats[list(IRT_COLUMNS)].isna().all().all() and "no 2PL IRT fit" in irt_note(n_models)
     assert np.isfinite(suspects(r, stats)["label_error_score"]).all()
+
+
+def test_two_models_keep_the_documented_bound_and_get_no_fit_reported():
+    """Two models of nearly equal accuracy: the final rescaling to sd 1 divided by their tiny spread
+    and b ran to -43..37 (-26.5..26.9 on the issue's workspace), past the documented |b| <= 10;
+    a fit on two models is not reported at all (item_statistics), and the bound holds in fit_2pl."""
+    rng = np.random.default_rng(1)
+    x = rng.random((2, 1000)) < 0.6
+    x[1] = x[0]
+    flip = rng.choice(1000, 50, replace=False)
+    x[1, flip] = ~x[1, flip]
+    fit = fit_2pl(x)
+    assert np.abs(fit.b).max() <= MAX_B
+    picks = np.where(x, 0, 1)
+    stats = item_statistics(_tiny_responses(picks, np.zeros(1000, dtype=int)))
+    assert stats["irt_b"].isna().all() and irt_note(2).startswith("no 2PL IRT fit: 2 models")
+    assert irt_note(IRT_MIN_MODELS) is None
 
 
 def test_2pl_converges_on_the_study_models(slice_responses):

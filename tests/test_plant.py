@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score  # imported before the CLI fork server starts (it sets KMP_*)
-from conftest import copy_ws, one_line_error, run_cli, save_tiny, seed_random_scores
+from conftest import copy_ws, one_line_error, run_cli, save_tiny, seed_random_scores, small_workspace
 
 import schemas
 from curate import demo
@@ -113,10 +114,10 @@ def test_scores_are_copied_with_gold_moves_and_refused_or_dropped_where_options_
     one_line_error(proc, "model 'm/a'", "--drop-unscored")
     assert not (tmp_path / "all").exists() and not (tmp_path / "all.plant-key.json").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
-    proc = plant(src, tmp_path / "all", "--kinds", ALL, "--seed", "1", "--drop-unscored")
-    assert "left out m/a" in proc.stdout and key_of(tmp_path / "all")["dropped_labels"] == ["m/a", "m/b"]
-    with open_scores(tmp_path / "all") as w:
-        assert read_scores(w).empty
+    # dropping both would leave no scores: refused too (test_drop_unscored_refuses_to_leave_no_scores_...)
+    proc = plant(src, tmp_path / "all", "--kinds", ALL, "--seed", "1", "--drop-unscored", check=False)
+    one_line_error(proc, "every model (m/a, m/b)")
+    assert not (tmp_path / "all").exists() and not (tmp_path / "all.plant-key.json").exists()
 
 
 def test_changed_options_are_rescored_and_the_rest_copied(demo_ws, tmp_path):
@@ -287,3 +288,115 @@ def test_evaluate_the_item_validity_scores_against_an_independent_count(demo_ws,
             assert row["auroc"] == pytest.approx(roc_auc_score(positive, series.to_numpy()), abs=1e-12)
             assert row["precision_at_k"] == pytest.approx(len(set(top) & moved) / 4)
     assert rows.loc[("label_error_score", "gold_move"), "auroc"] >= 0.9
+
+
+# --- issue 36: a planted source, an edited key, the rate's range, dropping every model ---------
+
+STUDY_ITEMS = 400
+
+
+@pytest.fixture(scope="module")
+def study_ws(tmp_path_factory):
+    """The first 400 HellaSwag validation items with the study's ten models' released full-prompt
+    scores (imported: no model can re-score a changed option)."""
+    from test_item_validity_fewshot import STUDY, write_scores
+
+    root = small_workspace(tmp_path_factory.mktemp("plant-study") / "ws", STUDY_ITEMS)
+    write_scores(root, STUDY, fewshot=0)
+    return root
+
+
+def test_a_planted_workspace_is_refused_as_a_source(study_ws, tmp_path):
+    """Planting again into a planted copy would give a key that knows only the new plants, and
+    evaluate would count the first plants as clean items: refused, nothing written."""
+    dst = tmp_path / "p"
+    plant(study_ws, dst, "--kinds", "gold_move", "--rate", "0.05", "--seed", "0")
+    rows = pd.DataFrame(json.loads(run_cli("plant", "evaluate", dst, "--key", tmp_path / "p.plant-key.json",
+                                           "--json").stdout)["rows"]).set_index("detector")
+    assert rows.loc["label_error_score", "k"] == 20 and rows.loc["label_error_score", "auroc"] >= 0.9
+    proc = plant(dst, tmp_path / "again", "--kinds", "gold_move", "--rate", "0.05", "--seed", "1", check=False)
+    one_line_error(proc, str(dst), "planted copy", "plant from the original workspace")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p", "p.plant-key.json"]
+
+
+def evaluate_key(ws, key):
+    return run_cli("plant", "evaluate", ws, "--key", key, check=False)
+
+
+def test_evaluate_refuses_an_edited_or_empty_key(study_ws, tmp_path):
+    """The key carries a digest of what it plants and of the planted items: an edited key, a
+    plant naming an item the workspace lacks, a key with no plants and a key written before keys
+    carried a digest are refused in one line; the key as written is read."""
+    dst = tmp_path / "p"
+    plant(study_ws, dst, "--kinds", "gold_move", "--rate", "0.02", "--seed", "0")
+    key = key_of(dst)
+    assert key["format"] == "benchcurate-plant-key/2" and key["key_digest"].startswith("sha256:")
+    assert evaluate_key(dst, tmp_path / "p.plant-key.json").returncode == 0
+
+    def edited(name, change) -> Path:
+        doc = json.loads(json.dumps(key))
+        change(doc)
+        (tmp_path / name).write_text(json.dumps(doc))
+        return tmp_path / name
+
+    outside = edited("outside.json", lambda d: d["planted"][0].update(item_id="hellaswag-val-9999"))
+    one_line_error(evaluate_key(dst, outside), "outside.json", "hellaswag-val-9999", "not in")
+    dropped = edited("dropped.json", lambda d: d["planted"].pop())
+    one_line_error(evaluate_key(dst, dropped), "dropped.json", "does not match", "edited")
+    counts = edited("counts.json", lambda d: d["counts"].update(gold_move=3))
+    one_line_error(evaluate_key(dst, counts), "counts.json", "does not match")
+    empty = edited("empty.json", lambda d: d.update(planted=[], counts={"gold_move": 0}))
+    one_line_error(evaluate_key(dst, empty), "empty.json", "no plants")
+    old = edited("old.json", lambda d: d.update(format="benchcurate-plant-key/1") or d.pop("key_digest"))
+    one_line_error(evaluate_key(dst, old), "old.json", "re-plant")
+
+
+def test_the_rate_is_above_0_and_below_1_and_leaves_an_item_unplanted(demo_ws, tmp_path):
+    """--rate's range is 0 < rate < 1, both ends refused by the option itself: a rate of 1 would
+    leave no unplanted item for evaluate to compare against. Within it, the kinds together must
+    leave at least one of the items unplanted; the lowest rate plants one item per kind."""
+    for rate in ("0", "1"):
+        proc = plant(demo_ws, tmp_path / f"r{rate}", "--kinds", "gold_move", "--rate", rate, check=False)
+        assert proc.returncode == 2 and f"{float(rate)} is not in the range 0<x<1" in proc.stderr, proc.stderr
+    one_line_error(plant(demo_ws, tmp_path / "all", "--kinds", "gold_move", "--rate", "0.99", check=False),
+                   "40 of the 40 items", "at least one", "unplanted")
+    proc = plant(demo_ws, tmp_path / "top", "--kinds", "gold_move", "--rate", "0.975")
+    assert "planted 39 of 40 items (gold_move 39)" in proc.stdout
+    proc = plant(demo_ws, tmp_path / "low", "--rate", "0.0001")
+    assert "planted 4 of 40 items" in proc.stdout
+    assert schemas.load("plant-key")["properties"]["rate"] == {"type": "number", "exclusiveMinimum": 0,
+                                                                "exclusiveMaximum": 1}
+
+
+def test_drop_unscored_refuses_to_leave_no_scores_and_counts_what_it_drops(study_ws, tmp_path):
+    """--drop-unscored that would leave out every model (the study's imported scores: none can be
+    re-scored) is refused in one line, nothing written; where a model holds no score of a changed
+    item it stays, and each model left out is reported with the count of its scores dropped."""
+    proc = plant(study_ws, tmp_path / "none", "--kinds", "no_right_answer", "--rate", "0.01", "--drop-unscored",
+                 check=False)
+    one_line_error(proc, "--drop-unscored", "every model", "no scores")
+    assert list(tmp_path.iterdir()) == []
+
+    # the plants are the same without the scores: learn them, then take one model's changed items away
+    src = copy_ws(study_ws, tmp_path / "src")
+    with open_scores(src) as w:
+        models = sorted(read_scores(w)["model"].unique())
+    bare = copy_ws(study_ws, tmp_path / "bare")
+    with open_scores(bare) as w, w.transaction():
+        w.conn.execute("DELETE FROM scores")
+        w.conn.execute("DELETE FROM score_runs")
+    plant(bare, tmp_path / "probe", "--kinds", "no_right_answer", "--rate", "0.01", "--seed", "0")
+    changed = [p["item_id"] for p in key_of(tmp_path / "probe")["planted"]]
+    kept = models[0]
+    with open_scores(src) as w, w.transaction():
+        w.conn.execute("DELETE FROM scores WHERE model = ? AND item_id IN (SELECT value FROM json_each(?))",
+                       (kept, json.dumps(changed)))
+    proc = plant(src, tmp_path / "some", "--kinds", "no_right_answer", "--rate", "0.01", "--seed", "0",
+                 "--drop-unscored")
+    assert key_of(tmp_path / "some")["planted"] == key_of(tmp_path / "probe")["planted"]
+    per_model = (STUDY_ITEMS - len(changed)) * 4  # its rows of the changed items were never copied
+    for model in models[1:]:
+        assert f"left out {model}: {per_model} scores dropped" in proc.stdout
+    assert key_of(tmp_path / "some")["dropped_scores"] == {m: per_model for m in models[1:]}
+    with open_scores(tmp_path / "some") as w:
+        assert sorted(read_scores(w)["model"].unique()) == [kept]

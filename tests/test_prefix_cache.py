@@ -137,7 +137,7 @@ def test_a_fewshot_run_caches_each_header_once_with_the_numbers_of_no_cache(tmp_
     ws = ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("mmlu"))
     pool = str(SHARED / "benchmarks" / "mmlu" / "dev.jsonl.gz")
     runs = {mb: score_workspace(ws, "smollm2-135m", ["full"], label=f"m{mb}", fewshot="2", fewshot_pool=pool,
-                                seq_mean=mb > 0, prefix_cache_mb=mb, show_progress=False) for mb in (256, 0)}
+                                seq_mean="all" if mb else "none", prefix_cache_mb=mb, show_progress=False) for mb in (256, 0)}
     assert runs[256]["prefix_cache"]["prefixes"] == 2 and runs[0]["prefix_cache"]["prefixes"] == 0
     assert runs[256]["self_check"]["items"] == 2 and runs[256]["self_check"]["max_abs_diff"] < 1e-3
     headers = runs[256]["prefix_cache"]["prefix_tokens"]  # each fed once instead of twice

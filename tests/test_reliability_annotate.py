@@ -440,12 +440,14 @@ def test_endpoint_answering_200_with_something_else(base_ws, tmp_path, body, say
 @pytest.mark.parametrize("command", ["annotate", "generate"])
 @pytest.mark.parametrize("key, url, header, says", [
     (KEY + "\n", None, None, "ANTHROPIC_API_KEY holds a line break"),
-    (KEY, None, "x api key", "--key-header 'x api key' is not a valid HTTP header name"),
+    (KEY, None, "x api key", "-o key-header 'x api key' is not a valid HTTP header name"),
     (KEY, "http://127.0.0.1::1", None, "ANTHROPIC_BASE_URL 'http://127.0.0.1::1' is not a usable URL"),
     (KEY, "localhost:8080", None, "ANTHROPIC_BASE_URL 'localhost:8080' is not a usable URL"),
     (KEY, "http://127.0.0.1:99999", None, "ANTHROPIC_BASE_URL 'http://127.0.0.1:99999' is not a usable URL: port "
                                           "99999 is not a TCP port"),
-], ids=["key-newline", "bad-header", "bad-port", "no-scheme", "port-out-of-range"])
+    (KEY, "http://user:p@[bad", None, "is not a usable URL: '%5Bbad' is no host name or IP address"),
+    (KEY, "http://api example.com", None, "is not a usable URL: 'api%20example.com' is no host name"),
+], ids=["key-newline", "bad-header", "bad-port", "no-scheme", "port-out-of-range", "bad-host", "space-in-host"])
 def test_a_bad_setting_is_one_line_without_retries(base_ws, tmp_path, command, key, url, header, says):
     """Reported at once, naming the setting (never the key); not a "Connection error" retried
     with backoff, not a traceback. Nothing is sent."""

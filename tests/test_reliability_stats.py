@@ -259,12 +259,19 @@ def test_one_model_has_no_paired_difference_and_typos_are_refused(tmp_path):
 
 
 def test_one_missing_value_is_named_with_its_count(tmp_path):
-    """One option without a seq_mean leaves no normalization complete: the refusal names the
-    model, mode and how many options lack it, rather than asking to score whole pairs."""
+    """One option without a seq_mean leaves no normalization complete for every model: the report
+    (issue 37: never refused whole) reads that model under its own normalization and names the
+    model, mode and how many options lack the primary one, rather than asking to score whole
+    pairs; a normalization no model has is still refused, naming what lacks it."""
     ws = synthetic_ws(tmp_path, ["m1", "m2"], missing=("m2", "zero", 5))
-    proc = run_cli("analyze", ws, "--out", tmp_path / "r", check=False)
-    assert proc.returncode == 2 and "'seq_mean' comes closest, missing for m2/zero/cloze (1 of 240 options)" in \
-        proc.stderr, proc.stderr
+    run_cli("analyze", ws, "--out", tmp_path / "r")
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "left out of its predictions: m2: `seq_mean` missing for m2/zero/cloze (1 of 240 options)" in report
+    acc = json.loads((tmp_path / "r" / "metrics.json").read_text())["accuracy"]["rows"]
+    zero = {r["model"]: r["n"] for r in acc if r["mode"] == "zero" and r["subset"] == "all"}
+    assert zero == {"m1": 60, "m2": 59}  # m2 is read on the items it has values for
+    proc = run_cli("analyze", ws, "--out", tmp_path / "r2", "--normalization", "char", check=False)
+    assert proc.returncode == 2 and "normalization 'char' is missing for m1/full/cloze (240 of 240" in proc.stderr
     proc = run_cli("analyze", ws, "--out", tmp_path / "r", "--model", "m1")
     assert proc.returncode == 0
 

@@ -36,7 +36,7 @@ PROBE = """(() => {
     links, flags: inside('ul li').map(li => li.innerText), paragraph: inside('p')[0].innerText,
     cells: inside('td').map(td => td.innerText), heading: inside('h2')[0].innerText,
     broken: (h => h ? Array.from(h.nextElementSibling.querySelectorAll('a')).map(a => a.getAttribute('href')) : [])(
-      inside('h3').find(h => h.innerText === 'Most likely broken'))});
+      inside('h3').find(h => h.innerText === 'Review first'))});
 })()"""
 
 
@@ -97,7 +97,59 @@ def test_first_screen_says_what_the_audit_found(report, tmp_path):
     text = page["paragraph"]
     assert f"This audit read {N_ITEMS} items of hellaswag (validation), answered by 10 model(s)" in text
     assert f"keep {filt['kept']}" in text and "Accuracy ranges from" in text
+    # Each signal is named for what it measures (issue 36): a preference against the key, its
+    # precision said to be measured on planted errors; never "mislabelled".
+    label = sus["signals"][0]
+    assert label["signal"] == "models prefer another option" and "mislabel" not in text.lower()
+    assert (f"In {label['items']} of {N_ITEMS} items" in text and "the 10 models prefer another option to the key "
+            "(pooled odds above 9 to 1): a preference to review, not proof of a wrong key" in text)
+    assert "planted gold moves" in text and "depends on the benchmark and the models" in text
     assert (tmp_path / "first-screen.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def mixed_report(tmp_path_factory) -> Path:
+    """The study's ten models on N_ITEMS items, plus lm-eval's own sample log of one more model on
+    the first 50 of them (no seq_mean: lm-eval computes none): issue 37's workspace, whose report
+    refused to run and whose item-level numbers shrank to the items every model scored."""
+    base = tmp_path_factory.mktemp("first-screen-mixed")
+    root = small_workspace(base / "ws", N_ITEMS)
+    for mode in ("full", "zero"):
+        write_study_scores(root, (mode,), stems(mode))
+    [samples] = (Path(__file__).parent / "fixtures" / "lm_eval_samples" / "SmolLM2-135M").glob(
+        "samples_hellaswag_*.jsonl.gz")
+    run_cli("import-scores", root, "--format", "lm-eval-samples", samples, "--quiet")
+    run_cli("analyze", root, "--out", base / "report", "--bootstrap", "200")
+    run_cli("export", root, "item-stats", "--out", base / "item-stats.csv")
+    return base
+
+
+def test_every_count_on_the_first_screen_carries_its_denominator(mixed_report, tmp_path):
+    """A model scored on 50 of 300 items, in char only: the report runs; every flag counts over all
+    300 items and names the models it rests on; the partial model is set apart, named, with its
+    item count, at the bottom of the accuracy table (its own normalization shown)."""
+    page = probe(mixed_report / "report" / "report.html", tmp_path / "mixed.png")
+    assert page["box"]["bottom"] <= HEIGHT, page["box"]
+    m = json.loads((mixed_report / "report" / "metrics.json").read_text())
+    assert m["settings"]["own_normalizations"] == {"SmolLM2-135M": "char"}
+    flags = [f for f in page["flags"] if re.match(r"[^:]+: \d+ of \d+ items", f)]  # not the items to review
+    assert len(flags) == 6 and all(re.match(rf"[^:]+: \d+ of {N_ITEMS} items", f) for f in flags), flags
+    for flag in flags[:5]:  # the item-validity signals: the models they rest on
+        assert flag.endswith("(10 models)"), flag
+    assert flags[5].startswith("zero-prompt core") and "of 10 models" in flags[5]
+    sus, core = m["suspects"], m["core"]
+    assert (sus["n_items"], len(sus["models"]), core["n_items"], core["models"]) == (N_ITEMS, 10, N_ITEMS, 10)
+    assert [a["model"] for a in sus["set_apart"]] == ["SmolLM2-135M"] and "no `seq_mean` scores" in sus["set_apart"][0]["why"]
+    assert [a["model"] for a in core["set_apart"]] == []  # no zero-mode scores: not in the core at all
+    text = page["paragraph"]
+    assert "Read apart, scored on a fraction of the items: SmolLM2-135M (50 of 300)" in text
+    assert "(set apart: SmolLM2-135M, no seq_mean scores)" in text
+    cells = page["cells"]
+    last = cells[-4:]  # model (its own normalization), items, full, zero: the partial model last
+    assert last[:2] == ["SmolLM2-135M (char)", "50"] and re.fullmatch(r"\d+\.\d \(\d+\.\d–\d+\.\d\)", last[2])
+    assert cells.count(str(N_ITEMS)) == 10
+    stats = (mixed_report / "item-stats.csv").read_text().splitlines()
+    assert len(stats) == N_ITEMS + 1 and "SmolLM2-135M: no `seq_mean` scores" in stats[1]
 
 
 def test_every_link_on_the_report_resolves(report):

@@ -73,7 +73,7 @@ def test_a_new_report_section_is_one_new_file(example_section, ws, tmp_path):
     metrics = analyze_workspace(ws, out, n_resamples=50)
     assert metrics["option_counts"] == [{"options": 4, "items": 12}]
     assert json.loads((out / "metrics.json").read_text())["about"]["option_counts"].startswith("rows (options, items)")
-    assert headings(out)[-2:] == ["## 9. Position audit", "## 10. Option counts"]
+    assert headings(out)[-2:] == ["## 8. Position audit", "## 9. Option counts"]
     assert "| 4 | 12 |" in (out / "report.md").read_text()
     assert (out / "option_counts.csv").read_text() == "options,items\n4,12\n"
     analyze_workspace(ws, out, n_resamples=50)  # its file is the report's own: the folder is replaced, not refused
@@ -88,9 +88,10 @@ def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
                      "position", "generation", "duplicates", "contamination", "filter"]
     analyze_workspace(ws, tmp_path / "report", n_resamples=50, core_threshold=2)
     assert headings(tmp_path / "report") == [
-        "## What this audit found", "## About this report", "## 1. Accuracy", "## 2. Items most likely broken",
-        "## 3. Agreement between prompt modes", "## 4. Zero-prompt core", "## 5. Length bias", "## 6. Annotations",
-        "## 7. Paired comparisons", "## 9. Position audit"]  # one shot count: no section 8; no generations: no 10
+        "## What this audit found", "## About this report", "## 1. Accuracy",
+        "## 2. Item validity: the models against the key", "## 3. Agreement between prompt modes",
+        "## 4. Zero-prompt core", "## 5. Length bias", "## 6. Annotations", "## 7. Paired comparisons",
+        "## 8. Position audit"]  # one shot count: no few-shot section; no generations: none of theirs; no gaps
 
 
 def test_a_section_module_lacking_render_is_named(tmp_path):
@@ -119,3 +120,27 @@ def test_the_decisions_folder_is_read_once(ws, tmp_path, monkeypatch):
     f = metrics["filter"]
     assert f["present"] and f["rules"] == "both-right" and f["items"] == 12 and f["kept"] + f["removed"] == 12
     assert reads == [tmp_path / "decisions"]
+
+
+def test_the_filter_line_on_the_first_screen_adds_up_to_its_total():
+    """The GoldenSwag stage table of the reference study (STUDY.md): ten stages remove 8517 of
+    10042 items. The first screen named only the three largest stages (4064, 1975, 1076), whose
+    sum is not the total; now the rest are counted together."""
+    import re
+
+    from curate.analyses.sections import filter as section
+    from curate.analyses.sections._findings import Flag
+
+    removed = [("refused", 6), ("prompt", 4064), ("correct-answer", 191), ("incorrect-answers", 1975),
+               ("best-not-gold", 89), ("all-implausible", 23), ("equally-good", 583), ("spread", 96),
+               ("longest", 414), ("zero-core", 1076)]
+    stages = [{"stage": name, "description": name, "matched": n, "removed_here": n, "left": 0} for name, n in removed]
+    m = {"filter": {"present": True, "folder": "decisions", "rules": "goldenswag", "items": 10042, "kept": 1525,
+                    "removed": 8517, "stages": stages}}
+    [flag] = [f for f in section.findings(m) if isinstance(f, Flag)]
+    parts = [int(n) for n in re.findall(r" (\d+)(?:,|\))", flag.note)]
+    assert flag.n == 8517 and sum(parts) == 8517, flag.note
+    assert "prompt 4064, incorrect-answers 1975, zero-core 1076, 7 other stages 1402" in flag.note
+    few = {"filter": {**m["filter"], "stages": stages[:4], "removed": 6236}}
+    [flag] = [f for f in section.findings(few) if isinstance(f, Flag)]
+    assert "prompt 4064, incorrect-answers 1975, correct-answer 191, refused 6" in flag.note

@@ -362,7 +362,9 @@ def progress(tab) -> tuple[int, int]:
 
 
 def current_item(tab) -> str:
-    return tab.wait_until("document.querySelector('#item-id') && document.querySelector('#item-id').textContent")
+    """The item on screen once the app has loaded it (the page arrives with it rendered, before)."""
+    return tab.wait_until("document.querySelector('#item').dataset.loaded && "
+                          "document.querySelector('#item-id').textContent")
 
 
 def chosen(tab) -> list[str]:
@@ -800,3 +802,56 @@ def test_a_port_in_use_is_a_clear_error(built):
     with serving(root) as (_, port):
         proc = run_cli("review", root, "--port", port, check=False, timeout=120)
     assert proc.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- what a reviewer sees first ------------------------------------------------------------------
+
+#: Eleven scorers: every model of the study's full-prompt files (ten), and Llama-3.2-1B's summed
+#: variant under a name of its own.
+ELEVEN = sorted(p.stem for p in (PAPER_SCORES / "full_prompt").glob("*.csv") if not p.stem.startswith("byte_mean"))
+
+
+def test_why_an_item_is_in_its_queue_is_on_the_first_screen_with_eleven_models(ws_copy, tmp_path):
+    """At 1280 x 800 with eleven models scored in two modes, the filter stages that removed the
+    item (queue `removed`) and the label-error score and suspected option (queue `suspects`) are
+    above the fold and above the models' table; the page arrives with its item rendered (a
+    screenshot at load shows it, not "loading...")."""
+    from review_helpers import write_study_scores
+
+    binary = require_chromium()
+    root, decisions = ws_copy
+    extra = [m for m in ELEVEN if m not in MODELS]
+    write_study_scores(root, modes=("full",), models=[m for m in extra if m.startswith("sum_")])
+    write_study_scores(root, models=[m for m in extra if not m.startswith("sum_")])
+    assert len(ELEVEN) == 11
+    removed = pd.read_parquet(decisions / "decisions.parquet").query("not kept")["item_id"].tolist()
+    browser = Browser(binary)
+    try:
+        with serving(root, decisions, queue="removed") as (app, port):
+            status, page = request(port, "GET", "/?reviewer=alice")
+            assert status == 200 and f'<h2 id="item-id">{removed[0]}'.encode() in page
+            assert b"Filter stages that matched" in page and b"loading" not in page
+            tab = Tab(browser, height=800)
+            tab.goto(f"http://127.0.0.1:{port}/?reviewer=alice")
+            shot = os.environ.get("BENCHCURATE_REVIEW_LOAD_SCREENSHOT") or tmp_path / "at-load.png"
+            tab.screenshot(shot)
+            box = "(s => s && s.getBoundingClientRect().top)(document.querySelector({}))"
+            assert tab.evaluate(box.format("'#item-id'")) is not None  # there at load, before any script ran
+            current_item(tab)
+            tab.wait_until("document.querySelectorAll('.sec-scores tr').length > 1")
+            assert tab.evaluate("document.querySelectorAll('.sec-scores tr').length") == 1 + 11 + 10
+            top = tab.evaluate(box.format("'.sec-filter'"))
+            assert top < min(800, tab.evaluate(box.format("'.sec-scores'"))), top
+
+            table = queues.suspect_table(app.data)
+            first = table.iloc[0]
+            tab.goto(f"http://127.0.0.1:{port}/?reviewer=alice&queue=suspects:3")
+            tab.wait_until(f"document.querySelector('#item-id').textContent.startsWith({json.dumps(first.item_id + ' ')})"
+                           " && !!document.querySelector('.sec-suspect')")
+            text = tab.evaluate("document.querySelector('.sec-suspect').innerText")
+            assert f"label-error score {first.label_error_score:.2f}" in text, text
+            assert f"suspected option {'ABCD'[int(first.suspected_option)]}" in text, text
+            assert tab.evaluate(box.format("'.sec-suspect'")) < min(800, tab.evaluate(box.format("'.sec-scores'")))
+            assert tab.errors() == []
+    finally:
+        browser.close()

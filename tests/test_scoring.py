@@ -238,6 +238,22 @@ def test_bad_arguments_are_one_line_errors(small_ws, tmp_path):
         assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
 
 
+
+def test_self_check_lines_give_the_tolerance_and_the_verdict(small_ws, tmp_path):
+    """`curate score` and `curate text-scores` print the self-check's largest difference with the
+    dtype's tolerance for that number and the verdict (a failure stops the run instead), here in
+    bfloat16, the loosest tolerance."""
+    import re
+
+    ws = tmp_path / "ws"
+    shutil.copytree(small_ws, ws)
+    pattern = (r"self-check: .* own forward: passed, largest difference (\S+) within the bfloat16 tolerance "
+               r"of (\S+) for that number")
+    for args in (("score", ws, "--modes", "full"), ("text-scores", ws)):
+        out = run_cli(*args, "--model", "smollm2-135m", "--limit", "2", "--dtype", "bfloat16", "--quiet").stdout
+        found = re.search(pattern, out)
+        assert found and 0 <= float(found.group(1)) <= float(found.group(2)), out
+
 @pytest.mark.slow
 def test_accelerate_data_parallel_merges_into_one_workspace(small_ws, tmp_path):
     """Two real processes (accelerate's torchrun launcher, gloo on CPU) split the items and

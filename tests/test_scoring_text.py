@@ -181,7 +181,7 @@ TEXT_SCORES = ("SELECT item_id, loss, zlib, min_k_10, min_k_20, min_kpp_10, min_
                "FROM text_scores ORDER BY 1")
 
 
-@pytest.mark.parametrize("seq_mean", [True, False])
+@pytest.mark.parametrize("seq_mean", ["0-shot", "none"])
 def test_the_full_pass_stores_the_standalone_text_scores_and_the_same_option_scores(tmp_path, smollm2, seq_mean):
     """`curate score --text-scores` reads the text scores off the full-mode pass: they equal
     `curate text-scores`' and a plain forward's (within 1e-4), and not one option score moves."""

@@ -10,6 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from scoring.model_spec import backend_named
 from curate.options import Option, click_options, schema_properties
 from schemas import SCHEMA_DIR
 
@@ -154,6 +155,34 @@ def test_a_backends_own_setting_is_given_with_o_and_checked_as_its_flag():
         assert result.exit_code == 2 and message in result.output, (args, result.output)
     help_text = runner.invoke(run, ["--help"]).output
     assert "anthropic:retries;local:batch-size" in "".join(help_text.split()) and "--retries" not in help_text
+
+
+def test_a_setting_given_twice_or_of_the_other_backend_is_refused():
+    """`-o retries 3 -o retries 5` kept the last silently, and a setting of the backend the model
+    does not run on was ignored silently; both are refused, naming the setting and the backend.
+    A text-typed setting (key-header) is converted as its flag is (it raised AttributeError)."""
+    table = [Option("retries", int, 6, min=0, backend="anthropic"), Option("key_header", backend="anthropic"),
+             Option("batch_size", int, 64, min=1, backend="local")]
+
+    @click.command()
+    @click.option("--model", default="smollm2-135m")
+    @click_options(table, backend_of=lambda kw: backend_named(kw["model"], "--model"))
+    def run(model, retries, key_header, batch_size):
+        click.echo(f"{retries} {key_header} {batch_size}")
+
+    runner = CliRunner()
+    claude = ["--model", "anthropic:claude-haiku-4-5"]
+    assert runner.invoke(run, [*claude, "-o", "key-header", "x-api-key"]).output == "6 x-api-key 64\n"
+    assert runner.invoke(run, ["-o", "batch-size", "8"]).output == "6 None 8\n"
+    for args, message in (
+            ([*claude, "-o", "retries", "3", "-o", "retries", "5"], "-o retries is given twice ('3', then '5')"),
+            (["-o", "retries", "3"], "-o retries is a setting of the anthropic backend; --model smollm2-135m runs "
+                                     "on the local backend, which would ignore it"),
+            ([*claude, "-o", "batch-size", "8"], "-o batch-size is a setting of the local backend; --model "
+                                                 "anthropic:claude-haiku-4-5 runs on the anthropic backend"),
+            ([*claude, "--batch-size", "8"], "--batch-size is a setting of the local backend")):
+        result = runner.invoke(run, args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
 
 
 def test_a_float_option_refuses_nan_and_infinity():

@@ -47,7 +47,7 @@ class Generic:
     kind: str = "question"  # question | continuation: the annotation wording
     formulation: str = "cloze"  # how `curate score` scores the items by default
     letters_template: str | None = None  # the letters formulation's text before the list; None: the cloze context
-    fewshot_split: str | None = None  # k-shot examples: a split name (its file beside the source) or a file
+    fewshot_split: str | None = None  # k-shot examples: a split name (read from the source) or a file
     fewshot_seed: int = LM_EVAL_SEED  # the few-shot sampler's seed (lm-eval's default)
 
     def __post_init__(self):

@@ -11,18 +11,18 @@ import numpy as np
 import pandas as pd
 
 from curate.analyses.stats import INTERVAL, wilson
-from scoring.normalize import CONDITION, available, option_values, predictions, with_formulation
+from scoring.normalize import CONDITION, option_values, predictions, present, with_formulation
 
 KEYS = CONDITION + ["item_id", "row_index", "source"]
 
 
 def all_predictions(scores: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
-    """Predictions under every normalization each (model, mode, formulation) has, with ``gold``
-    (a Series item_id -> gold index) and ``correct``; one row per (model, mode, formulation,
-    normalization, item)."""
+    """Predictions under every normalization each (model, mode, formulation) has values of (an
+    item lacking one left out, as ``predictions`` does), with ``gold`` (a Series item_id -> gold
+    index) and ``correct``; one row per (model, mode, formulation, normalization, item)."""
     frames = []
     for _, group in with_formulation(scores).groupby(CONDITION, sort=True):
-        for norm in available(group):
+        for norm in present(group):
             frames.append(predictions(group, norm).assign(normalization=norm))
     if not frames:
         return pd.DataFrame(columns=KEYS + ["normalization", "pred", "gold", "correct"])
@@ -52,6 +52,18 @@ def _acc_row(correct, alpha) -> dict:
     low, high = wilson(k, n, alpha)
     return {"n": n, "correct": k, "accuracy": k / n if n else float("nan"), "ci_low": low, "ci_high": high,
             "interval": INTERVAL}
+
+
+def own_rows(table: pd.DataFrame, normalizations: dict[str, str]) -> pd.DataFrame:
+    """The rows of ``table`` (with model and normalization columns) under each model's own
+    normalization (``scoring.normalize.model_normalizations``)."""
+    return table[table["normalization"] == table["model"].map(normalizations)]
+
+
+def worst_by_model(scores: pd.DataFrame, normalizations: dict[str, str]) -> pd.DataFrame:
+    """``worst_predictions`` of each model under its own normalization."""
+    frames = [worst_predictions(group, normalizations[model]) for model, group in scores.groupby("model", sort=True)]
+    return pd.concat(frames, ignore_index=True) if frames else worst_predictions(scores, "sum")
 
 
 def worst_predictions(scores: pd.DataFrame, normalization: str) -> pd.DataFrame:

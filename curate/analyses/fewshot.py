@@ -23,15 +23,17 @@ from scoring.normalize import available, predictions, with_formulation
 KEYS = ["model", "mode", "formulation"]
 
 
-def shot_predictions(scores: pd.DataFrame, gold: pd.Series, normalization: str) -> pd.DataFrame:
-    """Predictions per (model, mode, formulation, fewshot, item) under ``normalization`` (shot
-    counts lacking it left out), with ``gold`` and ``correct``."""
+def shot_predictions(scores: pd.DataFrame, gold: pd.Series, normalizations: dict[str, str]) -> pd.DataFrame:
+    """Predictions per (model, mode, formulation, fewshot, item), each model under its
+    normalization in ``normalizations`` (shot counts lacking it left out), with ``gold`` and
+    ``correct``."""
     frames = []
     for k, part in scores.groupby("fewshot", sort=True):
         part = with_formulation(part)
-        for _, group in part.groupby(KEYS, sort=True):
-            if normalization in available(group):
-                frames.append(predictions(group, normalization).assign(fewshot=int(k)))
+        for (model, _, _), group in part.groupby(KEYS, sort=True):
+            norm = normalizations.get(model)
+            if norm in available(group):
+                frames.append(predictions(group, norm).assign(fewshot=int(k)))
     if not frames:
         return pd.DataFrame(columns=KEYS + ["fewshot", "item_id", "pred", "gold", "correct"])
     out = pd.concat(frames, ignore_index=True)

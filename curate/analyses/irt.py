@@ -76,9 +76,9 @@ def fit_2pl(correct, *, max_iter: int = 200, tol: float = 1e-5) -> IRTFit:
         previous = loglik
         dt = _theta_step(x, seen, theta, a + da, b + db)
         theta, a, b = _standardised(theta + dt, a + da, b + db)
-    if theta.std() > 0:  # report on the scale of abilities with mean 0, sd 1 (the same fit)
+    if theta.std() > 0:  # report on the scale of abilities with mean 0, sd 1 (the same fit, b kept in bounds)
         mean, sd = theta.mean(), theta.std()
-        theta, a, b = (theta - mean) / sd, a * sd, (b - mean) / sd
+        theta, a, b = (theta - mean) / sd, a * sd, np.clip((b - mean) / sd, -MAX_B, MAX_B)
     (i_aa, i_ab, i_bb), _ = _item_information(x, seen, theta, a, b)
     det = i_aa * i_bb - i_ab**2
     theta_se = 1.0 / np.sqrt(_theta_information(seen, theta, a, b))

@@ -24,7 +24,7 @@ from curate.errors import CurateError
 #: The columns of ``curate export WORKSPACE item-stats``.
 COLUMNS = ["item_id", "row_index", "difficulty", "discrimination", "irt_a", "irt_b", "irt_a_se", "irt_b_se", "infit",
            "outfit", "easy", "label_error_score", "suspected_option", "several_correct_score", "no_right_answer_score",
-           "mode", "formulation", "fewshot", "normalization", "models"]
+           "mode", "formulation", "fewshot", "normalization", "models", "set_apart"]
 
 @dataclass(frozen=True)
 class Choice:
@@ -137,8 +137,9 @@ def workspace_table(ws, *, mode: str = "full", formulation: str | None = None, f
 
 
 def records(workspace, *, fewshot: int | None = None) -> list[dict]:
-    """The item-stats export: every model scored in full mode, the workspace's formulation, the
-    primary normalization, the shot count ``choose`` picks (or ``fewshot``)."""
+    """The item-stats export: the models scored in full mode that can be read together (the others
+    named in ``set_apart``, ``curate.analyses.responses``), the workspace's formulation, the primary
+    normalization, the shot count ``choose`` picks (or ``fewshot``)."""
     from scoring.store import open_scores
 
     with open_scores(workspace) as ws:
@@ -147,5 +148,6 @@ def records(workspace, *, fewshot: int | None = None) -> list[dict]:
     rows = {it["item_id"]: it["row_index"] for it in items}
     table = table.assign(row_index=table["item_id"].map(rows), mode=responses.mode, formulation=choice.formulation,
                          fewshot=choice.fewshot, normalization=responses.normalization,
-                         models=", ".join(responses.models))
+                         models=", ".join(responses.models),
+                         set_apart="; ".join(f"{m}: {why}" for m, why in responses.set_apart))
     return table[COLUMNS].to_dict("records")

@@ -40,8 +40,9 @@ def accuracy_bars(table: pd.DataFrame, normalization: str, modes: list[str], for
                   path: Path, chance: float = 0.25, level: str = "95%") -> Path:
     """Accuracy on all items per model, one bar per mode (in ``modes`` order) and formulation,
     with its Wilson interval (at ``level``), and the chance level (the mean of 1 / options over
-    items)."""
-    t = table[(table["subset"] == "all") & (table["normalization"] == normalization)]
+    items). ``table`` holds one normalization per model (``accuracy.own_rows``); ``normalization``
+    names the primary one on the axis."""
+    t = table[table["subset"] == "all"]
     models = sorted(t["model"].unique())
     bars = [(m, f) for f in formulations for m in modes if ((t["mode"] == m) & (t["formulation"] == f)).any()]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(models) + 2), 4.2))

@@ -35,7 +35,7 @@ code{background:#f5f5f5;padding:0 3px}
 .findings table{margin:0.3em 0}
 .findings ul,.findings ol{margin:0.2em 0;padding-left:1.3em;font-size:0.9em}.findings nav{margin:0.5em 0;font-size:0.9em}
 .findings td,.findings th{white-space:nowrap;padding:1px 5px}
-.cols{display:flex;gap:1.5em;align-items:flex-start}.cols>div{flex:1 1 0;min-width:0}.cols>div+div{flex:0 1 auto}
+.cols{display:flex;gap:1.5em;align-items:flex-start}.cols>div{flex:1 1 0;min-width:17em}.cols>div+div{flex:0 1 auto}
 """
 
 

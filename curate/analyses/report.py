@@ -161,13 +161,15 @@ def one_shot_count(scores: pd.DataFrame) -> pd.DataFrame:
 def _with_scores(ctx: sections.Context, scores: pd.DataFrame, normalization: str | None, formulation: str) -> None:
     """Fill in what the sections read of the scores: the primary normalization and formulation,
     the modes and formulations in report order, the predictions, and the item subsets."""
-    ctx.scores, ctx.normalization = scores, normalize.primary_normalization(scores, normalization)
+    ctx.scores, ctx.normalizations = scores, normalize.model_normalizations(scores, normalization)
+    ctx.normalization = normalization or normalize.most_shared(ctx.normalizations)
     present = set(scores["mode"].unique())
     ctx.mode_order = [m for m in MODES if m in present] + sorted(present - set(MODES))
     ctx.formulation_order, ctx.base_forms = _formulations(scores)
     ctx.primary = formulation if formulation in ctx.base_forms else ctx.base_forms[0]
     ctx.preds_all = accuracy.all_predictions(scores, ctx.gold)
-    ctx.preds = ctx.preds_all[ctx.preds_all["normalization"] == ctx.normalization]
+    own = ctx.preds_all["model"].map(ctx.normalizations)
+    ctx.preds = ctx.preds_all[ctx.preds_all["normalization"] == own]
     ctx.subsets = {"all": list(ctx.gold.index)}
     for source in sorted({it["source"] for it in ctx.items if it["source"]}):
         ctx.subsets[f"source={source}"] = [it["item_id"] for it in ctx.items if it["source"] == source]
@@ -180,7 +182,13 @@ def _settings(ctx: sections.Context) -> dict:
         present = set(ctx.gens["mode"].unique())
         return {"normalization": None, "modes": [m for m in MODES if m in present] + sorted(present - set(MODES)),
                 "models": sorted(ctx.gens["model"].unique()), **common}
-    return {"normalization": ctx.normalization, "modes": ctx.mode_order, "formulations": ctx.formulation_order,
+    return {"normalization": ctx.normalization, "own_normalizations": ctx.own_normalizations,
+            "own_normalization_why": {m: f"`{ctx.normalization}` missing for "
+                                         f"{normalize.lacking(ctx.scores, m, ctx.normalization)}"
+                                      for m in ctx.own_normalizations},
+            "incomplete": {m: f"`{n}` missing for {gaps}" for m, n in ctx.normalizations.items()
+                           if (gaps := normalize.lacking(ctx.scores, m, n))},
+            "modes": ctx.mode_order, "formulations": ctx.formulation_order,
             "primary_formulation": ctx.primary, "models": sorted(ctx.scores["model"].unique()), **common,
             "length_units": list(ctx.length_units), "core_mode": ctx.core_mode, "core_threshold": ctx.core_threshold}
 

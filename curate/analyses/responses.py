@@ -2,9 +2,12 @@
 and label-error suspects (``curate.analyses.item_stats``, ``irt``, ``suspects``).
 
 ``response_matrix`` reads a ``scoring.store.read_scores`` frame and the workspace's items. Which
-option a model picks is ``scoring.normalize.predictions`` under the benchmark's primary
-normalization (``primary_normalization``: the one the report, filter and review use) or a chosen
-one, so ``correct`` here is the report's accuracy item by item.
+option a model picks is ``scoring.normalize.predictions`` under one normalization for all its
+models (a chosen one, or the one most of them share), so ``correct`` here is the report's
+accuracy item by item. With no models named, the matrix holds the models that can be read
+together, and names the others as set apart (``Responses.set_apart``) rather than letting them
+shrink everyone's items: a model without the shared normalization, and a model scored on fewer
+than ``COVERAGE`` of the items the best-covered model was (``covering``).
 
 ``probs`` is a softmax over each item's options of the option values divided by a per-model
 temperature ``T``. For sums of log-probabilities (``sum``, ``study_sum``) ``T = 1``: they are the
@@ -24,10 +27,25 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 from curate.errors import CurateError
-from scoring.normalize import CONDITION, option_values, predictions, primary_normalization, with_formulation
+from scoring.normalize import (CONDITION, model_normalizations, most_shared, option_values, predictions,
+                               primary_normalization, with_formulation)
 
 #: Normalizations whose values are the model's log-probabilities themselves (softmax at T = 1).
 LOG_PROBABILITIES = ("sum", "study_sum")
+#: A model scored on fewer than this share of the items the best-covered model was scored on is
+#: set apart from item-level analyses (item validity, the zero-prompt core) instead of shrinking
+#: them to its items: the study's ten models on 10042 items and one model run with --limit 20
+#: would otherwise give a 20-item analysis.
+COVERAGE = 0.9
+
+
+def covering(item_counts: dict[str, int]) -> tuple[list[str], dict[str, str]]:
+    """(the models kept, {model set apart: why}) by ``COVERAGE`` of the largest item count."""
+    most = max(item_counts.values(), default=0)
+    kept = sorted(m for m, n in item_counts.items() if n >= COVERAGE * most)
+    apart = {m: f"scored on {n} of {most} items" for m, n in sorted(item_counts.items())
+             if m not in kept}
+    return kept, apart
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +67,7 @@ class Responses:
     fewshot: int = 0
     temperature: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
     left_out: tuple = ()
+    set_apart: tuple = ()   # (model, why) of the models scored here but not read together with these
 
     @property
     def pred(self) -> np.ndarray:
@@ -70,8 +89,9 @@ class Responses:
 
 def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
                     formulation: str = "cloze", fewshot: int = 0, normalization: str | None = None) -> Responses:
-    """The response matrix of ``models`` (default: every model scored in ``mode``) on ``items``
-    (the workspace's items, in row order) in one mode, formulation and shot count."""
+    """The response matrix of ``models`` (default: the models scored in ``mode`` that can be read
+    together, the others set apart) on ``items`` (the workspace's items, in row order) in one
+    mode, formulation and shot count."""
     scores = _condition_rows(scores, mode=mode, formulation=formulation, fewshot=fewshot)
     scored = sorted(scores["model"].unique())
     chosen = scored if models is None else list(models)
@@ -80,7 +100,12 @@ def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mod
         raise CurateError(f"no scores for model {absent[0]!r} in mode {mode!r}, formulation {formulation!r}, "
                           f"{fewshot}-shot; scored: {', '.join(scored) or 'none'}")
     scores = scores[scores["model"].isin(chosen)]
-    norm = primary_normalization(scores, normalization)
+    apart: dict[str, str] = {}
+    if models is None and scored:
+        chosen, norm, apart = _readable_together(scores, normalization)
+        scores = scores[scores["model"].isin(chosen)]
+    else:
+        norm = primary_normalization(scores, normalization)
     preds = predictions(scores, norm)
     counts = preds.groupby("item_id")["model"].nunique()
     complete = set(counts.index[counts == len(chosen)])
@@ -97,7 +122,23 @@ def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mod
     return Responses(item_ids=item_ids, models=chosen, gold=gold, n_options=n_options, logprobs=values,
                      probs=softmax_options(values, temperature), correct=picked == gold[None, :],
                      normalization=norm, mode=mode, formulation=formulation, fewshot=fewshot,
-                     temperature=temperature, left_out=left_out)
+                     temperature=temperature, left_out=left_out, set_apart=tuple(apart.items()))
+
+
+def _readable_together(scores: pd.DataFrame, normalization: str | None) -> tuple[list[str], str, dict[str, str]]:
+    """(models, their one normalization, {model set apart: why}): the normalization named, else
+    the one most models have; then the models that cover the items (``covering``)."""
+    own = model_normalizations(scores, normalization)
+    norm = normalization or most_shared(own)
+    apart = {m: f"no `{norm}` scores" for m, n in own.items() if n != norm}
+    if len(apart) == len(own):
+        raise CurateError(f"no model has `{norm}` scores on every option")
+    with_norm = scores[~scores["model"].isin(apart)]
+    values = option_values(with_norm, norm).notna().groupby(
+        [with_norm["model"].to_numpy(), with_norm["item_id"].to_numpy()]).all()
+    item_counts = values.groupby(level=0).sum().astype(int).to_dict()
+    kept, thin = covering(item_counts)
+    return kept, norm, {**apart, **thin}
 
 
 def _condition_rows(scores: pd.DataFrame, *, mode, formulation, fewshot) -> pd.DataFrame:

@@ -130,7 +130,7 @@ def evidence(responses: Responses, suspected: np.ndarray, log_odds: np.ndarray, 
             "gold": int(responses.gold[j]), "suspected_option": int(suspected[j]),
             "log_odds": round(float(log_odds[j]), 3),
             "discrimination": None if np.isnan(disc[j]) else round(float(disc[j]), 3),
-            "outfit": round(float(outfit[j]), 3),
+            "outfit": None if np.isnan(outfit[j]) else round(float(outfit[j]), 3),
             "models": [{"model": responses.models[m], "p_suspected": round(float(p_sus[m, j]), 3),
                         "p_gold": round(float(p_gold[m, j]), 3)} for m in backers],
         })

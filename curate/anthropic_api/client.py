@@ -56,10 +56,16 @@ class Counters:
             self.retrying += 1
 
 
-def api_key() -> str:
+#: What each stage asks Claude for, as the missing-key error names it.
+KEY_USES = {"annotate": "to annotate with an anthropic: annotator (the annotate stage)",
+            "generate": "to answer with an anthropic: model (the generate stage)"}
+
+
+def api_key(stage: str = "annotate") -> str:
+    """The key, or an error saying which stage needs it (``stage``: a key of ``KEY_USES``)."""
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key:
-        raise CurateError("set ANTHROPIC_API_KEY in the environment to annotate with an anthropic: annotator "
+        raise CurateError(f"set ANTHROPIC_API_KEY in the environment {KEY_USES[stage]} "
                           "(the key is read from there only and never stored)")
     return key
 
@@ -68,19 +74,21 @@ def api_key() -> str:
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anthropic.Anthropic:
+def make_client(*, timeout: float = 60.0, key_header: str | None = None,
+                stage: str = "annotate") -> anthropic.Anthropic:
     """A client for ``ANTHROPIC_BASE_URL`` (or the public API). ``key_header`` additionally sends
-    the key in that header, for compatible servers that read e.g. ``x-api-key``.
+    the key in that header, for compatible servers that read e.g. ``x-api-key``; ``stage`` is
+    named when the key is missing.
 
     Settings no request can succeed with fail here, in one line naming the setting: the HTTP
     library would report a key with a line break as a "Connection error" and the run would
     retry it with backoff."""
-    key = api_key()
+    key = api_key(stage)
     if any(ord(c) < 32 or ord(c) == 127 for c in key):
         raise CurateError("ANTHROPIC_API_KEY holds a line break or another control character (a trailing "
                           "newline from a file?); remove it")
     if key_header is not None and not HEADER_NAME.fullmatch(key_header):
-        raise CurateError(f"--key-header {key_header!r} is not a valid HTTP header name")
+        raise CurateError(f"-o key-header {key_header!r} is not a valid HTTP header name")
     headers = {key_header: key} if key_header else None
     try:
         client = anthropic.Anthropic(api_key=key, max_retries=0, timeout=timeout, default_headers=headers)
@@ -88,10 +96,28 @@ def make_client(*, timeout: float = 60.0, key_header: str | None = None) -> anth
         raise CurateError(bad_base_url(str(exc))) from None
     if client.base_url.scheme not in ("http", "https") or not client.base_url.host:
         raise CurateError(bad_base_url("give http(s)://HOST[:PORT][/PATH]"))
+    if not _host_name(client.base_url.host):  # the HTTP library percent-escapes what no host may hold
+        raise CurateError(bad_base_url(f"{client.base_url.host!r} is no host name or IP address"))
     port = client.base_url.port
     if port is not None and not 0 < port < 65536:  # the HTTP library wraps it into another port
         raise CurateError(bad_base_url(f"port {port} is not a TCP port (1-65535)"))
     return client
+
+
+#: A DNS name (letters, digits, hyphens, dots; underscores as some internal names have them).
+HOST_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?")
+
+
+def _host_name(host: str) -> bool:
+    """Whether ``host`` (as the HTTP library parsed it) can be connected to: an IP address or
+    a DNS name. ``http://user:p@[bad`` parses to the host ``%5Bbad``, which every request would
+    fail to resolve, retried with backoff as if the network were down."""
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return bool(HOST_NAME.fullmatch(host))
 
 
 def bad_base_url(why: str) -> str:

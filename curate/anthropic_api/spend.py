@@ -19,13 +19,20 @@ Why each piece is here:
 - The sending threads write those rows through one connection of their own (SQLite connections
   are not shared between threads; this one is used under a lock), so a row is durable before its
   request leaves, whichever thread sends it.
+- Near the cap a run slows down: a unit waits until its worst case fits beside what the units
+  in flight hold, so fewer go at once (and each message batch is smaller than the last). That
+  looks like a stalled run unless it says so: ``Held`` is how the cap stands, for the progress
+  line and for one line saying why the run slows; ``cap_reached`` and ``interrupted`` end a run
+  with what it spent, what is left, the units left and the cap that would let them all go.
 """
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Callable
 
 import anthropic
@@ -83,6 +90,11 @@ class Budget:
         with self.lock:
             self.reserved -= reserved
             self.spent += billed
+
+    def left(self) -> float:
+        """What is still free under the cap (call only when there is one)."""
+        with self.lock:
+            return max(self.cap - self.spent - self.possibly - self.reserved, 0.0)
 
 
 class Ledger:
@@ -162,6 +174,35 @@ class Tab:
         return message
 
 
+@dataclass(frozen=True)
+class Held:
+    """How the cap holds a run back: ``reserved`` (USD) by ``in_flight`` requests or batches at
+    their worst case, ``left`` free beside them, ``waiting`` units not sent for lack of room."""
+    cap: float
+    reserved: float
+    left: float
+    in_flight: int
+    waiting: int
+
+    def progress(self, batches: bool = False) -> str:
+        """The progress line's words (its ``cap=`` field)."""
+        if batches:
+            return (f"{self.waiting} items wait: {self.reserved:.4f} USD reserved by batches in flight, "
+                    f"{self.left:.4f} left")
+        return f"waiting: {self.reserved:.4f} USD reserved by {self.in_flight} requests in flight, {self.left:.4f} left"
+
+    def why(self, batches: bool = False) -> str:
+        """Printed once, when the cap first holds the run back: why it slows down from here."""
+        if batches:
+            return (f"--max-cost {self.cap:g} USD: each batch now takes only the items whose worst case fits beside "
+                    f"the batches in flight ({self.reserved:.4f} USD reserved, {self.left:.4f} USD left), so batches "
+                    f"shrink as the cap nears; {self.waiting} items wait; a higher --max-cost sends more at once")
+        return (f"--max-cost {self.cap:g} USD: requests now wait for room under the cap, each held at its worst case "
+                f"until its reply is billed ({self.reserved:.4f} USD by {self.in_flight} requests in flight, "
+                f"{self.left:.4f} USD left), so fewer go at once as the cap nears; a higher --max-cost keeps them "
+                f"going")
+
+
 class Spending:
     """One run's budget and in-flight ledger, and the loop that sends its units."""
 
@@ -176,26 +217,36 @@ class Spending:
         self.ledger.close()
 
     def send_all(self, todo: list, start: Callable, finish: Callable, *, concurrency: int,
-                 halted: Callable[[], bool]) -> float | None:
+                 halted: Callable[[], bool], waiting: Callable[[Held | None], None] = lambda held: None
+                 ) -> float | None:
         """Send ``todo``'s units ``concurrency`` at a time. ``start(unit)`` gives (tab, work): the
         unit goes, and ``work()`` runs in a thread, only once ``tab.reserved`` (its worst case)
         fits under the cap; ``finish(unit, tab, future)`` runs here as each ends. A unit that does
         not fit waits for the units in flight to settle (their true cost replaces their
-        reservation); when nothing is in flight it is returned as its worst case (the run stops
-        there), else None. A write to the workspace that fails (a full disk) stops the sending;
-        once the units in flight have ended, a CurateError says how many requests may have been
-        billed without their replies recorded."""
+        reservation), and ``waiting`` hears how the cap stands (None once units go again): the
+        run slows down then, which its progress line should say. When nothing is in flight the
+        unit is returned as its worst case (the run stops there), else None. A write to the
+        workspace that fails (a full disk) stops the sending; once the units in flight have
+        ended, a CurateError says how many requests may have been billed without their replies
+        recorded."""
         queue, inflight = deque(todo), {}
-        kept_back, failed = None, None
+        kept_back, failed, held = None, None, False
 
         def refill(pool) -> None:
-            nonlocal kept_back
+            nonlocal kept_back, held
             while queue and len(inflight) < concurrency and not halted() and failed is None:
                 tab, work = start(queue[0])
                 if not self.budget.reserve(tab.reserved):
                     kept_back = None if inflight else tab.reserved
+                    if inflight:
+                        held = True
+                        waiting(Held(self.budget.cap, self.budget.reserved, self.budget.left(), len(inflight),
+                                     len(queue)))
                     return
                 inflight[pool.submit(work)] = (queue.popleft(), tab)
+                if held:
+                    held = False
+                    waiting(None)
 
         with ThreadPoolExecutor(concurrency) as pool:
             refill(pool)
@@ -254,10 +305,36 @@ def kept_back(worst: float) -> str:
     return f"the next request could cost up to {worst:.4f} USD in the worst case"
 
 
-def cap_reached(cap: float, why: str, cost: dict) -> str:
-    """The stop message of a run the cap ended: ``why`` and the run's spend from its ledger."""
-    return f"--max-cost {cap:g} USD reached: {why}, which would not fit; this run spent {cost['usd']:.4f} USD" \
-        + possibly_line(cost)
+def cap_reached(cap: float, why: str, cost: dict, *, left: int = 0, unit: str = "items", done: int = 0,
+                worst_left: float = 0.0) -> str:
+    """The stop message of a run the cap ended: ``why``, the run's spend from its ledger and what
+    is left of the cap; then the ``left`` units still to do (``done``: answered by this run),
+    what they could cost at most (``worst_left``) and at this run's average, and the cap that
+    lets all of them go without waiting on it."""
+    room = max(cap - cost["usd"] - (cost.get("possibly_billed_usd") or 0), 0.0)
+    message = (f"--max-cost {cap:g} USD reached: {why}, which would not fit; this run spent {cost['usd']:.4f} USD, "
+               f"{room:.4f} USD of the cap is left{possibly_line(cost)}")
+    if not left:
+        return message
+    each = cost["usd"] / done if done else None
+    average = f" (at this run's {each:.4f} USD an {unit.rstrip('s')}, about {each * left:.4f} USD)" if each else ""
+    return (f"{message}; {left} {unit} left, whose worst case is {worst_left:.4f} USD{average}; to resume, run the "
+            f"same command again with a higher --max-cost: --max-cost {math.ceil(worst_left * 100) / 100:.2f} lets "
+            f"every request go without waiting on the cap")
+
+
+def interrupted(cap: float | None, cost: dict, *, left: int, unit: str = "items", held: Held | None = None,
+                batches: bool = False) -> str:
+    """The line a run prints when Ctrl-C stops it: its spend, the cap and what held it back, the
+    units left, and that the same command resumes."""
+    of = f" of its --max-cost {cap:g} USD" if cap is not None else ""
+    line = f"interrupted: this run spent {cost['usd']:.4f} USD{of}{possibly_line(cost)}; {left} {unit} left"
+    if held is not None:
+        where = "batches" if batches else f"{held.in_flight} requests"
+        line += (f", {held.waiting} of them are held back by the cap ({held.reserved:.4f} USD reserved by {where} in "
+                 f"flight, {held.left:.4f} USD left; a higher --max-cost lets more go at once)")
+    again = " (batches in flight are polled again)" if batches else ""
+    return f"{line}; run the same command again to resume{again}"
 
 
 def possibly_line(cost: dict) -> str:

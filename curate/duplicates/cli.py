@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from curate.click_types import finite
-from curate.duplicates.detect import THRESHOLD
+from curate.duplicates.detect import MAX_CHARS, MAX_EDIT, MAX_SHINGLES, THRESHOLD
 
 
 @click.command("duplicates")
@@ -34,6 +34,10 @@ def duplicates(workspace, splits, against, threshold):
         click.echo(f"compared {c['name']}: {c['items']} items")
     if summary["splits_not_found"]:
         click.echo(f"splits not in the source: {', '.join(summary['splits_not_found'])}")
+    if summary["long_items"]:
+        click.echo(f"{summary['long_items']} items over {MAX_CHARS} characters: MinHash sampled at most "
+                   f"{MAX_SHINGLES} of their 5-grams to propose candidates; the edit distance (at most {MAX_EDIT}) "
+                   f"that decides a pair read their whole text")
     click.echo(f"{summary['pairs']} pairs in {summary['clusters']} clusters of copies")
     for (scope, field), n in sorted(summary["counts"].items()):
         click.echo(f"  {scope:7s} {field:9s} {n}")

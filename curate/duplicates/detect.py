@@ -16,6 +16,13 @@ that close:
   (``QUESTION_WORDS``) to be more than a stock stem, with other options: the same question asked
   again.
 
+A huge item (a long passage pasted into a question) costs a bounded amount of work: a text over
+``MAX_CHARS`` characters is *long*; MinHash hashes at most ``MAX_SHINGLES`` of its 5-grams, and the
+edit distances that decide a pair are banded to ``MAX_EDIT`` (rapidfuzz's ``score_cutoff``), which
+reads the whole text in time proportional to its length. Only a similarity of two texts more than
+``MAX_EDIT`` apart, one of them long (the option sets of a same-question pair, say), is measured on
+part of them.
+
 Texts that differ in a number are different questions however close (MMLU's "What is 3 + 5?"
 and "What is 4 + 5?", template items filled with other values): a near pair must hold the same
 numbers. The question's similarity is taken part by part where both items have the same parts (the
@@ -49,6 +56,13 @@ MAX_EDIT = 40
 QUESTION_WORDS = 8
 NUM_PERM = 128
 SHINGLE = 5
+#: A normalised text over this many characters is long (no item in ../shared/data is: the longest
+#: has 4,751); the two caps below apply to long texts only, so shorter ones are compared in full.
+MAX_CHARS = 10_000
+#: MinHash hashes at most this many of a long text's distinct 5-grams, those with the smallest hashes: a
+#: sample chosen by the text itself, so a copy keeps nearly the same sample wherever it was edited.
+#: It only proposes candidates; the edit distance below decides.
+MAX_SHINGLES = 10_000
 _PUNCT = re.compile(r"[^\w\s]|_", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"\d+")
@@ -111,42 +125,71 @@ def _text(e: Entry) -> _Text:
     return _Text(parts, question, options, f"{question} || {options}", numbers)
 
 
+def _clip(text: str) -> str:
+    """A long text's first and last ``MAX_CHARS // 2`` characters; a shorter text whole."""
+    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS // 2] + text[-(MAX_CHARS // 2):]
+
+
+def _similarity(a: str, b: str) -> float:
+    """Indel similarity (0-1): exact when the texts are at most ``MAX_EDIT`` apart or neither is
+    long; otherwise that of their clipped texts, so a long text never costs a comparison
+    quadratic in its length."""
+    apart = Indel.distance(a, b, score_cutoff=MAX_EDIT)  # banded: linear in the texts' length
+    if apart <= MAX_EDIT:
+        return 1.0 - apart / (len(a) + len(b)) if a or b else 1.0  # rapidfuzz's own formula
+    return Indel.normalized_similarity(_clip(a), _clip(b))
+
+
 def _question_similarity(x: _Text, y: _Text) -> float:
     if x.parts.keys() == y.parts.keys() and len(x.parts) > 1:
-        return min(Indel.normalized_similarity(x.parts[k], y.parts[k]) for k in x.parts)
-    return Indel.normalized_similarity(x.question, y.question)
+        return min(_similarity(x.parts[k], y.parts[k]) for k in x.parts)
+    return _similarity(x.question, y.question)
 
 
 def _shingles(text: str) -> list[int]:
     """The text's byte 5-grams as 32-bit hashes, computed in numpy (each 5-gram is read as a
-    40-bit integer and mixed by a multiplicative hash): what MinHash hashes one by one."""
+    40-bit integer and mixed by a multiplicative hash): what MinHash hashes one by one. Of a long
+    text, only the ``MAX_SHINGLES`` smallest distinct hashes."""
     data = np.frombuffer(text.encode("utf-8").ljust(SHINGLE, b" "), dtype=np.uint8).astype(np.uint64)
     grams = np.lib.stride_tricks.sliding_window_view(data, SHINGLE) @ (np.uint64(256) ** np.arange(SHINGLE, dtype=np.uint64))
-    return ((grams * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)).tolist()
+    hashes = (grams * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+    if len(text) > MAX_CHARS:
+        hashes = np.unique(hashes)[:MAX_SHINGLES]  # np.unique sorts
+    return hashes.tolist()
 
 
 def _verdict(x: _Text, y: _Text, threshold: float) -> tuple[str, float, float, float] | None:
     """(field, similarity, question similarity, options similarity), or None: not a pair."""
     if x.numbers[0] != y.numbers[0]:
         return None
+    # Either field needs texts at most MAX_EDIT apart: measured first, banded, it settles most
+    # candidates cheaply however long their texts.
+    apart = Indel.distance(x.whole, y.whole, score_cutoff=MAX_EDIT)
+    question_apart = Indel.distance(x.question, y.question, score_cutoff=MAX_EDIT)
+    if apart > MAX_EDIT and question_apart > MAX_EDIT:
+        return None
     q = _question_similarity(x, y)
-    o = Indel.normalized_similarity(x.options, y.options)
-    whole = Indel.normalized_similarity(x.whole, y.whole)
-    if (whole >= threshold and x.numbers == y.numbers and Indel.distance(x.whole, y.whole) <= MAX_EDIT
+    o = _similarity(x.options, y.options)
+    whole = _similarity(x.whole, y.whole)
+    if (whole >= threshold and x.numbers == y.numbers and apart <= MAX_EDIT
             and q >= PART_THRESHOLD and o >= PART_THRESHOLD):
         return "both", whole, q, o
-    if (q >= threshold and Indel.distance(x.question, y.question) <= MAX_EDIT
+    if (q >= threshold and question_apart <= MAX_EDIT
             and min(len(x.question.split()), len(y.question.split())) >= QUESTION_WORDS):
         return "question", q, q, o
     return None
 
 
 def find_pairs(entries: list[Entry], *, threshold: float = THRESHOLD, cross_only: set[str] | None = None,
-               progress=None) -> list[Pair]:
+               progress=None, long: list[Entry] | None = None) -> list[Pair]:
     """Every pair of entries whose normalised texts are at least ``threshold`` similar, best
     first. ``cross_only`` restricts the pairs to those with at least one entry in these
-    collections (pairs wholly inside another benchmark are not this audit's business)."""
+    collections (pairs wholly inside another benchmark are not this audit's business). The
+    entries whose text is long (the caps applied) are appended to ``long`` when given, for the
+    search to say so."""
     texts = [_text(e) for e in entries]
+    if long is not None:
+        long.extend(e for e, t in zip(entries, texts) if len(t.whole) > MAX_CHARS)
     wanted = (lambda i, j: True) if cross_only is None else (
         lambda i, j: entries[i].collection in cross_only or entries[j].collection in cross_only)
     lsh = MinHashLSH(threshold=LSH_THRESHOLD, num_perm=NUM_PERM)

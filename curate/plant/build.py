@@ -18,14 +18,16 @@ import curate
 from curate.atomic import temp_folder, write_text
 from curate.clock import now
 from curate.errors import CurateError
-from curate.items import sha256_text
+from curate.items import canonical_json, sha256_text
 from curate.lock import claimed, remove_stale
 from curate.plant.inject import Planted, check_kinds, plant_items
 from curate.plant.options import PLANT_DEFAULTS as D
 from curate.store import DB_NAME, Workspace, check_new_workspace, create_workspace
-from scoring.store import open_scores
+from scoring.store import delete_scores, open_scores
 
-KEY_FORMAT = "benchcurate-plant-key/1"
+KEY_FORMAT = "benchcurate-plant-key/2"
+#: Keys of this format carried no digest of their own: evaluate cannot tell an edited one.
+OLD_KEY_FORMATS = ("benchcurate-plant-key/1",)
 
 
 def default_key_path(target: Path) -> Path:
@@ -37,6 +39,14 @@ def default_key_path(target: Path) -> Path:
 def items_digest(items: list[dict]) -> str:
     """What the key belongs to: the planted items' content hashes in row order."""
     return sha256_text("\n".join(it["content_hash"] for it in items))
+
+
+def key_digest(key: dict) -> str:
+    """What the key says, sealed: every field but the digest itself (the plants, their counts and
+    ``items_digest``, the planted workspace's identity), as canonical JSON. Evaluate recomputes
+    it, so a key edited by hand is refused rather than trusted."""
+    body = {k: v for k, v in key.items() if k != "key_digest"}
+    return sha256_text(canonical_json(body))
 
 
 def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"], seed: int = D["seed"],
@@ -51,6 +61,9 @@ def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"]
     _check_key_path(key, target)
     with Workspace.open(source) as ws:
         items, meta = ws.items(), {k: ws.meta(k) for k in _meta_keys(ws)}
+    if "planted" in meta:  # the key of a second plant would count the first plants as clean items
+        raise CurateError(f"{source}: is a planted copy made by `curate plant` (its key knows only its own plants); "
+                          f"plant from the original workspace instead")
     if isinstance(kinds, str):
         kinds = [k.strip() for k in kinds.split(",") if k.strip()]
     kinds = check_kinds(kinds)
@@ -72,8 +85,9 @@ def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"]
             summary = {"format": KEY_FORMAT, "source": str(source.resolve()), "workspace": str(Path(os.path.abspath(target))),
                        "items_digest": items_digest(planted_items), "items": len(items), "kinds": kinds,
                        "rate": rate, "seed": seed, "counts": {k: sum(p.kind == k for p in planted) for k in kinds},
-                       "rescored": rescored, "dropped_labels": dropped, "created_at": now(),
-                       "planted": [_key_row(p) for p in planted]}
+                       "rescored": rescored, "dropped_labels": sorted(dropped), "dropped_scores": dropped,
+                       "created_at": now(), "planted": [_key_row(p) for p in planted]}
+            summary["key_digest"] = key_digest(summary)
             write_text(key, json.dumps(summary, indent=1) + "\n")
             try:
                 _move_into_place(built, target)
@@ -183,9 +197,11 @@ def _rescore(built: Path, model: str, labels: dict, **options) -> dict:
     return {"model": model, "pairs": [list(p) for p in pairs], "computed_units": computed}
 
 
-def _unscored(built: Path, labels: dict, planted: list[Planted], *, drop: bool) -> list[str]:
+def _unscored(built: Path, labels: dict, planted: list[Planted], *, drop: bool) -> dict[str, int]:
     """The labels that held scores of a changed item which no model re-scored: refused, or
-    (``drop``) deleted whole, so no detector reads a model with holes exactly where the plants are."""
+    (``drop``) deleted whole, so no detector reads a model with holes exactly where the plants are.
+    Returns label -> the score rows deleted. Dropping every label is refused: a planted workspace
+    without scores would leave evaluate no score detector to measure."""
     changed = {p.item_id for p in planted if p.changed_options}
     with open_scores(built) as ws:
         now_held, missing = _held(ws, "main", changed), {}
@@ -199,11 +215,18 @@ def _unscored(built: Path, labels: dict, planted: list[Planted], *, drop: bool) 
                               f"copied and were not re-scored; give --model {label} (a local model) to re-score "
                               f"them, plant only --kinds gold_move, or --drop-unscored to leave "
                               f"{', '.join(sorted(missing))} out of the planted workspace")
-        if missing:
-            with ws.transaction():
-                for label in missing:
-                    ws.conn.execute("DELETE FROM scores WHERE model = ?", (label,))
-    return sorted(missing)
+        if not missing:
+            return {}
+        held = {r[0] for r in ws.conn.execute("SELECT DISTINCT model FROM scores")}
+        if held <= set(missing):
+            raise CurateError(f"--drop-unscored would leave out every model ({', '.join(sorted(missing))}): the planted "
+                              f"workspace would hold no scores for the score detectors; give --model (a local model) "
+                              f"to re-score the changed items, or plant only --kinds gold_move")
+        dropped = {}
+        with ws.transaction():
+            for label in sorted(missing):
+                dropped[label] = delete_scores(ws, "model = ?", (label,))
+    return dropped
 
 
 def _move_into_place(built: Path, target: Path) -> None:

@@ -39,8 +39,8 @@ def new(source, target, models, **options):
     click.echo(f"planted {sum(summary['counts'].values())} of {summary['items']} items ({counts}) into {target}")
     for r in summary["rescored"]:
         click.echo(f"  re-scored {r['model']}: {r['computed_units']} units computed")
-    for label in summary["dropped_labels"]:
-        click.echo(f"  left out {label}: its scores of changed items were not re-scored")
+    for label, n in summary["dropped_scores"].items():
+        click.echo(f"  left out {label}: {n} scores dropped (its scores of changed items were not re-scored)")
     click.echo(f"key: {summary['key']} (keep it away from the detectors)")
 
 

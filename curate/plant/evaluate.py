@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 import schemas
-from curate.errors import CurateError
+from curate.errors import CurateError, InputError
 from curate.plant import KINDS
-from curate.plant.build import items_digest
+from curate.plant.build import OLD_KEY_FORMATS, items_digest, key_digest
 from curate.plant.options import EVALUATE_DEFAULTS as D
 from curate.store import Workspace
 
@@ -82,12 +82,32 @@ def measure(detectors: dict[str, tuple[str, pd.Series]], key: pd.DataFrame, item
 
 
 def read_key(path, root, items: list[dict]) -> pd.DataFrame:
-    """The key's planted rows; refused when it belongs to another workspace (``items``: those of
-    the workspace ``root``)."""
-    key = schemas.read_checked(path, "plant-key", missing="key file not found")
+    """The key's planted rows, refused (one line each) when it was written before keys carried a
+    digest, belongs to another workspace, plants nothing, names an item the workspace lacks, or
+    no longer matches its own digest (edited since `curate plant` wrote it). ``items``: those of
+    the workspace ``root``."""
+    from curate.reading import read_json
+
+    key = read_json(path, "a plant-key file", missing="key file not found")
+    if isinstance(key, dict) and key.get("format") in OLD_KEY_FORMATS:
+        raise InputError(f"written by an earlier `curate plant` ({key['format']}), before keys carried a digest of "
+                         f"what they plant; re-plant from the original workspace", path=str(path))
+    problems = schemas.errors("plant-key", key)
+    if problems:
+        field, _, message = problems[0].partition(": ")
+        raise InputError(message, path=str(path), field=field)
     if key["items_digest"] != items_digest(items):
         raise CurateError(f"{path}: this key belongs to another workspace (planted into {key['workspace']}); the "
                           f"items of {root} are not the ones it was written for")
+    if not key["planted"]:
+        raise InputError("has no plants: nothing to measure", path=str(path), field="planted")
+    ids = {it["item_id"] for it in items}
+    for n, row in enumerate(key["planted"]):
+        if row["item_id"] not in ids:
+            raise InputError(f"item {row['item_id']!r} is not in {root}", path=str(path), field=f"planted/{n}/item_id")
+    if key["key_digest"] != key_digest(key):
+        raise InputError("does not match its digest: the key was edited after `curate plant` wrote it; use the key "
+                         "as written, or re-plant", path=str(path), field="key_digest")
     return pd.DataFrame(key["planted"], columns=["item_id", "row_index", "kind"])
 
 

@@ -52,13 +52,14 @@ def plant_items(items: list[dict], kinds, rate: float, seed: int) -> tuple[list[
     """The items with errors of each kind planted in ``rate`` of them, and what was planted
     (in row order). The same items, kinds, rate and seed give the same plants."""
     kinds = check_kinds(kinds)
-    if not 0 < rate <= 1:
-        raise CurateError(f"rate {rate}: give a share of the items above 0 and at most 1")
+    if not 0 < rate < 1:
+        raise CurateError(f"rate {rate}: give a share of the items above 0 and below 1")
     _refuse_unplantable(items, kinds)
     count = max(1, round(rate * len(items)))
-    if count * len(kinds) > len(items) - 1:  # the donors of one item must be other items
+    if count * len(kinds) > len(items) - 1:  # evaluate's negatives: the items left unplanted
         raise CurateError(f"rate {rate} x {len(kinds)} kinds needs {count * len(kinds)} of the {len(items)} items, "
-                          f"one item each; lower --rate or plant fewer kinds")
+                          f"one item each, and at least one must stay unplanted for evaluate to compare against; "
+                          f"lower --rate or plant fewer kinds")
     rng = random.Random(seed)
     chosen = rng.sample(range(len(items)), count * len(kinds))
     out, planted = list(items), []

@@ -20,8 +20,9 @@ def _score(name: str, **changes) -> Option:
 PLANT = [
     Option("kinds", default=",".join(KINDS), metavar="K1,K2",
            help=f"Kinds of error to plant, comma-separated, from: {', '.join(KINDS)}."),
-    Option("rate", float, 0.02, min=0, max=1, min_open=True,
-           help="Share of the items planted with each kind (at least one item per kind)."),
+    Option("rate", float, 0.02, min=0, max=1, min_open=True, max_open=True,
+           help="Share of the items planted with each kind (at least one item per kind; the kinds together "
+                "leave at least one item unplanted, for evaluate to compare against)."),
     Option("seed", int, 0, help="Seed of the choice of items, options and donors."),
     Option("key", metavar="FILE", help="Where the key goes (default: TARGET.plant-key.json beside the new "
                                        "workspace; never inside it)."),

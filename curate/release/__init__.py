@@ -20,7 +20,7 @@ from curate.release.targets import parse_target
 # import); they are imported where used, so that the CLI, which imports this package for every
 # command, starts quickly.
 
-__all__ = ["make_release", "verify_release", "diff_releases", "fetched"]
+__all__ = ["make_release", "verify_release", "diff_releases", "fetched", "release_line", "where_published"]
 
 STAGING_PREFIX = "benchcurate-release-"
 
@@ -45,6 +45,18 @@ def make_release(root, decisions_dir, name: str, version: str, target: str, *, l
         manifest = build_release(root, decisions_dir, name, version, staging, license=license, changelog=changelog)
         published = tgt.publish(staging, name, version)
     return {**manifest, "published": published}
+
+
+def where_published(published: dict) -> str:
+    """Where ``make_release`` put a release, in words: the location, and a git target's commit and tag."""
+    tag = f" (commit {published['commit'][:12]}, tag {published['tag']})" if "tag" in published else ""
+    return published["location"] + tag
+
+
+def release_line(manifest: dict) -> str:
+    """What a release holds and where it went, as `curate release` and `curate audit` print it."""
+    return (f"{manifest['counts']['kept']} of {manifest['counts']['items']} items, {len(manifest['files'])} files "
+            f"+ manifest.json -> {where_published(manifest['published'])}")
 
 
 @contextmanager

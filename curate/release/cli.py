@@ -39,15 +39,13 @@ def release_group():
 @click_options(RELEASE[2:])
 def create(workspace, decisions, name, version, target, license, changelog):
     """Release the items kept in DECISIONS from WORKSPACE (also: `curate release WORKSPACE ...`)."""
-    from curate.release import make_release
+    from curate.release import make_release, release_line
 
     manifest = make_release(workspace, decisions, name, version, target, license=license, changelog=changelog)
     pub = manifest["published"]
-    where = pub["location"] + (f" (commit {pub['commit'][:12]}, tag {pub['tag']})" if "tag" in pub else "")
     if pub.get("finished"):
         click.echo(f"finished {pub['finished']}")
-    click.echo(f"released {name} {version}: {manifest['counts']['kept']} of {manifest['counts']['items']} items, "
-               f"{len(manifest['files'])} files + manifest.json -> {where}")
+    click.echo(f"released {name} {version}: {release_line(manifest)}")
     task = manifest["formats"]["lm_eval_task"]
     folder = {"local": pub["location"], "git": f"{pub['location']}/{name}/{version}"}.get(pub["kind"], "RELEASE")
     click.echo(f"lm-eval: lm_eval --model hf --model_args pretrained=MODEL --include_path {folder}/lm_eval_task "

@@ -63,6 +63,8 @@ class ReviewData:
     scores: pd.DataFrame
     decisions: list[Decisions] = field(default_factory=list)
     generations: pd.DataFrame = field(default_factory=pd.DataFrame)   # read_generations' rows
+    #: Tables derived from the scores, computed once (``curate.review.queues.suspect_table``).
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def load(cls, root: str | Path, decisions=()) -> "ReviewData":
@@ -108,17 +110,25 @@ class ReviewData:
         return self.scores.iloc[rows] if rows else self.scores.iloc[0:0]
 
     @cached_property
-    def normalization(self) -> str | None:
-        """The normalization the report uses for predictions (None without scores)."""
-        from curate.errors import CurateError
-        from scoring.normalize import primary_normalization
+    def normalizations(self) -> dict[str, str]:
+        """Each scorer's normalization as the report reads it (``model_normalizations``: the one
+        all share, else each its own), keyed by ``scorer_labels``' model; empty without scores."""
+        from scoring.normalize import model_normalizations
 
-        if self.scores.empty:
-            return None
-        try:
-            return primary_normalization(scorer_labels(self.scores))
-        except CurateError:
-            return None
+        return {} if self.scores.empty else model_normalizations(scorer_labels(self.scores))
+
+    @cached_property
+    def normalization(self) -> str | None:
+        """The report's primary normalization: the one most scorers use (None without scores)."""
+        from scoring.normalize import most_shared
+
+        return most_shared(self.normalizations) if self.normalizations else None
+
+    def predictions(self, scores: pd.DataFrame) -> pd.DataFrame:
+        """``scores``' argmax picks, each scorer under its own normalization (``scorer_labels``' models)."""
+        from scoring.normalize import predictions_by_model
+
+        return predictions_by_model(scorer_labels(scores), self.normalizations)
 
     def annotations_of(self, ws: Workspace, item_id: str) -> pd.DataFrame:
         """Every annotator's current records for one item, read now (reviewers write them);

@@ -39,7 +39,7 @@ from curate.atomic import check_writable, unwritable, write_text
 from curate.errors import CurateError, InputError
 from curate.reading import DOCUMENT_LIMIT, loads, read_json, read_text
 from curate.review import queues
-from curate.review.data import ReviewData, scorer_labels
+from curate.review.data import ReviewData
 from curate.review.verdicts import LABEL_TEXT, VerdictError, annotator_name, verdict_record
 
 FORMATS = ("argilla", "jsonl")
@@ -65,16 +65,14 @@ def queue_rows(data: ReviewData, spec: str) -> list[dict]:
 
 
 def full_mode_picks(data: ReviewData) -> dict[str, dict[str, int]]:
-    """item_id -> model -> full-mode pick under the report's normalization (empty without scores)."""
-    from scoring.normalize import predictions
-
-    if data.normalization is None or data.scores.empty:
+    """item_id -> model -> full-mode pick under the report's normalizations (empty without scores)."""
+    if data.scores.empty:
         return {}
     full = data.scores[data.scores["mode"] == "full"]
     if full.empty:
         return {}
     out: dict[str, dict[str, int]] = {}
-    for r in predictions(scorer_labels(full), data.normalization).itertuples():
+    for r in data.predictions(full).itertuples():
         out.setdefault(r.item_id, {})[r.model] = int(r.pred)
     return out
 

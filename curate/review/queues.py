@@ -39,7 +39,7 @@ import pandas as pd
 
 from curate.errors import CurateError, InputError
 from curate.reading import DOCUMENT_LIMIT, read_text
-from curate.review.data import ReviewData, scorer_labels
+from curate.review.data import ReviewData
 
 DEFAULT_SAMPLE, DEFAULT_STRONG = 50, 3
 
@@ -121,13 +121,10 @@ def disagree(data: ReviewData, annotations: pd.DataFrame) -> list[str]:
 
 def strongest(data: ReviewData, k: int) -> tuple[list[str], pd.DataFrame]:
     """The k models with the highest full-mode accuracy, and their full-mode predictions."""
-    from scoring.normalize import predictions
-
-    norm = data.normalization
     full = data.scores[data.scores["mode"] == "full"] if not data.scores.empty else data.scores
-    if full.empty or norm is None:
+    if full.empty:
         raise CurateError("queue 'wrong' needs full-mode scores; score or import some first")
-    preds = predictions(scorer_labels(full), norm)
+    preds = data.predictions(full)
     preds["correct"] = preds["pred"].to_numpy() == preds["item_id"].map(
         {i: it["gold"] for i, it in data.by_id.items()}).to_numpy()
     accuracy = preds.groupby("model")["correct"].mean().sort_values(ascending=False, kind="stable")
@@ -153,25 +150,50 @@ def _suspects_args(arg: str, spec: str) -> tuple[int | None, int | None]:
     return (_int(parts[0], spec) if parts else None), fewshot
 
 
-def suspects(data: ReviewData, top: int | None, fewshot: int | None = None) -> list[str]:
-    """Likely label errors, likeliest first (Platinum-style: review the surest errors first): above
-    the label_error kind's default cut, or the ``top`` highest scores; from the full-mode scores
-    item validity reads (``curate.analyses.item_table.choose``; ``fewshot``: that shot count),
-    which may be k-shot scores the review's 0-shot ``data.scores`` do not hold."""
+def suspect_table(data: ReviewData, fewshot: int | None = None) -> pd.DataFrame:
+    """Every item's label-error score, suspected option and evidence, likeliest first, from the
+    full-mode scores item validity reads (``curate.analyses.item_table.choose``; ``fewshot``: that
+    shot count), which may be k-shot scores the review's 0-shot ``data.scores`` do not hold.
+    Computed once per shot count: the queue and its item pages read the same table."""
     from curate.analyses.item_table import workspace_table
-    from curate.filter.kinds.label_error import DEFAULT_ABOVE
     from scoring.store import open_scores
 
-    with open_scores(data.root) as ws:
-        try:
-            _, found, _ = workspace_table(ws, fewshot=fewshot, items=data.items,
-                                          preferred_normalization=data.normalization)
-        except CurateError as exc:
-            raise CurateError(f"queue 'suspects' needs full-mode scores: {exc}") from None
-    found = found.sort_values("label_error_score", ascending=False, kind="stable")
+    key = ("suspects", fewshot)
+    if key not in data.derived:
+        with open_scores(data.root) as ws:
+            try:
+                _, found, _ = workspace_table(ws, fewshot=fewshot, items=data.items,
+                                              preferred_normalization=data.normalization)
+            except CurateError as exc:
+                raise CurateError(f"queue 'suspects' needs full-mode scores: {exc}") from None
+        data.derived[key] = found.sort_values("label_error_score", ascending=False, kind="stable")
+    return data.derived[key]
+
+
+def suspects(data: ReviewData, top: int | None, fewshot: int | None = None) -> list[str]:
+    """Likely label errors, likeliest first (Platinum-style: review the surest errors first): above
+    the label_error kind's default cut, or the ``top`` highest scores (``suspect_table``)."""
+    from curate.filter.kinds.label_error import DEFAULT_ABOVE
+
+    found = suspect_table(data, fewshot)
     if top is not None:
         return found["item_id"].head(top).tolist()
     return found.loc[found["label_error_score"] > DEFAULT_ABOVE, "item_id"].tolist()
+
+
+def reasons(data: ReviewData, spec: str) -> dict[str, dict]:
+    """Why queue ``spec`` holds each of its items, where the item's page would not show it
+    otherwise: for ``suspects`` queues, item id -> its label-error score, suspected option and
+    evidence (``suspect_table``); empty for every other queue (a removed item's filter stages are
+    on its page already)."""
+    kind, _, arg = spec.partition(":")
+    if kind != "suspects":
+        return {}
+    top, fewshot = _suspects_args(arg, spec)
+    table = suspect_table(data, fewshot).set_index("item_id")
+    return {i: {"label_error_score": float(table.at[i, "label_error_score"]),
+                "suspected_option": int(table.at[i, "suspected_option"]), "evidence": table.at[i, "evidence"]}
+            for i in suspects(data, top, fewshot)}
 
 
 def duplicates(data: ReviewData, scope: str | None) -> list[str]:

@@ -34,6 +34,7 @@ class ItemContext:
     data: ReviewData
     item: dict
     annotations: pd.DataFrame     # the item's records, every annotator (read_annotations)
+    suspect: dict | None = None   # why the suspects queue holds it (``curate.review.queues.reasons``)
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,13 @@ def options_section(ctx: ItemContext) -> Section:
     for i, j, score in pairs:
         twins.setdefault(i, []).append(f"{opts[j]} ({score:g})")
         twins.setdefault(j, []).append(f"{opts[i]} ({score:g})")
+    suspected = ctx.suspect["suspected_option"] if ctx.suspect else None
     rows = []
     for i, (letter, text) in enumerate(zip(opts, item["options"])):
         classes = " ".join(c for c, on in (("gold", i == item["gold"]), ("near-dup", i in twins)) if on)
         marks = ('<span class="badge gold-badge">gold</span>' if i == item["gold"] else "") + (
-            f'<span class="badge dup-badge">near-duplicate of {esc(", ".join(twins[i]))}</span>' if i in twins else "")
+            f'<span class="badge dup-badge">near-duplicate of {esc(", ".join(twins[i]))}</span>' if i in twins else "") + (
+            '<span class="badge sus-badge">suspected right answer</span>' if i == suspected else "")
         rows.append(f'<li class="{classes}" data-option="{i}"><b>{letter}.</b> {esc(text)} {marks}</li>')
     note = (f'<p class="hint">Near-duplicate options (rapidfuzz ratio &ge; {NEAR_DUPLICATE}) are highlighted.</p>'
             if pairs else "")
@@ -99,7 +102,8 @@ def scores_section(ctx: ItemContext) -> Section | None:
     # Values are computed once per item and sliced per (model, mode) group: pandas calls per group
     # cost a report of 2000 item pages minutes.
     scores = scores.sort_values("option_index", kind="stable")
-    wanted = [n for n in dict.fromkeys((primary, *SHOWN)) if n is not None]
+    own = ctx.data.normalizations  # a scorer without the primary normalization is read under its own
+    wanted = [n for n in dict.fromkeys((primary, *own.values(), *SHOWN)) if n is not None]
     values = {n: option_values(scores, n).to_numpy(dtype=float) for n in wanted}
     options = scores["option_index"].to_numpy(dtype=int)
     sums_all = scores["logprob_sum"].to_numpy(dtype=float)
@@ -108,27 +112,30 @@ def scores_section(ctx: ItemContext) -> Section | None:
     for key in sorted(groups, key=lambda k: (str(k[0]), order.get(k[1], 99), str(k[2:]))):
         at = groups[key]
         norms = [n for n in wanted if not np.isnan(values[n][at]).any()]  # every option has a value
+        mine = own.get(str(key[0] if isinstance(key, tuple) else key), primary)
         picks, pick_primary = [], None
         for norm in norms:
             pick = int(values[norm][at].argmax())
-            if norm == primary:
+            if norm == mine:
                 pick_primary = pick
             text = f"{norm}: {opts[pick]} {'&#10003;' if pick == item['gold'] else '&#10007;'}"
             if text not in picks:
                 picks.append(text)
         sums = dict(zip(options[at], sums_all[at]))
-        main = dict(zip(options[at], values[primary][at])) if primary in norms else {}
+        main = dict(zip(options[at], values[mine][at])) if mine in norms else {}
         cells = []
         for i in range(len(opts)):
             parts = [f"{sums[i]:.3f}"] if pd.notna(sums.get(i)) else []
-            if primary not in (None, "sum") and pd.notna(main.get(i)):
-                parts.append(f'<span class="sub">{primary} {main[i]:.4f}</span>')
+            if mine not in (None, "sum") and pd.notna(main.get(i)):
+                parts.append(f'<span class="sub">{mine} {main[i]:.4f}</span>')
             cells.append(f'<td class="{"pick" if i == pick_primary else ""}">{"<br>".join(parts)}</td>')
         label = "".join(f"<td>{esc(k)}</td>" for k in (key if isinstance(key, tuple) else (key,)))
         rows.append(f"<tr>{label}<td>{'<br>'.join(picks)}</td>{''.join(cells)}</tr>")
     about = ("Cells: the option's log-likelihood (sum over its tokens, where stored)"
              + (f" and its <code>{esc(primary)}</code> value" if primary not in (None, "sum") else "")
-             + f"; the highlighted cell is the model's pick under <code>{esc(primary)}</code>."
+             + f"; the highlighted cell is the model's pick under <code>{esc(primary)}</code>"
+             + (" (or its own normalization, shown in its cells, where it has none)"
+                if set(own.values()) - {primary} else "") + "."
              if primary else "Cells: the option's log-likelihood (sum over its tokens).")
     return Section("scores", "Model choices and log-likelihoods",
                    f'<p class="hint">{about}</p><table class="scores">{head}{"".join(rows)}</table>')
@@ -181,6 +188,26 @@ def filter_section(ctx: ItemContext) -> Section | None:
     return Section("filter", "Filter stages that matched", "".join(parts))
 
 
+def suspect_section(ctx: ItemContext) -> Section | None:
+    """Why the ``suspects`` queue holds the item: its label-error score against the queue's cut,
+    the option suspected to be the right one, and the models that prefer it."""
+    if not ctx.suspect:
+        return None
+    from curate.filter.kinds.label_error import DEFAULT_ABOVE
+
+    s, opts = ctx.suspect, letters(len(ctx.item["options"]))
+    sus, gold = opts[s["suspected_option"]], opts[ctx.item["gold"]]
+    rows = "".join(f"<tr><td>{esc(m['model'])}</td><td>{m['p_suspected']:.3f}</td><td>{m['p_gold']:.3f}</td></tr>"
+                   for m in (s.get("evidence") or {}).get("models", []))
+    models = (f'<table class="suspect"><tr><th>model preferring {sus}</th><th>p({sus})</th><th>p({gold}, gold)</th>'
+              f"</tr>{rows}</table>" if rows else "")
+    return Section("suspect", "Suspected label error",
+                   f"<p>label-error score <b>{s['label_error_score']:.2f}</b> (the pooled log-odds that an option "
+                   f"other than the gold is right, less the item's discrimination; the queue's cut is "
+                   f"{DEFAULT_ABOVE:.2f}, odds of 9 to 1): suspected option <b>{sus}</b>, the gold is "
+                   f"<b>{gold}</b>.</p>{models}")
+
+
 def generations_section(ctx: ItemContext) -> Section | None:
     """Answers by generation: per condition and seed, the option chosen (as the item's own letter,
     mapped back through the shuffle), the parse status and the reply as generated."""
@@ -201,9 +228,12 @@ def generations_section(ctx: ItemContext) -> Section | None:
                    f"<th>seed</th><th>answer</th><th>parse</th><th>reply</th></tr>{''.join(rows)}</table>")
 
 
-#: The item view, top to bottom. A stage adding data about items adds its builder here.
+#: The item view, top to bottom. A stage adding data about items adds its builder here. Why the
+#: item is in the reviewer's queue (a suspected label error, the filter stages that removed it)
+#: comes first: below eleven models' table it was off the first screen.
 SECTIONS: list[Callable[[ItemContext], Section | None]] = [
-    context_section, options_section, scores_section, generations_section, annotations_section, filter_section,
+    suspect_section, filter_section, context_section, options_section, scores_section, generations_section,
+    annotations_section,
 ]
 
 

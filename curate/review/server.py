@@ -16,6 +16,7 @@ Security, by construction and checked on every request:
 from __future__ import annotations
 
 import hmac
+import html
 import json
 import secrets
 import sqlite3
@@ -62,6 +63,7 @@ class ReviewApp:
         self.reviewer = annotator_name(reviewer)[len("human:"):] if reviewer else None
         self.token = secrets.token_urlsafe(32)
         self._queues: dict[str, list[str]] = {}
+        self._reasons: dict[str, dict[str, dict]] = {}
         self._lock = threading.Lock()
         self.queue_items(queue)  # a bad --queue fails at start, not in the browser
 
@@ -78,6 +80,14 @@ class ReviewApp:
                     records = read_annotations(ws) if spec.startswith("disagree") else None
                 self._queues[spec] = queues.resolve(self.data, spec, records)
             return self._queues[spec]
+
+    def queue_reasons(self, spec: str) -> dict[str, dict]:
+        """Why queue ``spec`` holds each item (``queues.reasons``), resolved once per spec."""
+        self.queue_items(spec)  # the same checks as the queue itself
+        with self._lock:
+            if spec not in self._reasons:
+                self._reasons[spec] = queues.reasons(self.data, spec)
+            return self._reasons[spec]
 
     def queue_list(self) -> list[dict]:
         with open_annotations(self.data.root) as ws:
@@ -105,17 +115,37 @@ class ReviewApp:
         return {"name": spec, "items": ids, "answered": {i: sorted(verdicts[i]) for i in ids if i in verdicts},
                 "progress": self.progress(ids, verdicts)}
 
-    def item(self, item_id: str, reviewer: str) -> dict:
+    def item(self, item_id: str, reviewer: str, queue: str | None = None) -> dict:
+        """One item's page as ``reviewer`` sees it in ``queue`` (which adds why the queue holds it)."""
         item = self.data.by_id.get(item_id)
         if item is None:
             raise ApiError(HTTPStatus.NOT_FOUND, f"no item {item_id!r} in this workspace")
+        suspect = self.queue_reasons(queue).get(item_id) if queue else None
         with open_annotations(self.data.root) as ws:
             records = self.data.annotations_of(ws, item_id)
             mine = reviewer_verdicts(ws, reviewer).get(item_id, {})
-        html = sections_html(item_sections(ItemContext(self.data, item, records)))
+        sections = sections_html(item_sections(ItemContext(self.data, item, records, suspect)))
         return {"item_id": item_id, "row_index": item["row_index"], "source": item["source"],
-                "options": item["options"], "gold": item["gold"], "sections": html,
+                "options": item["options"], "gold": item["gold"], "sections": sections,
                 "verdicts": {str(r): v for r, v in mine.items()}}
+
+    def first_item_html(self, query: dict) -> str | None:
+        """The item the page opens on (the queue's first unanswered, as review.js picks it when
+        the URL names no position), rendered into the page itself: the page shows it before its
+        script has asked for anything. None without a reviewer or with a queue that fails (the
+        script then asks for a name or says why)."""
+        try:
+            reviewer = annotator_name(query.get("reviewer") or self.reviewer or "")[len("human:"):]
+            spec = query.get("queue") or self.queue
+            state = self.queue_state(spec, reviewer)
+            if not state["items"]:
+                return None
+            item_id = next((i for i in state["items"] if i not in state["answered"]), state["items"][0])
+            item = self.item(item_id, reviewer, spec)
+        except (ApiError, CurateError, sqlite3.Error, OSError):
+            return None
+        title = item_id + (f" ({item['source']})" if item["source"] else "")
+        return f'<h2 id="item-id">{html.escape(title)}</h2>{item["sections"]}'
 
     def save(self, body: dict) -> dict:
         check_verdict(body)
@@ -160,10 +190,13 @@ def check_verdict(body: dict) -> None:
             raise ApiError(HTTPStatus.BAD_REQUEST, f"{field} must be {what}, not {json.dumps(body[field])[:60]}")
 
 
-def page(app: ReviewApp) -> bytes:
-    """The app's one HTML page; the token travels in a meta tag (no inline script: the CSP
-    forbids it)."""
+def page(app: ReviewApp, query: dict | None = None) -> bytes:
+    """The app's one HTML page with its first item rendered in (``ReviewApp.first_item_html``);
+    the token travels in a meta tag (no inline script: the CSP forbids it)."""
     text = (STATIC_DIR / "review.html").read_text(encoding="utf-8")
+    first = app.first_item_html(query or {})
+    if first is not None:
+        text = text.replace('<p class="hint">loading&hellip;</p>', first)
     return text.replace("{{TOKEN}}", app.token).encode("utf-8")
 
 
@@ -236,7 +269,7 @@ class Handler(BaseHTTPRequestHandler):
         path = url.path
         try:
             if not post and path in ("/", "/index.html"):
-                return self._send(HTTPStatus.OK, page(self.app), "text/html; charset=utf-8")
+                return self._send(HTTPStatus.OK, page(self.app, query), "text/html; charset=utf-8")
             if not post and path in STATIC:
                 name, kind = STATIC[path]
                 return self._send(HTTPStatus.OK, (STATIC_DIR / name).read_bytes(), kind)
@@ -272,7 +305,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/queue":
             return self.app.queue_state(query.get("name") or self.app.queue, self._reviewer(query))
         if path == "/api/item":
-            return self.app.item(query.get("id", ""), self._reviewer(query))
+            return self.app.item(query.get("id", ""), self._reviewer(query), query.get("queue"))
         raise ApiError(HTTPStatus.NOT_FOUND, "not found")
 
     def _post(self, path: str):

@@ -13,6 +13,9 @@ A format is a module of this package whose name is the format's name with ``-`` 
   (the audit skips the step then).
 - ``supplies(paths, default_formulation) -> {(model, mode, formulation): normalizations}``: what
   importing them will store, read without importing (the audit plan's check).
+- optionally ``misfits(paths, items, exact) -> list[str]``: the files that cannot be imported
+  into a workspace of ``items`` items (``exact``; else at most that many), each named with why,
+  read without importing: the audit checks this before anything is spent.
 
 Modules starting with ``_`` are helpers.
 """

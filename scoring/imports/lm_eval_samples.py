@@ -31,7 +31,8 @@ from pathlib import Path
 from curate import formulations as forms
 from curate.errors import CurateError, InputError
 from curate.sources import file_sha256
-from scoring.store import add_run, check_label, label_lock, open_scores, write_scores
+from scoring.models import converted_name
+from scoring.store import add_run, check_label, delete_scores, label_lock, open_scores, write_scores
 
 DESCRIPTION = ("lm-evaluation-harness 0.4.x --log_samples output: samples_<task>_<date>.jsonl (or .jsonl.gz, "
                ".parquet) with the results_<date>.json beside them; files or whole --output_path trees")
@@ -109,15 +110,26 @@ def _read_results(path: Path) -> dict:
     return data
 
 
+#: A Hugging Face Hub cache folder: .../models--ORG--NAME/snapshots/COMMIT (the Hub id's "/" as "--").
+HUB_SNAPSHOT = re.compile(r"(?:^|/)models--(?P<repo>[^/]+)/snapshots/[0-9a-f]{40}/?$")
+
+
 def model_label(results: dict, path: Path) -> str:
     """The model's name as the results file gives it (``model_name``, else ``pretrained=`` of its
-    model args); a local folder is named by its last component."""
+    model args). lm-eval gives a model run from a local folder as the folder's path, so a path is
+    named by a name a reader knows: a Hub cache snapshot by its Hub id, a folder ``curate score``
+    converted from a GGUF file by the name it converted it under (``smollm2-135m``), any other
+    folder by its last component."""
     name = results.get("model_name") or _model_args(results).get("pretrained")
     if not name:
         raise InputError("names no model (no model_name, no pretrained= in config.model_args); give --label",
                          path=str(path), field="model_name")
     name = str(name)
-    return Path(name).name if name.startswith(("/", "./", "../", "~")) else name
+    if not name.startswith(("/", "./", "../", "~")):
+        return name  # a Hub id
+    if hub := HUB_SNAPSHOT.search(name):
+        return hub.group("repo").replace("--", "/")
+    return converted_name(name) or Path(name).name
 
 
 def _model_args(results: dict) -> dict:
@@ -171,6 +183,10 @@ def read_samples(path: Path):
         raise InputError(f"unreadable: {exc}", path=str(path)) from None
 
 
+#: is_greedy as lm-eval writes it (str of a Python bool), or a JSON boolean read back.
+GREEDY = {"True": True, "False": False}
+
+
 def requests_of(sample: dict, where) -> tuple[list[tuple[str, str]], list[float], list[bool]]:
     """(requests as (context, continuation), log-likelihoods, greedy flags) of a sample."""
     args, resps = sample.get("arguments"), sample.get("resps")
@@ -191,9 +207,12 @@ def requests_of(sample: dict, where) -> tuple[list[tuple[str, str]], list[float]
         try:
             ll, is_greedy = resp[0]
             lls.append(float(ll))
-            greedy.append(str(is_greedy) == "True")
         except (TypeError, ValueError, IndexError):
             where.fail(f"resps.{i}", f"is not [[loglikelihood, is_greedy]]: {str(resp)[:60]}")
+        flag = GREEDY.get(str(is_greedy))  # lm-eval writes the flag as "True"/"False"; JSON may hold true/false
+        if flag is None:
+            where.fail(f"resps.{i}", f"is_greedy {str(is_greedy)[:20]!r} is neither True nor False")
+        greedy.append(flag)
         if not (math.isfinite(lls[-1]) and lls[-1] <= 0):
             where.fail(f"resps.{i}", f"{lls[-1]} is not a log-likelihood (finite, <= 0)")
     return requests, lls, greedy
@@ -427,10 +446,10 @@ def _check_other_runs(ws, m: Matched, formulation: str, k: int, item_ids: list[s
     ws.conn.execute("CREATE TEMP TABLE IF NOT EXISTS import_items (item_id TEXT PRIMARY KEY)")
     ws.conn.execute("DELETE FROM import_items")
     ws.conn.executemany("INSERT INTO import_items VALUES (?)", ((i,) for i in item_ids))
-    where = ("FROM scores WHERE model = ? AND mode = ? AND formulation = ? AND fewshot = ? AND run_id != ? "
+    where = ("model = ? AND mode = ? AND formulation = ? AND fewshot = ? AND run_id != ? "
              "AND item_id IN (SELECT item_id FROM import_items)")
     params = (m.label, MODE, formulation, k, rid)
-    held = ws.conn.execute(f"SELECT run_id, item_id {where} LIMIT 1", params).fetchone()
+    held = ws.conn.execute(f"SELECT run_id, item_id FROM scores WHERE {where} LIMIT 1", params).fetchone()
     if held and held[0] in written:
         raise CurateError(f"{written[held[0]]} and {m.path} both hold model {m.label!r}'s scores of item {held[1]} "
                           f"({formulation}, {k}-shot); import one of them (or each under its own --label); "
@@ -440,7 +459,7 @@ def _check_other_runs(ws, m: Matched, formulation: str, k: int, item_ids: list[s
                           f"from other files (run {held[0]}); {m.path.name} would replace them: use --replace "
                           f"to do so; nothing was imported")
     if held:
-        ws.conn.execute(f"DELETE {where}", params)
+        delete_scores(ws, where, params)
 
 
 def imported(workspace, paths) -> bool:
@@ -462,3 +481,29 @@ def supplies(paths, default_formulation: str) -> dict:
     return {(model_label(run.info(), run.results), MODE, default_formulation): NORMALIZATIONS
             for run in find_runs(paths)}
 
+
+def misfits(paths, items: int, exact: bool) -> list[str]:
+    """Sample files that cannot fit a workspace of ``items`` items (or at most that many), read
+    without importing: every sample must match an item of its own, so a file may hold no more
+    samples than there are items."""
+    out = []
+    for run in find_runs(paths):
+        for path in run.samples:
+            n = _count_samples(path)
+            if n is not None and n > items:
+                out.append(f"{path.name} holds {n} samples, each of which must match an item of its own")
+    return out
+
+
+def _count_samples(path: Path) -> int | None:
+    """How many samples a file holds (parquet: from its metadata; JSON lines: its non-blank
+    lines), or None when it cannot be read (the import then names the problem)."""
+    try:
+        if path.name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+            return pq.ParquetFile(path).metadata.num_rows
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            return sum(1 for line in fh if line.strip())
+    except (OSError, EOFError, ValueError):
+        return None

@@ -31,3 +31,21 @@ def supplies(paths, default_formulation: str) -> dict:
     # the study's scores are cloze; each file's column is the normalization it gives
     return {(model, mode, "cloze"): tuple(columns)
             for (model, mode), columns in study_csv.group_files(_one_dir(paths)).items()}
+
+
+def misfits(paths, items: int, exact: bool) -> list[str]:
+    """Files whose rows cannot be a workspace's items, read without importing: a file holds one
+    row per item, in row order, so it needs exactly ``items`` rows (``exact``), or at most that
+    many when ``items`` is only a bound (a limit on a source not read yet)."""
+    import pandas as pd
+
+    root = _one_dir(paths)
+    out = []
+    for _, path in study_csv.find_files(root):
+        try:
+            rows = len(pd.read_csv(path, usecols=[0]))  # read as the import reads it (blank lines skipped)
+        except Exception:  # unreadable: the import names the file, row and field
+            continue
+        if rows > items or (exact and rows != items):
+            out.append(f"{path.relative_to(root)} has {rows} rows, one per item in row order")
+    return out

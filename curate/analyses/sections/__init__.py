@@ -2,7 +2,7 @@
 
 A section module holds everything about its part of the report:
 
-- ``ORDER`` (a number): where it comes; its heading number is its place in ``registry()``.
+- ``ORDER`` (a number): where it comes; its heading number is its place among the sections shown (a section with nothing to show is left out of the numbering).
 - ``ABOUT``: ``{metrics key: what it holds}`` for the keys it adds to metrics.json (the file's
   "about" lists them).
 - ``compute(ctx) -> dict``: its metrics entries, from a ``Context`` (the workspace's data read
@@ -82,10 +82,11 @@ class Context:
     core_threshold: int | None = 7
     scores: pd.DataFrame | None = None    # the scores of one shot count (0 where present)
     fewshot_scores: pd.DataFrame | None = None  # every shot count's scores (the few-shot section)
-    normalization: str | None = None   # the primary normalization
+    normalization: str | None = None   # the primary normalization: the one named, or most models have
+    normalizations: dict = field(default_factory=dict)  # model -> its normalization (the primary where it has it)
     preds_all: pd.DataFrame | None = None  # argmax predictions under every normalization
     preds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        columns=["model", "mode", "formulation", "item_id", "pred", "gold", "correct"]))  # the primary one's
+        columns=["model", "mode", "formulation", "item_id", "pred", "gold", "correct"]))  # each model's own
     mode_order: list = field(default_factory=list)
     formulation_order: list = field(default_factory=list)
     base_forms: list = field(default_factory=list)   # the formulations that are not rotations
@@ -93,6 +94,11 @@ class Context:
     decisions: object = None                         # a `curate filter --out` folder read (review.data.Decisions)
     subsets: dict = field(default_factory=dict)      # name -> item ids (all, each source, ...)
     plots: dict = field(default_factory=dict)        # plot name -> file name in ``out``
+
+    @property
+    def own_normalizations(self) -> dict:
+        """The models without the primary normalization, each with the one it is read under."""
+        return {m: n for m, n in self.normalizations.items() if n != self.normalization}
 
     @property
     def base(self) -> pd.DataFrame:
@@ -120,10 +126,11 @@ def report_blocks(m: dict, out: Path) -> list:
     """The report as render blocks: the title, what the audit found (``_findings``: the first
     screen), the header, then each section that has metrics here, its heading anchored by its
     name (``#accuracy``) for the findings' links."""
-    shown = [(number, section) for number, section in enumerate(registry(), 1)
+    shown = [section for section in registry()
              if m["settings"]["normalization"] is not None or not getattr(section, "SCORES", True)]
+    shown = [section for section in shown if section.render(m, 0, out)]  # numbered without gaps
     details, contents, found = [], [("About this report", "about")], [("about", intro_findings(m))]
-    for number, section in shown:
+    for number, section in enumerate(shown, 1):
         blocks = section.render(m, number, out)
         heading = next((i for i, b in enumerate(blocks) if b[0] == "h2"), None)
         if heading is not None:
@@ -172,6 +179,26 @@ def scores_text(prov: dict, normalization: str) -> list[str]:
     return parts
 
 
+def _own_text(s: dict) -> str:
+    """The models read under another normalization than the primary (they lack its scores)."""
+    own = s.get("own_normalizations") or {}
+    if not own:
+        return ""
+    why = s.get("own_normalization_why") or {}
+    return ("; the models without it are read under their own: " +
+            ", ".join(f"{model} `{norm}`" + (f" ({why[model]})" if model in why else "")
+                      for model, norm in sorted(own.items())))
+
+
+def _incomplete_text(s: dict) -> str:
+    """Models whose normalization lacks values on some options: those items are left out."""
+    gaps = s.get("incomplete") or {}
+    if not gaps:
+        return ""
+    return (" Items a model has no value for are left out of its predictions: " +
+            "; ".join(f"{model}: {text}" for model, text in sorted(gaps.items())) + ".")
+
+
 def header_blocks(m: dict) -> list:
     """The title, what was read, and how to read the numbers."""
     s, prov = m["settings"], m["provenance"]
@@ -184,8 +211,8 @@ def header_blocks(m: dict) -> list:
         return blocks + [("p", f"The workspace holds no log-likelihood scores: answers by generation only. Intervals "
                                f"are {level(s['alpha'])} Wilson score intervals; tests use alpha = {s['alpha']}.")]
     blocks += [("p", f"Predictions are the argmax option. Unless a table says otherwise they use the "
-                     f"`{s['normalization']}` normalization. Intervals are {level(s['alpha'])} Wilson score intervals; "
-                     f"tests use alpha = {s['alpha']}."),
+                     f"`{s['normalization']}` normalization{_own_text(s)}.{_incomplete_text(s)} Intervals are "
+                     f"{level(s['alpha'])} Wilson score intervals; tests use alpha = {s['alpha']}."),
                ("p", scores_text(prov, s["normalization"]))]
     runs = pd.DataFrame(prov["score_runs"])
     return blocks + [("p", "Scores read: each model and mode from one source (`origin` scored here, or imported), "

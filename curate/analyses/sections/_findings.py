@@ -72,7 +72,7 @@ def block(contributions: list[tuple[str, list]], contents: list[tuple[str, str]]
                 tables += [("p", f.caption), ("table", f.frame)]
     left = [("h3", "Items flagged, per signal")] + ([("links", flags)] if flags else
                                                      [("p", "No signal flags any item here.")])
-    right = tables + ([("h3", "Most likely broken"), ("links", items)] if items else [])
+    right = tables + ([("h3", "Review first"), ("links", items)] if items else [])
     body = [("h2", "What this audit found")]
     if sentences:
         body.append(("p", sentences[:-1]))

@@ -40,7 +40,7 @@ def _annotations(ctx) -> dict:
               "error_overlap": records(overlap := annotations.error_overlap(flags, ctx.preds)),
               "error_overlap_mean": records(annotations.overlap_mean(overlap))}
     if not round2.empty:
-        worst = accuracy.worst_predictions(ctx.scores, ctx.normalization)
+        worst = accuracy.worst_by_model(ctx.scores, ctx.normalizations)
         result["round2_accuracy"] = records(accuracy.round2_accuracy(ctx.preds, worst, round2, ctx.alpha))
     return result
 

@@ -13,7 +13,8 @@ SCORES = False  # a search reads the items' text only
 ABOUT = {"duplicates": "the last `curate duplicates` search (present: false when none ran): its settings, the collections "
                        "compared (items each), pairs per scope (within the workspace, another split, another "
                        "benchmark) and field (both: question and options copied; question: the question alone), "
-                       "workspace items in a pair, the closest pairs; pairs_file lists every pair"}
+                       "workspace items in a pair, the closest pairs; pairs_file lists every pair; long_items: "
+                       "items over settings.max_chars characters, whose work was capped (docs/stages/duplicates.md)"}
 FILES = (r"duplicate_pairs\.csv",)
 SHOWN = 20
 
@@ -31,7 +32,9 @@ def compute(ctx) -> dict:
     mine = set(frame.loc[frame.collection_a == "workspace", "item_a"]) | set(frame.loc[frame.collection_b == "workspace", "item_b"])
     top = frame.head(SHOWN)[["item_a", "collection_a", "item_b", "collection_b", "similarity", "field", "exact"]]
     return {"duplicates": {
-        "present": True, "settings": {k: info[k] for k in ("threshold", "max_edit", "part_threshold", "question_words") if k in info},
+        "present": True, "settings": {k: info[k] for k in ("threshold", "max_edit", "part_threshold", "question_words",
+                                                            "max_chars", "max_shingles") if k in info},
+        "long_items": info.get("long_items", 0),
         "compared": [{"name": c["name"], "items": c["items"]} for c in info["compared"]],
         "splits_not_found": info.get("splits_not_found", []), "created_at": info.get("created_at"),
         "n_pairs": len(frame), "n_exact": int(frame["exact"].sum()) if len(frame) else 0,
@@ -52,6 +55,10 @@ def render(m: dict, number: int, out) -> list:
             f"`{d['pairs_file']}`.")
     if d["splits_not_found"]:
         text += f" Splits not in the source: {', '.join(d['splits_not_found'])}."
+    if d.get("long_items"):
+        text += (f" {d['long_items']} items are over {s.get('max_chars')} characters: their candidates were "
+                 f"proposed from at most {s.get('max_shingles')} sampled 5-grams each, and the edit distance that "
+                 f"decides a pair still read their whole text.")
     blocks = [("h2", f"{number}. Duplicate items"), ("p", text)]
     if d["per_scope_field"]:
         blocks.append(("table", pd.DataFrame(d["per_scope_field"])))

@@ -21,7 +21,7 @@ def compute(ctx) -> dict:
     scores = ctx.fewshot_scores
     if scores is None or "fewshot" not in scores or scores["fewshot"].nunique() < 2:
         return {"fewshot": {"present": False}}
-    preds = fewshot.shot_predictions(scores, ctx.gold, ctx.normalization)
+    preds = fewshot.shot_predictions(scores, ctx.gold, ctx.normalizations)
     return {"fewshot": {
         "present": True, "normalization": ctx.normalization,
         "shot_counts": sorted(map(int, scores["fewshot"].unique())),

@@ -35,12 +35,15 @@ def render(m: dict, number: int, out) -> list:
 
 
 def findings(m: dict) -> list:
-    """The items the filter removes, and which stages remove most."""
+    """The items the filter removes, by stage (the largest four; past four, the three largest and
+    the rest together), so the parts add up to the total."""
     f = m.get("filter")
     if not f or not f.get("present"):
         return []
-    biggest = sorted((s for s in f["stages"] if s["removed_here"]), key=lambda s: -s["removed_here"])[:3]
-    by = ", ".join(f"{s['stage']} {s['removed_here']}" for s in biggest)
+    removing = sorted((s for s in f["stages"] if s["removed_here"]), key=lambda s: -s["removed_here"])
+    shown, rest = (removing, []) if len(removing) <= 4 else (removing[:3], removing[3:])
+    by = ", ".join([f"{s['stage']} {s['removed_here']}" for s in shown] +
+                   ([f"{len(rest)} other stages {sum(s['removed_here'] for s in rest)}"] if rest else []))
     return [Flag("filter", f["removed"], f["items"], f"removed by the rules {f['rules']}" + (f" ({by})" if by else "")),
             Sentence(f"The filter's rules `{f['rules']}` remove {f['removed']} items "
                      f"({percent(f['removed'], f['items'])}) and keep {f['kept']}.")]

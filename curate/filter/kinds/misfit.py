@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from curate.analyses.item_stats import IRT_MIN_MODELS
+from curate.errors import CurateError
 from curate.filter.kinds import _validity
 from curate.filter.kinds._validity import needs  # noqa: F401 (the kind's needs)
 
@@ -22,5 +24,8 @@ def evaluate(spec: dict, inputs) -> np.ndarray:
     below = spec.get("discrimination_below", DEFAULT_DISCRIMINATION_BELOW)
     flagged = (t["discrimination"] < below).fillna(False).to_numpy(dtype=bool)
     if "outfit_above" in spec:
+        if len(spec["models"]) < IRT_MIN_MODELS:  # no fit: every outfit is empty, and nothing would match
+            raise CurateError(f"misfit: outfit_above reads the 2PL fit, which needs at least {IRT_MIN_MODELS} models; "
+                              f"{len(spec['models'])} named ({', '.join(spec['models'])})")
         flagged |= (t["outfit"] > spec["outfit_above"]).to_numpy(dtype=bool)
     return flagged

@@ -196,12 +196,14 @@ async function go(pos) {
 
 async function loadItem() {
   const id = state.items[state.pos];
-  const item = await api(`/api/item?id=${encodeURIComponent(id)}&reviewer=${encodeURIComponent(state.reviewer)}`);
+  const item = await api(`/api/item?id=${encodeURIComponent(id)}&reviewer=${encodeURIComponent(state.reviewer)}` +
+                         `&queue=${encodeURIComponent(state.queue)}`);
   state.item = item;
   state.form = formFrom(item.verdicts);
   state.active = 0;
   const art = $("item");
   art.innerHTML = `<h2 id="item-id"></h2>` + item.sections;   // sections are escaped by the server
+  art.dataset.loaded = item.item_id;   // the app has this item (the server-rendered first one has none)
   $("item-id").textContent = `${item.item_id}` + (item.source ? ` (${item.source})` : "");
   renderForm();
   renderProgress();
@@ -236,12 +238,13 @@ function nextUnanswered() {
 // --- keys ------------------------------------------------------------------------------------
 
 // Keys are handled one after another, in the order pressed: a key pressed while an item loads
-// acts on the item that is then on screen, never on the one being left.
+// acts on the item that is then on screen, never on the one being left. The page arrives with its
+// first item rendered by the server; keys pressed before the app has loaded it wait for that.
 let chain = Promise.resolve();
 const HANDLED = /^([1-9]|Enter|Tab|ArrowDown|ArrowUp|ArrowLeft|ArrowRight|j|k|u)$/;
 
 document.addEventListener("keydown", (e) => {
-  if (!state.item || (e.ctrlKey && e.key !== "Enter") || e.metaKey || e.altKey) return;
+  if ((e.ctrlKey && e.key !== "Enter") || e.metaKey || e.altKey) return;
   const focus = document.activeElement;
   if (focus === $("note")) {
     if (e.key === "Escape") $("note").blur();
@@ -261,10 +264,11 @@ function run(task) {
 }
 
 async function saveAndNext() {
-  if (await save()) await go(state.pos + 1);
+  if (state.item && await save()) await go(state.pos + 1);
 }
 
 async function onKey(key, shift) {
+  if (!state.item) return;   // no reviewer name yet, or an empty queue
   const nq = questions().length;
   if (/^[1-9]$/.test(key)) pick(Number(key) - 1);
   else if (key === "ArrowDown" || (key === "Tab" && !shift)) { state.active = (state.active + 1) % nq; renderForm(); }
@@ -313,4 +317,4 @@ async function start() {
   await loadQueue(wanted);
 }
 
-start().catch((err) => say(err.message));
+chain = start().catch((err) => say(err.message));
