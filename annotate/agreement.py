@@ -18,7 +18,7 @@ import krippendorff
 import numpy as np
 import pandas as pd
 from annotate.store import LABELS
-from curate.statistics import bootstrap_rng, cohens_kappa
+from curate.core.statistics import bootstrap_rng, cohens_kappa
 
 ROUND2_FACETS = ("best", "worst", "gold_not_best", "any_equally_good", "all_implausible")
 
@@ -41,7 +41,7 @@ def facet_table(records: pd.DataFrame, golds: dict[str, int], round: int) -> pd.
 
 def cohen(a: np.ndarray, b: np.ndarray, categories: int) -> float:
     """Cohen's kappa; 0 when each annotator uses one category and they differ, NaN only when
-    both use one and the same category (see ``curate.statistics.cohens_kappa``)."""
+    both use one and the same category (see ``curate.core.statistics.cohens_kappa``)."""
     return cohens_kappa(a, b, categories)
 
 
@@ -65,7 +65,7 @@ METRICS = {"cohen_kappa": cohen, "krippendorff_alpha": alpha, "gwet_ac1": gwet_a
 
 def pair_rng(seed: int, a: str, b: str) -> np.random.Generator:
     """The bootstrap generator of one annotator pair: seeded by ``seed`` and the two names only
-    (``curate.statistics.bootstrap_rng``, the scheme of every bootstrap)."""
+    (``curate.core.statistics.bootstrap_rng``, the scheme of every bootstrap)."""
     return bootstrap_rng(seed, a, b)
 
 

@@ -7,8 +7,8 @@ import click
 
 from annotate.options import ANNOTATE
 from curate.click_types import end_of_run
-from curate.errors import CurateError
-from curate.options import Option, click_options
+from curate.core.errors import CurateError
+from curate.core.options import Option, click_options
 from scoring.model_spec import backend_named
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -88,7 +88,7 @@ def dry_run_lines(s: dict) -> str:
 def agreement(workspace, round_, human, human_round, boot, out):
     """Agreement between annotators per label: Cohen's kappa, Krippendorff's alpha, Gwet's AC1."""
     from annotate.agreement import annotators_by_round, workspace_agreement, workspace_records
-    from curate.exports import write_records
+    from curate.core.exports import write_records
 
     if human is not None and (human_round or round_) is None:
         raise click.UsageError("--human needs --human-round (or --round)")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from annotate.store import LEDGER_TOKENS, open_annotations, read_annotations
-from curate.secrets import redact
+from curate.core.secrets import redact
 
 FIELDS = ("labels", "best", "equally_good", "all_implausible", "worst")
 COLUMNS = ("annotator", "round", "item_id", "row_index", "source", "status", *FIELDS, "prompt_version",

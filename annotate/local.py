@@ -34,7 +34,7 @@ from functools import cached_property
 import yaml
 
 from annotate.prompts import PROMPT_DIR, VERSION, kind_of, letters, load_prompt, render_item
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 # Tokens per batch as its items would feed them each alone (about 14 HellaSwag items); the batch
 # feeds about half, since the instructions are computed once for all of them.

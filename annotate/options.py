@@ -1,12 +1,12 @@
 """The options of `curate annotate` (and the audit config's ``annotators[]`` entries), declared
 once; ``claude_options`` also serves `curate generate`, which asks Claude the same way.
 
-``curate.options`` derives the click options, the config schema's properties and the defaults
-``annotate.run.annotate_workspace`` and ``curate.audit_config.Annotator`` take from this table.
+``curate.core.options`` derives the click options, the config schema's properties and the defaults
+``annotate.run.annotate_workspace`` and ``curate.audit.config.Annotator`` take from this table.
 """
 from __future__ import annotations
 
-from curate.options import Option, defaults
+from curate.core.options import Option, defaults
 
 QUIET = Option("quiet", bool, False, help="No progress bar.", aliases=("--no-progress",))
 LIMIT = Option("limit", int, min=1, help="Only the first N items (row order).")

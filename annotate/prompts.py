@@ -24,7 +24,7 @@ from pathlib import Path
 
 import schemas
 from annotate.store import LABELS
-from curate.formulations import display_texts
+from curate.items.formulations import display_texts
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 VERSION = "v1"

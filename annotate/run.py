@@ -11,7 +11,7 @@ run loses at most the replies in flight, which the ledger still counts as possib
 reply paid for is entered in the ledger (and counts against ``--max-cost``) even when a re-ask
 after it fails.
 
-One run at a time works on one (annotator, round) of a workspace (``curate.lock``): a second
+One run at a time works on one (annotator, round) of a workspace (``curate.core.lock``): a second
 would ask for the same pending items and pay for them twice.
 
 ``--max-cost`` holds against the worst case: before a request is sent, the most it and its
@@ -41,11 +41,11 @@ from annotate.prompts import kind_of, load_prompt, read_answer
 from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
     open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
 from curate.anthropic_api import client as api, prices, spend
-from curate.clock import now
-from curate.errors import CurateError
-from curate.items import canonical_json, sha256_text
-from curate.lock import work_lock
-from curate.store import Workspace
+from curate.core.clock import now
+from curate.core.errors import CurateError
+from curate.items.canonical import canonical_json, sha256_text
+from curate.core.lock import work_lock
+from curate.items.store import Workspace
 from scoring import model_spec
 
 def parse_annotator(spec: str) -> tuple[str, str]:

@@ -4,7 +4,7 @@ A record's ``status`` is 'valid' (``result`` parsed and schema-valid), 'invalid'
 could not be parsed or failed the schema after the allowed retries) or 'refused' (the annotator
 declined); ``raw`` always keeps the reply. See ``schemas/annotation.schema.json``.
 
-Every text written here passes through ``curate.secrets.redact``: an endpoint that echoes the
+Every text written here passes through ``curate.core.secrets.redact``: an endpoint that echoes the
 API key in a reply or a model name cannot put it on disk.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ import json
 import pandas as pd
 
 import schemas
-from curate.clock import now
-from curate.errors import CurateError
-from curate.secrets import redact, redact_data
-from curate.store import Workspace
+from curate.core.clock import now
+from curate.core.errors import CurateError
+from curate.core.secrets import redact, redact_data
+from curate.items.store import Workspace
 
 MIGRATIONS = [
     ("annotations-001-tables", """

@@ -24,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from annotate.store import LABELS, open_annotations, write_annotation
-from curate.errors import InputError
-from curate.items import canonical_json, sha256_text
-from curate.sources import file_sha256
+from curate.core.errors import InputError
+from curate.items.canonical import canonical_json, sha256_text
+from curate.items.sources import file_sha256
 
 ROUND_COLUMNS = {1: ["quality_label"], 2: ["best_option", "equally_good_options", "all_implausible", "worst_option"]}
 
@@ -53,8 +53,8 @@ def read_table(path: Path) -> pd.DataFrame:
     """The file's rows. CSV and JSON Lines go through ingest's readers, which refuse what pandas
     would read silently wrong: a header naming a column twice, a row with a field too many or
     too few, a JSON object writing a key twice."""
-    from curate.sources import read_json
-    from curate.textfiles import read_csv
+    from curate.items.sources import read_json
+    from curate.core.textfiles import read_csv
 
     ext = path.suffix.lower()
     try:

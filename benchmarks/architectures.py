@@ -166,9 +166,9 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu-architectures")
     args = parser.parse_args(argv)
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    from curate.store import Workspace
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    from curate.items.store import Workspace
     from scoring.models import load_tokenizer, resolve
 
     tokenizer = load_tokenizer(resolve("smollm2-135m"))

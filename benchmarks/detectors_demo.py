@@ -37,8 +37,8 @@ def build(folder: Path) -> Path:
 
 def ranks(workspace: Path) -> list[str]:
     from curate import demo
-    from curate.analyses.responses import response_matrix
-    from curate.analyses.suspects import suspects
+    from curate.validity.responses import response_matrix
+    from curate.validity.suspects import suspects
     from scoring.store import open_scores, read_scores
     with open_scores(workspace) as ws:
         scores, items = read_scores(ws, modes=["full"]), ws.items()

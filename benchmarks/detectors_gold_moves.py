@@ -42,7 +42,7 @@ def build_workspace(folder: Path, limit: int | None = None) -> Path:
 
 
 def read_responses(workspace: Path, mode: str = "full"):
-    from curate.analyses.responses import response_matrix
+    from curate.validity.responses import response_matrix
     from scoring.store import open_scores, read_scores
     with open_scores(workspace) as ws:
         return response_matrix(read_scores(ws, modes=[mode]), ws.items(), mode=mode)
@@ -63,7 +63,7 @@ def plant_gold_moves(responses, rate: float, seed: int):
 
 def detector_scores(responses) -> dict[str, np.ndarray]:
     """Per detector, one score per item in the responses' order (higher = more likely broken)."""
-    from curate.analyses.suspects import suspects, two_best_baseline
+    from curate.validity.suspects import suspects, two_best_baseline
     combined = suspects(responses).set_index("item_id")["label_error_score"]
     return {"label_error_score": combined.reindex(responses.item_ids).to_numpy(float),
             "two_best_baseline": two_best_baseline(responses).reindex(responses.item_ids).to_numpy(float)}
@@ -72,7 +72,7 @@ def detector_scores(responses) -> dict[str, np.ndarray]:
 def ablations(responses, rate: float = 0.02, seed: int = 0) -> str:
     """The parts of label_error_score alone, on one planting: equal model weights (naive Bayes),
     the ability-weighted log-odds without the discrimination term, and the whole score."""
-    from curate.analyses.suspects import ability_weights, pooled_log_odds
+    from curate.validity.suspects import ability_weights, pooled_log_odds
     moved, planted = plant_gold_moves(responses, rate, seed)
     parts = {"equal weights": pooled_log_odds(moved, np.ones(len(moved.models)))[0],
              "ability-weighted": pooled_log_odds(moved, ability_weights(moved))[0],
@@ -128,7 +128,7 @@ def report(rows: list[dict], responses) -> str:
 
 def describe(responses) -> str:
     """Each model's accuracy and temperature, and how many unplanted items are easy (SMART)."""
-    from curate.analyses.item_stats import easy_items
+    from curate.validity.item_stats import easy_items
     lines = ["", "model accuracy and temperature (T of the calibrated probabilities):"]
     for name, acc, t in zip(responses.models, responses.correct.mean(axis=1), responses.temperature):
         lines.append(f"  {name:<44} {acc:.3f}  T {t:.3f}")
@@ -140,7 +140,7 @@ def describe(responses) -> str:
 
 def real_suspects(responses, how_many: int) -> str:
     """The unplanted items the score ranks highest: HellaSwag's own likeliest label errors."""
-    from curate.analyses.suspects import suspects
+    from curate.validity.suspects import suspects
     top = suspects(responses).head(how_many)
     lines = [f"top {how_many} items of the unplanted benchmark (item, score, gold -> suspected, backing models):"]
     for row in top.itertuples():

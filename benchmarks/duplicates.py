@@ -31,9 +31,9 @@ FOLDERS = {"arc_challenge": "arc_challenge", "arc_easy": "arc_easy", "mmlu": "mm
 
 
 def read(adapter_name: str, folder: Path, split: str) -> list[dict]:
-    from curate.adapters import get_adapter
-    from curate.ingest import build_items
-    from curate.sources import open_source
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import build_items
+    from curate.items.sources import open_source
 
     source = open_source(str(folder), split=split)
     return build_items(source.rows, get_adapter(adapter_name), split=split, where=str(folder))[0]
@@ -48,7 +48,7 @@ def every_file() -> list[tuple[str, Path, str]]:
 
 
 def search_everything(say) -> None:
-    from curate.duplicates import detect
+    from curate.items.duplicates import detect
 
     start = time.perf_counter()
     entries = []
@@ -69,7 +69,7 @@ def search_everything(say) -> None:
 
 
 def planted(say) -> None:
-    from curate.duplicates import detect, plant
+    from curate.items.duplicates import detect, plant
 
     for adapter, split in (("arc_challenge", "validation"), ("arc_easy", "validation"), ("mmlu", "test")):
         items = read(adapter, DATA / "benchmarks" / adapter, split)

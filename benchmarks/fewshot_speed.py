@@ -118,8 +118,8 @@ def compare(ws: Path, k: int, label: str, theirs: dict, gold: list[int]) -> dict
 def case(name: str, tmp: Path, items: dict, hellaswag_ws: Path | None, subjects, per_subject) -> tuple:
     """(workspace, ours kwargs, lm-eval args) for one case (``items``: HellaSwag items per case;
     MMLU: the first ``per_subject`` rows of each of ``subjects``, None: all)."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     if name == "mmlu5":
         data, seen = tmp / "mmlu_subjects.jsonl.gz", {}
         with gzip.open(data, "wt", encoding="utf-8") as fh:
@@ -145,9 +145,9 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    from curate.store import Workspace
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    from curate.items.store import Workspace
     from scoring.models import load, resolve
     from scoring.run import max_length
 

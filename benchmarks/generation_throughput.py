@@ -56,8 +56,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from generate import local
     from generate.prompts import load_template
     from generate.run import generate_workspace, plan

@@ -98,8 +98,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
 
     lines: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Time and peak memory of the 2PL fit (``curate.analyses.irt.fit_2pl``) on a simulated matrix of
+"""Time and peak memory of the 2PL fit (``curate.validity.irt.fit_2pl``) on a simulated matrix of
 MMLU's size: 1000 models x 14042 items, with known a, b and theta, and how well it recovers them.
 
 Acceptance (issue 28): <= 60 s and <= 2 GB on a 2-core CPU. Peak memory is the process's maximum
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=1000)
     parser.add_argument("--items", type=int, default=14042)
     args = parser.parse_args()
-    from curate.analyses.irt import fit_2pl
+    from curate.validity.irt import fit_2pl
 
     correct, theta, a, b = simulate(args.models, args.items)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

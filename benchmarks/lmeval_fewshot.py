@@ -1,5 +1,5 @@
 """lm-evaluation-harness 0.4.13's own k-shot requests, built without a model, as the reference
-for ``curate.fewshot`` (tests/test_fewshot_contexts.py).
+for ``curate.items.fewshot`` (tests/test_fewshot_contexts.py).
 
 Each task yaml is the installed one with its data pointed at local files, as
 ``benchmarks/lmeval_reference.py`` does. The evaluated file is the task's test split; the

@@ -50,8 +50,8 @@ def child(tree: Path, workspace: Path, items: int, threads: int | None, out: Pat
     import annotate.local as local
     from annotate.run import annotate_workspace
     from annotate.store import open_annotations, read_annotations
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
 
     if not Path(local.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"imported {local.__file__}, not the tree at {tree}")

@@ -37,8 +37,8 @@ def data_file(name: str) -> Path:
 
 def ours(name: str, n: int, folder: Path) -> dict:
     """Ingest and score the first ``n`` items as `curate init` / `curate score` do."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.run import score_workspace
     from scoring.store import open_scores, read_scores
 

@@ -101,8 +101,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from benchmarks.lmeval_reference import run_lmeval
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.models import emulated_half, load, resolve
     from scoring.store import open_scores, read_scores
 

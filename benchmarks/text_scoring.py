@@ -31,7 +31,7 @@ HELLASWAG = ROOT.parent / "shared" / "data" / "hellaswag" / "validation.jsonl.gz
 
 def moment_positions(ws: Path) -> int:
     """Predicted tokens of the stored text scores: the positions whose moments were computed."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     with Workspace.open(ws) as w:
         return int(w.conn.execute("SELECT sum(n_tokens) FROM text_scores").fetchone()[0])
 
@@ -52,8 +52,8 @@ def main() -> None:
 
     import torch
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.run import score_workspace
     from scoring.text_run import text_score_workspace
 

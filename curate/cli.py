@@ -12,10 +12,10 @@ from pathlib import Path
 import click
 
 import curate
-from curate.atomic import disk_full
-from curate.errors import CurateError
-from curate.ingest_options import INGEST
-from curate.options import click_options
+from curate.core.atomic import disk_full
+from curate.core.errors import CurateError
+from curate.items.ingest_options import INGEST
+from curate.core.options import click_options
 from scoring.imports import names as import_formats
 
 
@@ -23,10 +23,10 @@ class Group(click.Group):
     """Prints CurateError, a full disk and a damaged database as one clear line and exits 2,
     instead of a traceback. Writes are atomic or transactional, so the failed step left nothing
     half-written; work committed before it stays and a rerun resumes. Everything the command
-    prints passes through ``curate.secrets.redact`` (keys, tokens, URL credentials)."""
+    prints passes through ``curate.core.secrets.redact`` (keys, tokens, URL credentials)."""
 
     def invoke(self, ctx):
-        from curate.secrets import redact_streams
+        from curate.core.secrets import redact_streams
 
         redact_streams()
         if threading.current_thread() is threading.main_thread():
@@ -79,7 +79,7 @@ def main():
 
 
 def _adapters() -> list[str]:
-    from curate.adapters import known
+    from curate.items.adapters import known
     return known()
 
 
@@ -102,7 +102,7 @@ def _generic_column_flags(f):
 def _column_mapping(columns: str | None, flags: dict) -> dict:
     """One mapping from --columns and the single flags; a key given both ways is refused, and the
     whole is checked as the audit config's benchmark.columns is."""
-    from curate.adapters.columns import check_columns, read_columns
+    from curate.items.adapters.columns import check_columns, read_columns
 
     mapping = read_columns(columns) if columns else {}
     for flag, (key, is_list) in _COLUMN_FLAGS.items():
@@ -137,9 +137,9 @@ def _column_mapping(columns: str | None, flags: dict) -> dict:
 @_generic_column_flags
 def init(workspace, benchmark, data, columns, **options):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
-    from curate.adapters import get_adapter
-    from curate.adapters.columns import adapter_keywords
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.adapters.columns import adapter_keywords
+    from curate.items.ingest import ingest
 
     column_flags = {k: options.pop(k) for k in list(options) if k.startswith("column_")}
     if benchmark == "generic":
@@ -161,8 +161,8 @@ def init(workspace, benchmark, data, columns, **options):
               help="Output file (.jsonl, .parquet or .csv); default WORKSPACE/exports/items.jsonl.")
 def items(workspace, out):
     """Export the canonical items of WORKSPACE."""
-    from curate.exports import write_records
-    from curate.store import Workspace
+    from curate.core.exports import write_records
+    from curate.items.store import Workspace
 
     with Workspace.open(workspace) as ws:
         records = ws.items()
@@ -174,7 +174,7 @@ def items(workspace, out):
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def info(workspace):
     """Summarize WORKSPACE: source, items, and what each stage has stored."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     with Workspace.open(workspace) as ws:
         src = ws.meta("source", {})
@@ -198,7 +198,7 @@ def info(workspace):
 
 
 def _summary(root, ws=None) -> str:
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     own = ws is None
     ws = ws or Workspace.open(root)
@@ -266,7 +266,7 @@ main.add_command(score)
 main.add_command(text_scores)
 from generate.cli import generate  # noqa: E402
 main.add_command(generate)
-from curate.duplicates.cli import duplicates  # noqa: E402
+from curate.items.duplicates.cli import duplicates  # noqa: E402
 main.add_command(duplicates)
 from curate.export_cli import export  # noqa: E402
 main.add_command(export)

@@ -20,7 +20,7 @@ def end_of_run(summary: dict, what: str) -> None:
     warning and exit status 1; otherwise nothing."""
     import sys
 
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
 
     if summary["stopped"]:
         raise CurateError(f"stopped: {summary['stopped']}; what was answered is kept, re-run to resume")

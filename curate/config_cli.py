@@ -22,8 +22,8 @@ def check_config(config, no_files):
     Exits 1 when the plan could not be checked in full: a Hub dataset that cannot be reached
     from here ("cannot check offline").
     """
-    from curate import audit_config as ac
-    from curate.audit_plan import before_spending, plan_summary, scoring_fit_problems
+    from curate.audit import config as ac
+    from curate.audit.plan import before_spending, plan_summary, scoring_fit_problems
 
     path = config or ac.DEFAULT_CONFIG
     data = ac.read_yaml(path)
@@ -87,9 +87,9 @@ def audit(config):
     resumes, so running the same command again does only what is missing. Nothing runs unless
     the plan is complete (as `curate check-config` reports it).
     """
-    from curate import audit_config as ac
-    from curate.audit import run_audit, summary_lines
-    from curate.audit_plan import before_spending
+    from curate.audit import config as ac
+    from curate.audit.run import run_audit, summary_lines
+    from curate.audit.plan import before_spending
 
     cfg = ac.load_config(config)
     problems = before_spending(cfg).problems  # before anything is spent

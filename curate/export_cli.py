@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from curate.analyses.item_options import FEWSHOT
-from curate.options import click_options
+from curate.validity.item_options import FEWSHOT
+from curate.core.options import click_options
 
 #: kind -> (``module:function`` giving the table's records from the workspace folder, the module
 #: whose ``COLUMNS`` names its columns, which an empty table still has). A stage adds a kind here.
@@ -23,8 +23,8 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "text-scores": ("scoring.text_store:records", "scoring.text_store"),
     "annotations": ("annotate.export:records", "annotate.export"),
     "generations": ("generate.export:generation_records", "generate.store"),
-    "duplicates": ("curate.duplicates.store:export_records", "curate.duplicates.store"),
-    "item-stats": ("curate.analyses.item_table:records", "curate.analyses.item_table"),
+    "duplicates": ("curate.items.duplicates.store:export_records", "curate.items.duplicates.store"),
+    "item-stats": ("curate.validity.item_table:records", "curate.validity.item_table"),
 }
 
 
@@ -53,7 +53,7 @@ def table(kind: str, workspace: Path, **options) -> tuple[list[dict], list[str]]
 def export(workspace, kind, out, fmt, queue, decisions, fewshot):
     """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, item-stats, or
     review: a review queue)."""
-    from curate.exports import write_records
+    from curate.core.exports import write_records
 
     if kind == "review":
         from curate.review.data import ReviewData
@@ -74,7 +74,7 @@ def export(workspace, kind, out, fmt, queue, decisions, fewshot):
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")
     if kind == "item-stats" and records:
-        from curate.analyses.item_stats import irt_note
+        from curate.validity.item_stats import irt_note
 
         if note := irt_note(len(records[0]["models"].split(", "))):
             click.echo(f"note: {note}", err=True)

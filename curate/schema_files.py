@@ -3,11 +3,11 @@
 - ``schemas/rules.schema.json``: the rules schema built from the condition kinds
   (``curate.filter.kinds.rules_schema``; `curate filter` validates against that, not the file).
 - the built-in benchmark list of ``schemas/audit.schema.json`` (``benchmark.adapter``): the
-  adapters' registry (``curate.adapters.known``), the list `curate init --benchmark` offers.
+  adapters' registry (``curate.items.adapters.known``), the list `curate init --benchmark` offers.
 - the score import formats of ``schemas/audit.schema.json`` (``score_import.format``): the
   registry ``scoring.imports``, the choices `curate import-scores --format` offers.
 - the stage options of ``schemas/audit.schema.json`` (``scoring``'s dtype, device, ...): each
-  stage's option table (``STAGES``; ``curate.options.schema_properties``).
+  stage's option table (``STAGES``; ``curate.core.options.schema_properties``).
 
 ``python -m curate.schema_files`` (``make schemas``) rewrites what is stale; ``--check`` only
 names it (exit 1). A test fails while either file differs from the code.
@@ -27,7 +27,7 @@ WIDTH = 118
 
 def expected() -> dict[Path, str]:
     """Each generated file's text as the code makes it."""
-    from curate.adapters import known
+    from curate.items.adapters import known
     from curate.filter.kinds import rules_schema
 
     audit = with_options(with_benchmarks(AUDIT.read_text(encoding="utf-8"), known()), stage_options())
@@ -39,7 +39,7 @@ def stage_options() -> dict[str, list]:
     """The audit schema's sections (``$defs`` names) whose options a stage's table declares."""
     from annotate.options import ANNOTATE
     from curate.filter.options import FILTER
-    from curate.ingest_options import INGEST
+    from curate.items.ingest_options import INGEST
     from curate.release.options import RELEASE
     from scoring.options import SCORE
 
@@ -85,7 +85,7 @@ def with_import_formats(text: str) -> str:
 def with_options(text: str, sections: dict[str, list]) -> str:
     """The audit schema's text with each option-table property of ``sections`` as the table
     declares it (one line per property), the rest of the file exactly as it is."""
-    from curate.options import schema_properties
+    from curate.core.options import schema_properties
 
     defs = json.loads(text)["$defs"]
     for section, table in sections.items():
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
         for path in found:
             print(f"{path}: stale; run `make schemas`")
         return 1 if found else 0
-    from curate.atomic import write_text
+    from curate.core.atomic import write_text
 
     texts = expected()
     for path in found:

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from curate.click_types import end_of_run
-from curate.options import click_options
+from curate.core.options import click_options
 from generate.options import GENERATE
 from scoring.model_spec import backend_named
 from scoring.cli import _label, _modes  # one reading of --modes and --label for every command that takes them

@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 #: Shorter shared prefixes are not worth a cached forward pass of their own.

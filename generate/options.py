@@ -1,4 +1,4 @@
-"""The options of `curate generate`, declared once: ``curate.options`` derives the click options
+"""The options of `curate generate`, declared once: ``curate.core.options`` derives the click options
 and the defaults ``generate.run.generate_workspace`` takes from this table. The Claude options
 are `curate annotate`'s (``annotate.options.claude_options``)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from annotate.options import LIMIT, QUIET, claude_options
-from curate.options import Option, defaults
+from curate.core.options import Option, defaults
 from scoring.models import DTYPES
 
 #: Each seed is a full pass over the items; the study used 5.

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from curate.errors import CurateError
-from curate.reading import CONFIG_LIMIT, read_bounded
+from curate.core.errors import CurateError
+from curate.core.reading import CONFIG_LIMIT, read_bounded
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 DEFAULT_TEMPLATE = "numbered"

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from curate.clock import now
-from curate.errors import CurateError
-from curate.items import MODES, canonical_json, sha256_text
-from curate.lock import work_lock
+from curate.core.clock import now
+from curate.core.errors import CurateError
+from curate.items.canonical import MODES, canonical_json, sha256_text
+from curate.core.lock import work_lock
 from generate.options import DEFAULTS
 from scoring import model_spec
 from generate.parse import Parsed, parse_reply
@@ -85,7 +85,7 @@ def request_key(unit_item: dict, mode: str, seed: int, scope: dict) -> str:
 def plan(items: list[dict], modes: list[str], seeds: list[int], template, scope: dict,
          shots: list[list[dict]] | None = None) -> list[Unit]:
     """Every (item, mode, seed) unit; with ``shots`` (each item's worked examples,
-    ``curate.fewshot``), the examples come first in the user text."""
+    ``curate.items.fewshot``), the examples come first in the user text."""
     units = []
     for i, item in enumerate(items):
         for mode in modes:
@@ -111,7 +111,7 @@ def fewshot_examples(ws, items: list[dict], k: int, pool: str | None) -> tuple[l
     request keys and the run record say of them (nothing when k is 0)."""
     if not k:
         return None, {}
-    from curate.fewshot_pool import fewshot_plan
+    from curate.items.fewshot_pool import fewshot_plan
     shots, _, info = fewshot_plan(ws, items, [k], pool)
     return shots[k], {"fewshot": k, "fewshot_key": info["fewshot_key"]}
 

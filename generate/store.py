@@ -7,7 +7,7 @@ reply could be read, the displayed position chosen and the original option it ma
 whose key matches is never asked again. Runs record their settings and versions; Claude replies
 also enter ``generation_ledger`` (the annotation ledger's columns, priced by ``curate.anthropic_api.prices``).
 
-Every text written here passes through ``curate.secrets.redact`` (as in ``annotate.store``): an
+Every text written here passes through ``curate.core.secrets.redact`` (as in ``annotate.store``): an
 endpoint that echoes the API key, or a base URL with credentials, leaves ``[redacted]`` on disk.
 
 ``read_generations`` is the public read: analyses, filters, exports and the review app use it.
@@ -20,9 +20,9 @@ import pandas as pd
 
 from annotate import store as annotation_store
 from annotate.store import LEDGER_TOKENS
-from curate.clock import now
-from curate.secrets import redact, redact_data
-from curate.store import Workspace
+from curate.core.clock import now
+from curate.core.secrets import redact, redact_data
+from curate.items.store import Workspace
 
 MIGRATIONS = [
     ("generations-001-tables", """

@@ -58,8 +58,8 @@ def problems(checker: jsonschema.protocols.Validator, instance) -> list[str]:
 def read_checked(path, name: str, *, missing: str = "file not found") -> dict:
     """The JSON document in ``path``, checked against schema ``name``. Raises InputError naming
     the file, and the field at fault, when it is absent, not JSON, or does not fit the schema."""
-    from curate.errors import InputError
-    from curate.reading import read_json
+    from curate.core.errors import InputError
+    from curate.core.reading import read_json
 
     document = read_json(path, f"a {name} file", missing=missing)  # bounded in size and depth
     problems = errors(name, document)

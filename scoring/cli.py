@@ -5,14 +5,14 @@ from pathlib import Path
 
 import click
 
-from curate.items import MODES
-from curate.options import click_options
+from curate.items.canonical import MODES
+from curate.core.options import click_options
 from scoring.options import SCORE, TEXT_SCORES
 
 
 def _formulations(ctx, param, value: str | None) -> list[str] | None:
-    from curate.errors import CurateError
-    from curate.formulations import check
+    from curate.core.errors import CurateError
+    from curate.items.formulations import check
 
     if value is None:
         return None

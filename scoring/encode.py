@@ -75,7 +75,7 @@ class Unit:
     n_tokens: list[int] = field(default_factory=list)       # per option (lm-eval continuation)
     seq_len: list[int] = field(default_factory=list)        # per option: len(tokenizer(ctx+delim+opt))
     formulation: str = "cloze"
-    fewshot: int = 0                                        # shots in its context (curate.fewshot)
+    fewshot: int = 0                                        # shots in its context (curate.items.fewshot)
 
     @property
     def n_input(self) -> int:

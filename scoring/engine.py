@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from scoring import layout, llama, reference
 from scoring.encode import Request, Result
 from scoring.logits import decoder_name, input_device, own_logits

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from curate.reading import read_json
+from curate.core.reading import read_json
 from scoring.llama import supports_config
 
 # LlamaConfig's defaults for the keys a config.json may leave out; the sizes must be present.

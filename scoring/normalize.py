@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 NORMALIZATIONS = ("sum", "token", "char", "byte", "seq_mean", "study_sum", "study_byte_mean")
 

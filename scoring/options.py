@@ -1,7 +1,7 @@
 """The options of `curate score` (and the audit config's ``scoring`` section), declared once.
 
-``curate.options`` derives the click options, the config schema's properties and the defaults
-``scoring.run.score_workspace`` and ``curate.audit_config.Scoring`` take from this table.
+``curate.core.options`` derives the click options, the config schema's properties and the defaults
+``scoring.run.score_workspace`` and ``curate.audit.config.Scoring`` take from this table.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import click
 
-from curate.options import Option, defaults
+from curate.core.options import Option, defaults
 from scoring.models import DTYPES
 
 SHOTS_PATTERN = "^ *[0-9]+ *(, *[0-9]+ *)*$"

@@ -1,5 +1,5 @@
 """Predictions in the rotated letters formulations (``letters`` and ``letters+rK``: the options
-listed in every cyclic order, see ``curate.formulations``): which rotation each prediction came
+listed in every cyclic order, see ``curate.items.formulations``): which rotation each prediction came
 from, what the model saw, and per item how many rotations were scored and answered right.
 
 Next to the scores because two layers read them: the report's position audit
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from curate.errors import CurateError
-from curate.formulations import parse
+from curate.core.errors import CurateError
+from curate.items.formulations import parse
 from scoring.normalize import with_formulation
 
 

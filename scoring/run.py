@@ -2,10 +2,10 @@
 
 A stored score is reused when its content key matches: model hash, tokenizer hash, dtype, the
 engine version (``scoring.ENGINE_VERSION``), mode, formulation, shot count (and for k shots the
-few-shot pool and settings, ``curate.fewshot_pool.pool_key``) and the item's content hash (all
+few-shot pool and settings, ``curate.items.fewshot_pool.pool_key``) and the item's content hash (all
 options of an item are written in one transaction, so an item is either complete or absent).
-What each (item, mode, formulation) scores comes from ``curate.formulations``; its k-shot
-context from ``curate.fewshot``, as lm-eval builds it. A label holds one
+What each (item, mode, formulation) scores comes from ``curate.items.formulations``; its k-shot
+context from ``curate.items.fewshot``, as lm-eval builds it. A label holds one
 model's scores in one dtype: a run that would store another model, tokenizer or dtype under a
 label that has scores is refused unless ``replace`` deletes them first (``store.check_label``).
 Each batch commits on its own, so a killed run loses only the batch in flight and a second
@@ -24,12 +24,12 @@ import uuid
 from contextlib import nullcontext
 from functools import partial
 
-from curate import fewshot as shots_of
-from curate import formulations as forms
-from curate.errors import CurateError
-from curate.fewshot_pool import fewshot_plan
-from curate.items import MODES, canonical_json, sha256_text
-from curate.store import Workspace
+from curate.items import fewshot as shots_of
+from curate.items import formulations as forms
+from curate.core.errors import CurateError
+from curate.items.fewshot_pool import fewshot_plan
+from curate.items.canonical import MODES, canonical_json, sha256_text
+from curate.items.store import Workspace
 from scoring import ENGINE_VERSION, heap, prefix_cache
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
@@ -169,7 +169,7 @@ def item_formulations(item: dict, wanted) -> list[str]:
 def unit_spec(index: int, item: dict, mode: str, formulation: str, shots: list[dict] = (),
               settings: shots_of.Settings | None = None) -> Spec:
     """What ``build_units`` needs to score ``item`` (the ``index``-th) in ``mode`` and
-    ``formulation``, after ``shots`` (k worked examples, ``curate.fewshot``) when given."""
+    ``formulation``, after ``shots`` (k worked examples, ``curate.items.fewshot``) when given."""
     s = forms.scored(item, mode, formulation)
     if shots:
         s = shots_of.with_shots(s, item, list(shots), formulation, settings)
@@ -228,8 +228,8 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     output-projection work): "0-shot" rows only, "all", or "none" (only lm-eval's numbers).
 
     ``fewshot`` (shot counts, "0,5" or a list) scores each item after k worked examples as well,
-    built as lm-eval builds them (``curate.fewshot``), from ``fewshot_pool``
-    (``curate.fewshot_pool``); scores are stored per shot count.
+    built as lm-eval builds them (``curate.items.fewshot``), from ``fewshot_pool``
+    (``curate.items.fewshot_pool``); scores are stored per shot count.
 
     Prefixes many rows share (a few-shot header) are computed once and their keys and values
     kept, at most ``prefix_cache_mb`` MB of them (``scoring.prefix_cache``); the others are
@@ -278,7 +278,7 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
     # A missing or bad workspace, or a model that cannot be found, fails before anything is
     # written; the first process creates the score tables while the others wait (two processes
     # must not run one migration), and holds the lock that keeps a second run on this label out
-    # (curate.lock) until it returns.
+    # (curate.core.lock) until it returns.
     with Workspace.open(root) as early:  # a missing few-shot pool is refused before the model loads
         items = early.items()[:limit] if limit else early.items()
         shots, settings, fewshot_info = fewshot_plan(early, items, counts, fewshot_pool)

@@ -9,7 +9,7 @@ checked is decided here: the first ``items`` of the plan (the longest rows) that
 """
 from __future__ import annotations
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from scoring import reference
 from scoring.engine import architecture, runner_for, score_requests
 

@@ -1,7 +1,7 @@
 """Scores in the workspace: one row per (model, mode, formulation, fewshot, item, option), plus one
 row per run. The formulation (``cloze``, ``letters``, a rotation ``letters+rK``; see
-``curate.formulations``) and the shot count ``fewshot`` (0, or K examples before the item, as
-lm-eval builds them; see ``curate.fewshot``) are scoring axes like the mode: one model's
+``curate.items.formulations``) and the shot count ``fewshot`` (0, or K examples before the item, as
+lm-eval builds them; see ``curate.items.fewshot``) are scoring axes like the mode: one model's
 formulations and shot counts live under one label as different rows, never mixed by a reader.
 
 Stored per option: ``logprob_sum`` (sum of the option's token log-probabilities given the
@@ -23,10 +23,10 @@ import json
 
 import pandas as pd
 
-from curate.clock import now
-from curate.errors import CurateError
-from curate.secrets import redact_data
-from curate.store import Workspace
+from curate.core.clock import now
+from curate.core.errors import CurateError
+from curate.core.secrets import redact_data
+from curate.items.store import Workspace
 
 #: The value columns as the scores table and each rebuild of it declare them (a rebuild changes only the key).
 _VALUE_COLUMNS_SQL = """\
@@ -161,7 +161,7 @@ def _short(digest) -> str:
 def label_lock(root, label: str, *, command: str):
     """The lock every writer of ``label``'s scores holds (``curate score``, ``curate import-scores``):
     two at once would mix their rows under one label."""
-    from curate.lock import work_lock
+    from curate.core.lock import work_lock
     return work_lock(root, f"score {label}", command=command)
 
 

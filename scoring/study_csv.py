@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from curate.errors import CurateError, InputError
-from curate.items import sha256_text
+from curate.core.errors import CurateError, InputError
+from curate.items.canonical import sha256_text
 from scoring.store import add_run, check_label, delete_scores, label_lock, open_scores, write_scores
 
 MODE_FOLDERS = {"full_prompt": "full", "zero_prompt": "zero", "placeholder_prompt": "placeholder"}
@@ -214,5 +214,5 @@ def _check_files(ws, model: str, mode: str, run: str, *, replace: bool) -> None:
 
 
 def _file_hash(path: Path) -> str:
-    from curate.sources import file_sha256
+    from curate.items.sources import file_sha256
     return file_sha256(path)

@@ -34,8 +34,8 @@ import zlib
 
 import numpy as np
 
-from curate import formulations as forms
-from curate.errors import CurateError
+from curate.items import formulations as forms
+from curate.core.errors import CurateError
 from scoring import ENGINE_VERSION
 from scoring.encode import Spec, Unit
 

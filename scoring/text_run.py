@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from scoring import ENGINE_VERSION, heap
 from scoring.encode import build_units
 from scoring.engine import architecture, runner_for, score_requests
@@ -30,8 +30,8 @@ def text_score_workspace(root, model: str, *, dtype: str = DEFAULTS["dtype"], de
     its own. Returns a summary (items, computed, cached, tokens, seconds)."""
     from tqdm import tqdm
 
-    from curate.lock import work_lock
-    from curate.store import Workspace
+    from curate.core.lock import work_lock
+    from curate.items.store import Workspace
     from scoring.models import DTYPES, check_device, load, resolve
     from scoring.self_check import self_check
     from scoring.store import add_run

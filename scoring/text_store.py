@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from curate.store import Workspace
+from curate.items.store import Workspace
 from scoring.store import MIGRATIONS as SCORE_MIGRATIONS
 
 MIGRATIONS = [

@@ -73,7 +73,7 @@ def records(root, **kw):
 
 def items_of(root) -> list[dict]:
     """The workspace's canonical items, in row order."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     with Workspace.open(root) as ws:
         return ws.items()
 def kill_when_stored(args: list[str], db: Path, table: str, rows: int, *, env: dict | None = None,
@@ -106,8 +106,8 @@ def twin_workspace(root):
     """Three question items; the first and the last have the same content (and request key)."""
     import json
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
 
     data = root.parent / f"{root.name}-twins.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in TWINS))

@@ -81,8 +81,8 @@ def save_tiny(folder: Path, model_type: str, tokenizer, **extra) -> Path:
 
 def small_workspace(root: Path, n: int = 40) -> Path:
     """The first ``n`` HellaSwag validation rows as a workspace."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     return ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
 
 
@@ -111,8 +111,8 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 @pytest.fixture(scope="session")
 def hellaswag_ws(tmp_path_factory) -> Path:
     """A workspace with all 10042 HellaSwag validation items (read-only for tests)."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     return built_once(tmp_path_factory, "hellaswag-ws",
                       lambda folder: ingest(folder, data=str(HELLASWAG), adapter=get_adapter("hellaswag")))
 

@@ -1,7 +1,7 @@
 """Workspaces as an earlier version left them, for the migration tests of the score store."""
 from __future__ import annotations
 
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 
 def scored_before(root, n_migrations: int, formulation: str | None = None) -> None:

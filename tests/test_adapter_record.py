@@ -1,12 +1,12 @@
-"""One rebuild of a workspace's adapter from its stored record (curate.adapters.from_record), used
+"""One rebuild of a workspace's adapter from its stored record (curate.items.adapters.from_record), used
 by the few-shot pool, the duplicate search's other splits and the release's lm-eval task."""
 from __future__ import annotations
 
 import json
 
 from conftest import run_cli
-from curate.adapters import from_record, get_adapter
-from curate.store import Workspace
+from curate.items.adapters import from_record, get_adapter
+from curate.items.store import Workspace
 
 ROWS = [{"q": f"Question {i}?", "choices": [f"a{i}", f"b{i}"], "label": i % 2} for i in range(4)]
 COLUMNS = "{name: quiz, question: q, choices: choices, answer: label, answer_format: index}"
@@ -15,7 +15,7 @@ COLUMNS = "{name: quiz, question: q, choices: choices, answer: label, answer_for
 def test_a_generic_workspaces_fewshot_pool_keeps_its_name_so_its_item_ids_are_ingests(tmp_path):
     """The pool read by the workspace's adapter gives the ids ingest gave (the generic adapter's
     ``name`` used to be dropped: quiz/train/0 came back as generic/train/0)."""
-    from curate.fewshot_pool import resolve_pool
+    from curate.items.fewshot_pool import resolve_pool
 
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -29,7 +29,7 @@ def test_a_generic_workspaces_fewshot_pool_keeps_its_name_so_its_item_ids_are_in
 
 
 def test_every_record_kind_rebuilds_its_adapter():
-    from curate.ingest import adapter_record
+    from curate.items.ingest import adapter_record
     from curate.release.lm_eval_task import builtin_of
 
     generic = get_adapter("generic", question="q", choices=("a", "b"), answer="label", name="mmlu")

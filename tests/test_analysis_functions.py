@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from curate.analyses import accuracy, agreement, core, length
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from scoring import normalize
 
 

@@ -11,7 +11,7 @@ from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
-from curate import statistics
+from curate.core import statistics
 from curate.analyses import stats
 
 Z = sps.norm.ppf(0.975)

@@ -245,7 +245,7 @@ def test_migration_keeps_the_records_of_an_older_workspace(tmp_path, monkeypatch
     import sqlite3
 
     from annotate.store import MIGRATIONS
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     done = twin_workspace(tmp_path / "done")
     with StandIn() as s:

@@ -12,7 +12,7 @@ from annotate.agreement import gwet_ac1, workspace_agreement
 from annotate.study_import import import_study
 from annotate_helpers import copy_ws, records, small_workspace
 from conftest import run_cli
-from curate.errors import InputError
+from curate.core.errors import InputError
 
 STUDY_LABELS = ["ungrammatical, prompt", "nonsense, prompt", "ungrammatical, correct answer",
                 "nonsense, correct answer", "ungrammatical, incorrect answer(s)", "nonsense, incorrect answer(s)"]

@@ -8,7 +8,7 @@ import json
 from annotate.prompts import load_prompt, render_item, tools
 from annotate.run import request_key
 from conftest import SHARED, run_cli
-from curate.adapters import get_adapter
+from curate.items.adapters import get_adapter
 
 BENCHMARKS = SHARED / "benchmarks"
 

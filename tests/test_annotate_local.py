@@ -77,8 +77,8 @@ def test_local_annotator_50_items_both_rounds(tmp_path):
 def generic_workspace(root, rows):
     import json
 
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
 
     data = root.parent / f"{root.name}.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -97,7 +97,7 @@ def test_item_text_holding_the_question_marker_is_annotated(tmp_path):
 def test_an_item_longer_than_the_context_is_refused(tmp_path):
     """smollm2-135m reads 8192 tokens: an item past that is refused, naming it, before anything
     is stored (its answers would be meaningless)."""
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
 
     long = " ".join(["word"] * 9000)
     root = generic_workspace(tmp_path / "ws", [
@@ -166,7 +166,7 @@ def test_the_model_reads_the_tokens_it_read_before(three_items):
     import json
 
     from annotate.local import LocalAnnotator
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring import reference
     from scoring.encode import Request
 
@@ -260,7 +260,7 @@ def test_a_self_check_failure_stops_the_run_before_it_is_recorded(tmp_path, monk
     naming the item and question, before a run or a record is stored."""
     import scoring.shared_prefix as shared
     from annotate.store import open_annotations
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring.encode import Result
 
     real = shared.score_shared

@@ -7,8 +7,8 @@ from curate.anthropic_api import prices
 from annotate.prompts import load_prompt, read_answer, render_item, tools
 from annotate.run import request_key
 from annotate_helpers import small_workspace
-from curate.errors import CurateError
-from curate.store import Workspace
+from curate.core.errors import CurateError
+from curate.items.store import Workspace
 
 
 @pytest.fixture(scope="module")

@@ -70,12 +70,12 @@ def check_reruns_see_changes(config, out, tmp_path):
     place, benchmark data or a limit other than the workspace was made from."""
     import pytest
 
-    from curate import audit
-    from curate.audit_config import load_config
-    from curate.errors import CurateError
+    from curate.audit import run as audit
+    from curate.audit.config import load_config
+    from curate.core.errors import CurateError
     from curate.filter import run_filter
     from curate.review.verdicts import save_verdict
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     cfg = load_config(config, cwd=tmp_path)
     state = audit.workspace_state(cfg.workspace)
@@ -157,8 +157,8 @@ def test_each_annotation_round_prints_its_own_time(tmp_path, monkeypatch):
     import time
 
     import annotate.run
-    from curate.audit import run_audit
-    from curate.audit_config import load_config
+    from curate.audit.run import run_audit
+    from curate.audit.config import load_config
 
     def stand_in(root, round, annotator, **kw):
         time.sleep(0.2 if round == 1 else 0.8)

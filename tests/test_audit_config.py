@@ -12,9 +12,9 @@ import yaml
 import schemas
 from conftest import PAPER_SCORES, ROOT, run_cli
 from curate import demo
-from curate.audit_config import DEFAULT_CONFIG, config_problems, describe, load_config, missing_inputs, read_yaml
-from curate.errors import InputError
-from curate.items import MODES
+from curate.audit.config import DEFAULT_CONFIG, config_problems, describe, load_config, missing_inputs, read_yaml
+from curate.core.errors import InputError
+from curate.items.canonical import MODES
 
 EXAMPLES = sorted((ROOT / "examples" / "audit").glob("*.yaml"))
 
@@ -292,7 +292,7 @@ def test_schema_defaults_are_the_loaders_defaults():
     """The schema documents each default; the dataclasses apply them. They must agree."""
     import dataclasses
 
-    from curate.audit_config import Annotator, Benchmark, Scoring
+    from curate.audit.config import Annotator, Benchmark, Scoring
 
     defs = schemas.load("audit")["$defs"]
     for cls, name in ((Benchmark, "benchmark"), (Annotator, "annotator"), (Scoring, "scoring")):
@@ -337,7 +337,7 @@ def example_in(tmp_path, change) -> "Path":
 
 
 def test_plan_names_every_missing_input(tmp_path):
-    from curate.audit_plan import plan_problems
+    from curate.audit.plan import plan_problems
 
     def change(data):
         data["annotators"][0]["rounds"] = [2]
@@ -365,9 +365,9 @@ def test_plan_names_every_missing_input(tmp_path):
 
 def test_plan_counts_what_the_workspace_already_holds(tmp_path):
     """Scores imported by hand before the audit count: the plan needs no import step."""
-    from curate.adapters import get_adapter
-    from curate.audit_plan import plan_problems
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.audit.plan import plan_problems
+    from curate.items.ingest import ingest
     from scoring.study_csv import import_study_csv
     from conftest import HELLASWAG
 
@@ -408,7 +408,7 @@ def test_a_builtin_without_path_or_hub_names_its_own_hub_id_in_the_plan(tmp_path
 def test_plan_names_scores_in_another_formulation_rotations_and_generations(tmp_path, base):
     """Rules reading letters scores, rotated letters or generated answers, where the audit
     scores cloze only and generates nothing: each is a gap named before anything is spent."""
-    from curate.audit_plan import plan_problems, plan_summary
+    from curate.audit.plan import plan_problems, plan_summary
 
     rules = tmp_path / "rules.yaml"
     rules.write_text(

@@ -25,7 +25,7 @@ import yaml
 from annotate.prompts import render_item
 from annotate_helpers import KEY
 from conftest import HELLASWAG, PAPER_SCORES, ROOT, run_cli
-from curate.store import Workspace
+from curate.items.store import Workspace
 from standin_anthropic import StandIn
 
 EXAMPLE = ROOT / "examples" / "audit" / "hellaswag-claude.yaml"

@@ -107,9 +107,9 @@ def test_missing_source(tmp_path):
 
 def test_crash_mid_ingest_leaves_nothing(tmp_path, monkeypatch):
     """A failure after the database was half written leaves no workspace and no temp folder."""
-    from curate import store
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items import store
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
 
     data = write_jsonl(tmp_path / "ok.jsonl", real_rows())
 

@@ -15,7 +15,7 @@ import yaml
 
 from annotate_helpers import KEY, free_port
 from conftest import HELLASWAG, PAPER_SCORES, ROOT, run_cli
-from curate.audit_config import read_yaml
+from curate.audit.config import read_yaml
 
 EXAMPLES = ROOT / "examples" / "audit"
 CLAUDE = EXAMPLES / "hellaswag-claude.yaml"
@@ -135,8 +135,8 @@ def test_the_shipped_local_variant_checks_complete_offline(tmp_path):
     """examples/audit/hellaswag-local.yaml: the flagship on ../shared/data, released into a local
     folder. With ANTHROPIC_API_KEY it checks complete with the Hub offline; without, the key is
     its one problem. Its plan reads no Hub."""
-    from curate.audit_config import describe, load_config
-    from curate.audit_plan import plan_problems
+    from curate.audit.config import describe, load_config
+    from curate.audit.plan import plan_problems
 
     proc = run_cli("check-config", LOCAL, cwd=tmp_path, env={**KEYS, "HF_TOKEN": ""})
     assert proc.stdout.strip().splitlines()[-1] == (
@@ -168,8 +168,8 @@ def test_a_hub_dataset_the_hub_does_not_have_is_a_problem(tmp_path):
 def test_the_audit_counts_the_imports_again_right_after_its_ingest(tmp_path):
     """Where the item count is known only once the data is read (a Hub dataset), the audit
     checks the imports right after its ingest: it stops there, before the annotation."""
-    from curate.audit import run_audit
-    from curate.audit_config import load_config
+    from curate.audit.run import run_audit
+    from curate.audit.config import load_config
 
     cfg = load_config(claude_example(tmp_path, local_data(limit=5)), cwd=tmp_path)
     lines = []

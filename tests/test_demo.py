@@ -12,10 +12,10 @@ from rapidfuzz import fuzz
 
 from conftest import run_cli
 from curate import demo
-from curate.audit_config import load_config
-from curate.errors import CurateError, InputError
+from curate.audit.config import load_config
+from curate.core.errors import CurateError, InputError
 from curate.filter.decisions import decide, stage_table
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 ROWS = [json.loads(line) for line in demo.benchmark_path().read_text(encoding="utf-8").splitlines()]
 PLANTS = demo.load_plants()

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from conftest import HELLASWAG, SHARED, one_line_error, run_cli, seed_random_scores
-from curate.adapters import get_adapter
-from curate.duplicates import detect, plant
-from curate.ingest import build_items
-from curate.sources import open_source
+from curate.items.adapters import get_adapter
+from curate.items.duplicates import detect, plant
+from curate.items.ingest import build_items
+from curate.items.sources import open_source
 
 BENCH = SHARED / "benchmarks"
 

@@ -1,4 +1,4 @@
-"""k-shot contexts (curate/fewshot.py) against lm-evaluation-harness 0.4.13's own requests,
+"""k-shot contexts (curate/items/fewshot.py) against lm-evaluation-harness 0.4.13's own requests,
 character for character (benchmarks/lmeval_fewshot.py builds them without a model).
 
 MMLU: every one of the 57 subject tasks (first_n from dev, the subject line first), the first
@@ -13,8 +13,8 @@ import pytest
 from benchmarks.lmeval_fewshot import lmeval_fewshot_contexts
 from benchmarks.lmeval_reference import shared_file
 from conftest import HELLASWAG, SHARED
-from curate import fewshot
-from curate.adapters import default_formulation, get_adapter
+from curate.items import fewshot
+from curate.items.adapters import default_formulation, get_adapter
 
 BENCHMARKS = SHARED / "benchmarks"
 PER_SUBJECT = 3     # MMLU items per subject (first_n draws no random numbers: any sample will do)
@@ -22,8 +22,8 @@ FIRST = 60          # items of the other benchmarks, in order
 
 
 def read_items(name, path, split):
-    from curate.ingest import build_items
-    from curate.sources import open_source
+    from curate.items.ingest import build_items
+    from curate.items.sources import open_source
     items, _ = build_items(open_source(str(path), split=split).rows, get_adapter(name), split=split, where=str(path))
     return items
 
@@ -48,8 +48,8 @@ def test_each_shots_text_is_built_once_per_run(monkeypatch):
     """A shot's text is built once per (shot, formulation, settings), not once per item and mode:
     MMLU's first_n shows the same 5 dev questions to a whole subject (300 items x 2 modes x 2
     formulations: 30 texts built, not 6,000); the contexts are those built without the memo."""
-    from curate.ingest import build_items
-    from curate.sources import open_source
+    from curate.items.ingest import build_items
+    from curate.items.sources import open_source
 
     test, dev = BENCHMARKS / "mmlu" / "test.jsonl.gz", BENCHMARKS / "mmlu" / "dev.jsonl.gz"
     items, _ = build_items(open_source(str(test), split="test").rows, get_adapter("mmlu"), split="test",
@@ -101,9 +101,9 @@ def test_generic_adapter_takes_a_fewshot_file_and_seed(tmp_path):
     import json
     import random
 
-    from curate.fewshot_pool import resolve_pool
-    from curate.ingest import ingest
-    from curate.store import Workspace
+    from curate.items.fewshot_pool import resolve_pool
+    from curate.items.ingest import ingest
+    from curate.items.store import Workspace
 
     def rows(n, tag):
         return "".join(json.dumps({"q": f"{tag} {i}?", "a": f"x{i}", "b": f"y{i}", "label": i % 2}) + "\n"

@@ -8,13 +8,13 @@ from conftest import SHARED
 
 
 def _ingest(tmp_path, name, path, split, limit=2):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     return ingest(tmp_path / name, data=str(path), adapter=get_adapter(name), split=split, limit=limit)
 
 
 def test_examples_come_first_and_keep_their_answers(tmp_path):
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from generate.prompts import DEFAULT_TEMPLATE, load_template, shuffle_order
     from generate.run import fewshot_examples, plan
 
@@ -37,7 +37,7 @@ def test_examples_come_first_and_keep_their_answers(tmp_path):
 
 
 def test_a_missing_pool_is_refused_before_the_model_loads(tmp_path):
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from generate.run import generate_workspace
 
     root = _ingest(tmp_path, "copa", SHARED / "benchmarks" / "copa" / "validation.jsonl.gz", "validation")
@@ -47,9 +47,9 @@ def test_a_missing_pool_is_refused_before_the_model_loads(tmp_path):
 
 def test_generate_and_score_draw_their_shots_from_one_plan(tmp_path):
     """`curate generate --fewshot K` shows the shots `curate score --fewshot K` scores after
-    (curate.fewshot_pool.fewshot_plan), and keys its requests with the same pool key."""
-    from curate.fewshot_pool import fewshot_plan
-    from curate.store import Workspace
+    (curate.items.fewshot_pool.fewshot_plan), and keys its requests with the same pool key."""
+    from curate.items.fewshot_pool import fewshot_plan
+    from curate.items.store import Workspace
     from generate.run import fewshot_examples
     from scoring.run import fewshot_plan as scoring_plan
 

@@ -1,5 +1,5 @@
 """Where a workspace's few-shot split is read when no --fewshot-pool is given
-(curate.fewshot_pool): from the source its evaluated split came from, a file's sibling, a
+(curate.items.fewshot_pool): from the source its evaluated split came from, a file's sibling, a
 benchmark folder, or the Hub dataset at its revision; and the one-line refusal when that source
 has no such split. The Hub is a local `datasets` cache here (the Hub itself is unreachable):
 offline, `datasets.load_dataset(ID, CONFIG)` reads what it cached of that dataset."""
@@ -11,11 +11,11 @@ import json
 import pytest
 
 from conftest import SHARED, one_line_error, run_cli
-from curate.adapters import get_adapter
-from curate.fewshot_pool import fewshot_plan, resolve_pool
-from curate.ingest import ingest
-from curate.sources import local_sha256
-from curate.store import Workspace
+from curate.items.adapters import get_adapter
+from curate.items.fewshot_pool import fewshot_plan, resolve_pool
+from curate.items.ingest import ingest
+from curate.items.sources import local_sha256
+from curate.items.store import Workspace
 
 MMLU = SHARED / "benchmarks" / "mmlu"
 COPA = SHARED / "benchmarks" / "copa" / "validation.jsonl.gz"

@@ -11,8 +11,8 @@ from conftest import SHARED, run_cli
 
 @pytest.fixture(scope="module")
 def copa_two_shots(tmp_path_factory):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.store import add_run, open_scores, write_scores
     ws = ingest(tmp_path_factory.mktemp("fs") / "ws", data=str(SHARED / "benchmarks" / "copa" / "validation.jsonl.gz"),
                 adapter=get_adapter("copa"), limit=30)
@@ -88,7 +88,7 @@ def test_item_validity_kinds_read_the_named_shot_count(copa_two_shots):
     when a condition names fewshot: K (0-shot the model is right where the gold is option 0)."""
     from curate.filter.inputs import Inputs
     from curate.filter.kinds import _validity
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     ws, items = copa_two_shots
     with Workspace.open(ws) as w:
         inputs = Inputs(w)

@@ -26,9 +26,9 @@ def mmlu_ws(tmp_path_factory):
 def test_each_shot_count_is_its_own_row_and_equals_the_plain_forward(mmlu_ws):
     import torch
 
-    from curate import fewshot
-    from curate.adapters import get_adapter
-    from curate.fewshot_pool import resolve_pool
+    from curate.items import fewshot
+    from curate.items.adapters import get_adapter
+    from curate.items.fewshot_pool import resolve_pool
     from scoring.encode import build_unit
     from scoring.models import load, resolve
     from scoring.store import open_scores, read_scores
@@ -80,8 +80,8 @@ def test_a_benchmark_folder_is_scored_k_shot_with_its_own_dev_split(tmp_path):
     """A workspace made from the MMLU folder (dev, validation and test files, the Hub's layout)
     scores 5-shot with no --fewshot-pool: its dev split is read from that folder, and every
     context is the one a workspace made from the test file builds."""
-    from curate.fewshot_pool import fewshot_plan
-    from curate.store import Workspace
+    from curate.items.fewshot_pool import fewshot_plan
+    from curate.items.store import Workspace
     from scoring.run import unit_spec
 
     contexts = {}

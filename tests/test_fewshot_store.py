@@ -13,8 +13,8 @@ BENCHMARKS = SHARED / "benchmarks"
 
 @pytest.fixture
 def copa_ws(tmp_path):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     return ingest(tmp_path / "ws", data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"),
                   adapter=get_adapter("copa"), limit=2)
 
@@ -60,7 +60,7 @@ def test_readers_never_pool_shot_counts(copa_ws):
     """0-shot and 5-shot predictions disagree here; a reader given both refuses, the report's
     sections read one shot count, and the filter's inputs read the shot count asked for."""
     from curate.analyses.report import one_shot_count
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.filter.inputs import Inputs
     from scoring.normalize import predictions
     from scoring.store import add_run, open_scores, read_scores, write_scores
@@ -100,8 +100,8 @@ def test_the_audit_config_takes_shot_counts_and_a_pool(tmp_path):
     import yaml
 
     from curate import demo
-    from curate.audit_config import load_config
-    from curate.errors import InputError
+    from curate.audit.config import load_config
+    from curate.core.errors import InputError
 
     data = yaml.safe_load(demo.config_path().read_text())
     for pool, expected in (("dev.jsonl", str((tmp_path / "dev.jsonl").resolve())), ("evaluated", "evaluated")):

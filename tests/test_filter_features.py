@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from rapidfuzz import fuzz
 
-from curate import lengths as measured
+from curate.items import lengths as measured
 from curate.filter import features
 
 
@@ -28,7 +28,7 @@ def test_chars_bytes_and_context_texts():
 
 
 def test_near_duplicates_on_real_hellaswag_items(hellaswag_ws):
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     with Workspace.open(hellaswag_ws) as ws:
         items = ws.items()[:500]
     sims = features.max_pair_similarity([it["options"] for it in items], fuzz.ratio)

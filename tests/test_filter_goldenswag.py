@@ -56,8 +56,8 @@ def record(item, round, status, result):
 @pytest.fixture(scope="module")
 def golden_ws(tmp_path_factory):
     from annotate.store import open_annotations, write_annotation
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.store import add_run, open_scores, write_scores
 
     base = tmp_path_factory.mktemp("golden")
@@ -121,7 +121,7 @@ def test_goldenswag_stages_match_and_remove_what_they_should(golden_ws, tmp_path
 
 
 def test_missing_annotations_stop_the_run_with_a_clear_error(golden_ws, tmp_path):
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.filter import run_filter
 
     with pytest.raises(CurateError, match=r"annotator 'nobody:here' has no round-1 records in this workspace; "

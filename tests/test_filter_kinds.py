@@ -71,9 +71,9 @@ def ws(tmp_path_factory):
 def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
     """The example kind's one file is all it takes: the schema takes it (and checks its spec), the
     defaults fill it, `curate filter` evaluates it, and the audit's plan check reads its needs."""
-    from curate.audit_config import load_config
-    from curate.audit_plan import needs, plan_problems
-    from curate.errors import InputError
+    from curate.audit.config import load_config
+    from curate.audit.plan import needs, plan_problems
+    from curate.core.errors import InputError
     from curate.filter import run_filter
     from curate.filter.rules import load_rules
 
@@ -124,9 +124,9 @@ def test_schema_files_are_what_the_code_builds():
 
 
 def test_every_benchmark_init_takes_is_one_an_audit_config_takes():
-    """A benchmark added to curate/adapters/ is accepted by `curate audit`'s config as by `curate init`."""
-    from curate.adapters import known
-    from curate.audit_config import config_problems
+    """A benchmark added to curate/items/adapters/ is accepted by `curate audit`'s config as by `curate init`."""
+    from curate.items.adapters import known
+    from curate.audit.config import config_problems
 
     assert schemas.load("audit")["$defs"]["benchmark"]["properties"]["adapter"]["enum"] == known()
     columns = {"question": "q", "choices": "c", "answer": "a"}
@@ -179,7 +179,7 @@ def test_seeds_correct_reads_one_template_and_every_seed_named(ws, tmp_path):
     item answered under every seed; the runs read go into the decisions' summary."""
     import shutil
 
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.filter import run_filter
     from generate.store import add_run, open_generations, write_generations
 

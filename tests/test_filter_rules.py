@@ -44,7 +44,7 @@ def test_defaults_fill_conditions_and_overrides_win(tmp_path):
     ("name: t\nstages: [\n", None, "not valid YAML at line"),
 ])
 def test_bad_rules_name_the_path_of_the_bad_key(tmp_path, text, where, message):
-    from curate.errors import InputError
+    from curate.core.errors import InputError
     with pytest.raises(InputError) as exc:
         load(tmp_path, text)
     assert message in str(exc.value)
@@ -54,7 +54,7 @@ def test_bad_rules_name_the_path_of_the_bad_key(tmp_path, text, where, message):
 
 
 def test_missing_annotator_or_tokenizer_is_an_error(tmp_path):
-    from curate.errors import InputError
+    from curate.core.errors import InputError
     text = GOOD.replace('defaults: {tokenizer: smollm2-135m, annotator: "x:y"}\n', "")
     with pytest.raises(InputError, match="unit 'tokens' needs a tokenizer"):
         load(tmp_path, text)

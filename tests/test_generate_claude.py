@@ -235,7 +235,7 @@ def test_migration_keeps_the_generations_of_an_older_workspace(tmp_path, monkeyp
     twin it could not hold is asked."""
     import sqlite3
 
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from generate.store import MIGRATIONS
 
     done = twin_workspace(tmp_path / "done")

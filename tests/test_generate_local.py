@@ -75,7 +75,7 @@ def test_answers_of_another_dtype_under_one_label_are_refused_until_replaced(gen
     """A bfloat16 run under the label of float32 answers would replace them one (item, mode, seed)
     at a time and leave the label mixing both: it is refused, naming the run, and --replace
     deletes the label's answers for that template and settings first."""
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
 
     ws = copy_ws(gen_ws[0], tmp_path / "ws")
     before = stored(ws)

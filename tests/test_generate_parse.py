@@ -49,7 +49,7 @@ def test_unreadable_replies_say_why(reply, why):
 
 
 def hellaswag_items(n):
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     adapter = get_adapter("hellaswag")
     with gzip.open(HELLASWAG, "rt") as fh:
         rows = [json.loads(line) for line, _ in zip(fh, range(n))]

@@ -342,10 +342,10 @@ def test_audit_imports_lm_eval_samples_once_and_plans_them(workspaces, tmp_path)
     files are stored already; the plan knows the model before anything is imported."""
     from types import SimpleNamespace
 
-    from curate.adapters import get_adapter
-    from curate.audit import score_stage
-    from curate.audit_config import ScoreImport, Scoring
-    from curate.audit_plan import supply
+    from curate.items.adapters import get_adapter
+    from curate.audit.run import score_stage
+    from curate.audit.config import ScoreImport, Scoring
+    from curate.audit.plan import supply
 
     ws = ws_copy(workspaces, "hellaswag", tmp_path)
     folder = run_folder(tmp_path, "hellaswag", read_lines(samples_file("hellaswag"))).parent

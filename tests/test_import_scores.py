@@ -125,7 +125,7 @@ def test_importing_other_files_over_a_model_and_mode_needs_replace(tmp_path):
 def test_an_import_refuses_a_label_being_scored(tmp_path):
     """A label `curate score` is writing (its lock held, here by this process) is not imported
     into meanwhile: the two would mix under one label. The import is one line and writes nothing."""
-    from curate.lock import work_lock
+    from curate.core.lock import work_lock
 
     ws = _three_items(tmp_path)
     _study_file(tmp_path / "s" / "zero_prompt", "org--m.csv", "nll_0,nll_1,nll_2,nll_3")

@@ -12,10 +12,10 @@ import pytest
 
 from benchmarks.lmeval_reference import SHARED_DATA, shared_file
 from conftest import SHARED, run_cli
-from curate import formulations
-from curate.adapters import default_formulation, get_adapter
-from curate.items import PLACEHOLDER
-from curate.store import Workspace
+from curate.items import formulations
+from curate.items.adapters import default_formulation, get_adapter
+from curate.items.canonical import PLACEHOLDER
+from curate.items.store import Workspace
 
 BENCHMARKS = SHARED / "benchmarks"
 DATA = SHARED_DATA
@@ -26,8 +26,8 @@ def data_file(name):
 
 
 def our_items(name):
-    from curate.ingest import build_items
-    from curate.sources import open_source
+    from curate.items.ingest import build_items
+    from curate.items.sources import open_source
     path, split = data_file(name)
     source = open_source(str(path), split=split)
     items, _ = build_items(source.rows, get_adapter(name), split=split, where=str(path))
@@ -135,8 +135,8 @@ def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field
     the benchmark's own field (not the canonical item's 'options/1'), as MMLU and generic do."""
     import copy
 
-    from curate.adapters.fields import FieldError
-    from curate.sources import open_source
+    from curate.items.adapters.fields import FieldError
+    from curate.items.sources import open_source
 
     data, split = data_file(name)
     row = copy.deepcopy(open_source(str(data), split=split).rows[0])
@@ -152,8 +152,8 @@ def test_an_empty_or_blank_option_is_refused_naming_its_source_field(name, field
 def test_an_mmlu_answer_letter_beyond_the_options_is_named_as_given():
     import copy
 
-    from curate.adapters.fields import FieldError
-    from curate.sources import open_source
+    from curate.items.adapters.fields import FieldError
+    from curate.items.sources import open_source
 
     data, split = data_file("mmlu")
     row = dict(copy.deepcopy(open_source(str(data), split=split).rows[0]), answer="K")

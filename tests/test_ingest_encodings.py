@@ -13,9 +13,9 @@ import shutil
 import pytest
 
 from conftest import one_line_error, run_cli
-from curate.errors import InputError
-from curate.store import Workspace
-from curate.textfiles import decode
+from curate.core.errors import InputError
+from curate.items.store import Workspace
+from curate.core.textfiles import decode
 
 HEADER = ["question", "A", "B", "C", "D", "answer"]
 # ą ś ź (and Ą Ś Ź) are where ISO-8859-2 and cp1250 differ: read in cp1250, ISO-8859-2's ą, ś

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from conftest import SHARED, one_line_error, run_cli
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 MMLU = SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz"
 
@@ -233,7 +233,7 @@ def test_delimiter_given_or_refused_when_unclear(tmp_path):
 
 def test_audit_config_reads_builtins_and_file_options(tmp_path):
     import yaml
-    from curate.audit_config import config_problems, load_config
+    from curate.audit.config import config_problems, load_config
 
     def config(benchmark, **extra):
         path = tmp_path / "audit.yaml"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import one_line_error, run_cli
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 MMLU = [
     {"question": "What is the capital of France?", "subject": "geography",

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from conftest import HELLASWAG, run_cli
-from curate.items import MODES, PLACEHOLDER, validation_errors
-from curate.store import Workspace
+from curate.items.canonical import MODES, PLACEHOLDER, validation_errors
+from curate.items.store import Workspace
 
 
 def test_counts_and_sources(hellaswag_ws):
@@ -92,7 +92,7 @@ def test_workspace_records_provenance(hellaswag_ws):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_content_hash_covers_scored_text(hellaswag_ws, mode):
-    from curate.items import content_hash
+    from curate.items.canonical import content_hash
     with Workspace.open(hellaswag_ws) as ws:
         item = ws.items()[5]
     changed = dict(item["prompts"], **{mode: item["prompts"][mode] + "x"})

@@ -1,5 +1,5 @@
 """Item validity analyses (issue 28): the response matrix, item statistics, the 2PL fit and the
-label-error suspects (curate/analyses/responses.py, item_stats.py, irt.py, suspects.py)."""
+label-error suspects (curate/validity/responses.py, item_stats.py, irt.py, suspects.py)."""
 from __future__ import annotations
 
 import json
@@ -11,10 +11,10 @@ import pytest
 from benchmarks.detectors_gold_moves import measure, plant_gold_moves, read_responses
 from conftest import PAPER_SCORES, small_workspace
 from curate.analyses.accuracy import all_predictions
-from curate.analyses.irt import MAX_B, fit_2pl
-from curate.analyses.item_stats import IRT_COLUMNS, IRT_MIN_MODELS, corrected_item_total, irt_note, item_statistics
-from curate.analyses.responses import Responses, response_matrix, softmax_options
-from curate.analyses.suspects import suspects, two_best_baseline
+from curate.validity.irt import MAX_B, fit_2pl
+from curate.validity.item_stats import IRT_COLUMNS, IRT_MIN_MODELS, corrected_item_total, irt_note, item_statistics
+from curate.validity.responses import Responses, response_matrix, softmax_options
+from curate.validity.suspects import suspects, two_best_baseline
 from scoring.store import open_scores, read_scores
 from scoring.study_csv import import_study_csv
 
@@ -213,7 +213,7 @@ def test_response_matrix_keeps_shot_counts_apart_and_names_what_it_leaves_out():
     # Named by no one, a model scored on under COVERAGE of the items is set apart, not shrinking the matrix.
     default = response_matrix(frame, items)
     assert default.models == ["m"] and default.left_out == () and default.set_apart == (("n", "scored on 3 of 4 items"),)
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     with pytest.raises(CurateError, match="no scores for model 'x'"):
         response_matrix(frame, items, models=["x"])
 

@@ -1,7 +1,7 @@
 """Item validity reads k-shot scores (issue 29): where a workspace holds several shot counts, the
 report's "Items most likely broken", the filter's validity kinds, the `suspects` review queue,
 `curate export item-stats` and `curate plant evaluate` all read the one
-``curate.analyses.item_table.choose`` picks (the shot count with the most models; ties: the
+``curate.validity.item_table.choose`` picks (the shot count with the most models; ties: the
 fewest shots) unless told another, and the audit plan counts k-shot scores, stored or to come.
 
 The HellaSwag workspace holds the study's ten models' released full-mode scores as 5-shot scores
@@ -53,7 +53,7 @@ def ws(tmp_path_factory):
 
 def table_of(ws, fewshot: int, models=None) -> pd.DataFrame:
     """The contract function's item table of the ``fewshot``-shot scores, by item id."""
-    from curate.analyses.item_table import item_table
+    from curate.validity.item_table import item_table
     from scoring.store import open_scores, read_scores
 
     with open_scores(ws) as w:
@@ -67,7 +67,7 @@ def ranked(table: pd.DataFrame) -> list[str]:
 
 
 def test_the_rule_most_models_then_fewest_shots():
-    from curate.analyses.item_table import pick_fewshot
+    from curate.validity.item_table import pick_fewshot
 
     assert pick_fewshot({0: {"a", "b"}, 5: {"a", "b", "c"}}) == 5
     assert pick_fewshot({5: {"a"}, 0: {"b"}, 25: {"c"}}) == 0
@@ -167,7 +167,7 @@ def planted(ws, tmp_path_factory):
 
 def test_plant_evaluate_opens_the_workspace_once(planted, monkeypatch):
     from curate.plant.evaluate import evaluate_workspace
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     opened, real = [], Workspace.open.__func__
     monkeypatch.setattr(Workspace, "open", classmethod(lambda cls, root: opened.append(root) or real(cls, root)))
@@ -199,8 +199,8 @@ def plan(ws, tmp_path, rules_text: str, scoring=None):
     """plan_problems of an audit config on workspace ``ws`` reading ``rules_text``."""
     from types import SimpleNamespace
 
-    from curate.adapters import get_adapter
-    from curate.audit_plan import plan_problems
+    from curate.items.adapters import get_adapter
+    from curate.audit.plan import plan_problems
 
     (tmp_path / "rules.yaml").write_text(rules_text)
     cfg = SimpleNamespace(workspace=ws, annotators=(), scoring=scoring, filter_rules=tmp_path / "rules.yaml",
@@ -221,8 +221,8 @@ def test_audit_plan_counts_k_shot_scoring_and_imports(tmp_path):
     results file says 5 shots."""
     import shutil
 
-    from curate.audit_config import ScoreImport, Scoring
-    from curate.audit_plan import import_shot_counts
+    from curate.audit.config import ScoreImport, Scoring
+    from curate.audit.plan import import_shot_counts
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "lm_eval_samples" / "SmolLM2-135M", run)

@@ -18,7 +18,7 @@ import schemas
 from curate import demo
 from curate.plant import KINDS
 from curate.plant.evaluate import auroc, hits_at_k, measure
-from curate.store import Workspace
+from curate.items.store import Workspace
 from scoring.store import open_scores, read_scores
 from test_demo import INIT_ARGS
 
@@ -263,8 +263,8 @@ def test_evaluate_the_item_validity_scores_against_an_independent_count(demo_ws,
     """Gold moves planted in a demo scored by ten stand-in models: evaluate's row for each
     suspects score equals scikit-learn's AUROC and a sort-and-count precision@k of the same
     scores, and the label-error score finds the moved golds."""
-    from curate.analyses.responses import response_matrix
-    from curate.analyses.suspects import suspects, two_best_baseline
+    from curate.validity.responses import response_matrix
+    from curate.validity.suspects import suspects, two_best_baseline
 
     src = copy_ws(demo_ws, tmp_path / "src")
     seed_model_scores(src)

@@ -17,7 +17,7 @@ BENCHMARKS = SHARED / "benchmarks"
 
 def items_of(name, folder, limit=None):
     import gzip
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     adapter = get_adapter(name)
     with gzip.open(BENCHMARKS / folder / "validation.jsonl.gz", "rt", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh][:limit]
@@ -103,7 +103,7 @@ def test_sciq_workspace_report_and_rotation_filter(tmp_path):
 
 
 def _preds(ws):
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.normalize import predictions
     from scoring.store import read_scores
     with Workspace.open(ws) as w:

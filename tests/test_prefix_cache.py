@@ -126,8 +126,8 @@ def test_a_fewshot_run_caches_each_header_once_with_the_numbers_of_no_cache(tmp_
     once, the self-check scores the first units through the cache, and every stored number equals
     the run without a cache (``--prefix-cache-mb 0``)."""
     from conftest import SHARED
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.run import score_workspace
     from scoring.store import open_scores, read_scores
     rows = [r for r in fewshot_rows(SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz")

@@ -33,7 +33,7 @@ def by_hand(model, req):
 
 
 def test_grouped_forwards_equal_one_forward_per_continuation(smollm2, monkeypatch):
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     from scoring import reference
     from scoring.run import unit_spec
     from scoring.encode import build_unit

@@ -27,9 +27,9 @@ RULES_B = RULES_A.replace("[1, 2, 3]", "[2, 3, 4, 5]").replace("name: small-a", 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """40 real HellaSwag rows, and two decisions folders made with different rules."""
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     from curate.filter import run_filter
-    from curate.ingest import ingest
+    from curate.items.ingest import ingest
 
     base = tmp_path_factory.mktemp("release")
     ws = ingest(base / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=40)
@@ -41,7 +41,7 @@ def small(tmp_path_factory):
 
 def test_local_release_writes_source_format_card_and_manifest(small, tmp_path):
     from curate.release import make_release, verify_release
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     manifest = make_release(small / "ws", small / "dec-a", "hs-small", "0.1.0", str(tmp_path / "out"))
     folder = tmp_path / "out" / "hs-small" / "0.1.0"

@@ -33,9 +33,9 @@ def first_rows(path: Path, n: int, out: Path) -> Path:
 
 
 def release(base: Path, benchmark: str, data: Path, name: str, rules: str = RULES) -> Path:
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     from curate.filter import run_filter
-    from curate.ingest import ingest
+    from curate.items.ingest import ingest
     from curate.release import make_release
 
     (base / "rules.yaml").write_text(rules)

@@ -53,9 +53,9 @@ def mmlu_two_subjects(path: Path) -> Path:
 def release(base: Path, benchmark: str, data: Path, split: str, name: str, **columns) -> tuple[Path, Path]:
     """(workspace, release folder) of ``data``, the second row filtered out (``columns``: the
     generic adapter's mapping)."""
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     from curate.filter import run_filter
-    from curate.ingest import ingest
+    from curate.items.ingest import ingest
     from curate.release import make_release
 
     ws, rules = base / f"ws-{name}", base / "rules.yaml"
@@ -104,7 +104,7 @@ def test_lm_eval_log_likelihoods_equal_curate_score(released):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.models import resolve
     from scoring.store import read_scores
 
@@ -153,8 +153,8 @@ def test_builtin_task_builds_lm_evals_own_requests(benchmark, tmp_path):
 
 def test_generic_task_builds_the_requests_curate_score_makes(tmp_path):
     """A generic benchmark (letters formulation) has no lm-eval config: its task reads docs.jsonl."""
-    from curate.formulations import scored
-    from curate.store import Workspace
+    from curate.items.formulations import scored
+    from curate.items.store import Workspace
 
     rows = [{"q": f"What is {i} + 1?", "opts": [str(i + 1), str(i + 2), str(i)], "ans": "A"} for i in range(4)]
     data = write_jsonl(tmp_path / "rows.jsonl", rows)

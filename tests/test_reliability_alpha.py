@@ -26,8 +26,8 @@ POWER = 0.8  # the report's power for detectable differences
 def study_ws(tmp_path_factory):
     """The first 200 HellaSwag validation items with the study's released seq_mean scores of
     three models in the full and zero modes."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.store import add_run, open_scores, write_scores
 
     ws = ingest(tmp_path_factory.mktemp("alpha") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),

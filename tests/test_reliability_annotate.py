@@ -25,8 +25,8 @@ from annotate.run import annotate_workspace
 from annotate.store import open_annotations, read_ledger
 from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
 from conftest import ROOT, one_line_error, run_cli
-from curate.lock import lock_path, work_lock
-from curate.secrets import REDACTED, redact
+from curate.core.lock import lock_path, work_lock
+from curate.core.secrets import REDACTED, redact
 from standin_anthropic import StandIn, prompt_tokens
 
 ANNOTATOR = f"anthropic:{MODEL}"

@@ -84,8 +84,8 @@ def test_json_nested_thousands_deep_is_one_line_in_every_command(released, tmp_p
 
 
 def test_json_at_the_depth_limit_is_read():
-    from curate.errors import InputError
-    from curate.reading import MAX_DEPTH, loads
+    from curate.core.errors import InputError
+    from curate.core.reading import MAX_DEPTH, loads
 
     assert loads(deep(MAX_DEPTH), "f.json") is not None
     with pytest.raises(InputError, match="f.json: nests values deeper than can be read: more than 100 levels"):
@@ -99,8 +99,8 @@ def test_json_at_the_depth_limit_is_read():
 PROBE = """
 import json, sys, time
 from pathlib import Path
-from curate.audit_config import read_yaml
-from curate.errors import InputError
+from curate.audit.config import read_yaml
+from curate.core.errors import InputError
 from curate.filter.kinds import rules_validator
 from curate.filter.rules import load_rules
 rules_validator()  # built once per process (every condition kind imported): not part of a read's time
@@ -126,7 +126,7 @@ def test_config_files_past_their_size_limit_are_refused_at_once(tmp_path):
     """/dev/zero (endless), a file one byte over the 1 MiB limit and a FIFO that nobody writes
     to, as a rules file and as an audit config: refused within a second, not read to the end
     (OOM-killed, or minutes of YAML parsing for a 300 MB file) or waited on."""
-    from curate.reading import CONFIG_LIMIT
+    from curate.core.reading import CONFIG_LIMIT
 
     big = tmp_path / "big.yaml"
     big.write_text("name: big\nstages: []\n#" + "x" * (CONFIG_LIMIT - 21))
@@ -154,7 +154,7 @@ def test_config_files_past_their_size_limit_are_refused_at_once(tmp_path):
 def test_a_review_id_list_is_read_within_bounds(tmp_path, monkeypatch):
     """`curate review --queue ids:FILE`: a file that is not UTF-8 (a traceback before) or over
     the limit (lowered here) is one InputError naming it, read no further."""
-    from curate.errors import InputError
+    from curate.core.errors import InputError
     from curate.review import queues
 
     latin = tmp_path / "ids.txt"
@@ -174,7 +174,7 @@ def config(tmp_path):
     """The demo config with its inputs absolute and its outputs under tmp_path/out (curate runs in
     tmp_path): a plan check-config passes."""
     from curate import demo
-    from curate.audit_config import DEFAULT_CONFIG, read_yaml
+    from curate.audit.config import DEFAULT_CONFIG, read_yaml
 
     data = read_yaml(DEFAULT_CONFIG)
     data["benchmark"]["path"] = str(demo.benchmark_path())
@@ -257,8 +257,8 @@ def test_check_config_refuses_every_output_the_audit_would_refuse(tmp_path, conf
     """Each case passed check-config ("plan complete") or was refused by `audit` only at its
     stage, after annotation and scoring were paid for. Now check-config names it, and `audit`
     refuses it before its first stage (load_config is its first step)."""
-    from curate.audit_config import load_config
-    from curate.errors import InputError
+    from curate.audit.config import load_config
+    from curate.core.errors import InputError
 
     change(config, tmp_path)
     path = tmp_path / "audit.yaml"

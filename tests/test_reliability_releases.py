@@ -78,7 +78,7 @@ def test_verify_checks_the_data_rows_against_the_kept_ids(released, small, tmp_p
     frame = pd.read_parquet(data)
     frame.iloc[:-1].to_parquet(data, index=False)
     edit_manifest(released, lambda m: m["files"][data.relative_to(released).as_posix()].update(
-        sha256=__import__("curate.sources", fromlist=["x"]).file_sha256(data), bytes=data.stat().st_size),
+        sha256=__import__("curate.items.sources", fromlist=["x"]).file_sha256(data), bytes=data.stat().st_size),
         redigest=True)
     verify_fails(released, f"rows, but the manifest keeps {len(frame)} items")
 
@@ -206,7 +206,7 @@ def test_leftovers_are_judged_by_who_holds_them_not_only_by_the_pid_in_their_nam
     import sys
     import time
 
-    from curate.lock import STALE_AFTER_S, _pid_alive, remove_stale
+    from curate.core.lock import STALE_AFTER_S, _pid_alive, remove_stale
 
     pattern = r"\.0\.1\.0\.(\d+)\.[a-z0-9_]+\.partial"
     reused = tmp_path / f".0.1.0.{os.getppid()}.abc.partial"  # a live process that is no release
@@ -279,7 +279,7 @@ def test_two_git_releases_into_one_repository_at_once_are_refused(small, tmp_pat
     """Found by an audit: two releases into one repository at once could fail on git's index lock,
     leave staged deletions, or undo the other run's commit. A release holds the repository (its
     .git folder) from its check to its tag; a second one is one line and changes nothing."""
-    from curate.lock import folder_lock
+    from curate.core.lock import folder_lock
     repo = new_repo(tmp_path)
     with folder_lock(repo / ".git", command="release"):
         result = git_release(small, repo, check=False)
@@ -323,7 +323,7 @@ def test_a_name_or_version_ending_in_a_newline_is_refused(small, tmp_path, name,
 ])
 def test_non_canonical_names_and_versions_are_refused(name, version):
     import schemas
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.release.manifest import check_name_version
 
     with pytest.raises(CurateError, match="release (name|version)"):
@@ -354,9 +354,9 @@ def strings(value):
 
 
 def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
-    from curate.adapters import get_adapter
+    from curate.items.adapters import get_adapter
     from curate.filter import run_filter
-    from curate.ingest import ingest
+    from curate.items.ingest import ingest
 
     ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=30,
                 copy_of="Rowan/hellaswag@0123abc")
@@ -386,7 +386,7 @@ def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
 def test_committed_release_0_1_1_corrects_the_card_and_keeps_the_items_of_0_1_0():
     from conftest import ROOT
     from curate.release.manifest import manifest_problems
-    from curate.sources import file_sha256
+    from curate.items.sources import file_sha256
 
     old, new = (ROOT / "releases" / "hellaswag-zero-core" / v for v in ("0.1.0", "0.1.1"))
     m0, m1 = (json.loads((d / "manifest.json").read_text()) for d in (old, new))
@@ -411,7 +411,7 @@ def test_committed_release_0_2_0_counts_gold_longest_as_the_study_and_adds_only_
     only items 0.1.1 removed at gold-longest (a gold tied for longest)."""
     from conftest import ROOT
     from curate.release.manifest import manifest_problems
-    from curate.sources import file_sha256
+    from curate.items.sources import file_sha256
 
     folder = ROOT / "releases" / "hellaswag-zero-core"
     m1, m2 = (json.loads((folder / v / "manifest.json").read_text()) for v in ("0.1.1", "0.2.0"))
@@ -491,7 +491,7 @@ def test_a_source_column_mixing_types_is_refused_naming_it(tmp_path):
     column, so the release refuses in one line naming the column instead of converting them."""
     import pandas as pd
 
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.release.package import write_rows
     with pytest.raises(CurateError, match=r"source column 'id' holds values of several types \(int, str\)"):
         rows = [{"id": "001", "q": "a"}, {"id": 1, "q": "b"}]
@@ -505,7 +505,7 @@ def test_decisions_that_keep_no_item_release_the_source_columns_and_no_rows(smal
     """Rules that remove every item (a small --limit in an audit can do it) gave a parquet file
     with no columns at all; now it has the source's columns, zero rows, and verifies."""
     from curate.filter import run_filter
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     rules = tmp_path / "all.yaml"
     rules.write_text("name: all\nstages:\n  - name: every-row\n    description: every row\n"
@@ -546,7 +546,7 @@ def test_a_release_reading_decisions_while_a_filter_rewrites_them_blames_no_hand
     import sys
     import time
 
-    from curate.errors import InputError
+    from curate.core.errors import InputError
     from curate.release.package import read_decisions
 
     folder = tmp_path / "dec"

@@ -124,7 +124,7 @@ def test_one_run_at_a_time_writes_an_out_folder(ws, tmp_path):
     runs one run's plots beside the other's report. A run now holds the folder while it writes;
     the second is one line and changes nothing. Also: a filter killed during its very first write
     (only a temp file in the folder) no longer makes the folder unusable."""
-    from curate.lock import folder_lock
+    from curate.core.lock import folder_lock
     out = tmp_path / "dec"
     filter_cli(ws, RULES, out, tmp_path, check=True)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -170,7 +170,7 @@ def edit_parquet(path, change):
 @pytest.mark.parametrize("case", ["flip kept", "drop a column", "summary not JSON", "summary without stages",
                                   "summary without outputs", "parquet truncated", "stage renamed, hash updated"])
 def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, case):
-    from curate.sources import file_sha256
+    from curate.items.sources import file_sha256
 
     dec, summary_path = decisions / "decisions.parquet", decisions / "summary.json"
     summary = json.loads(summary_path.read_text())
@@ -210,9 +210,9 @@ def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, 
 
 
 def test_if_missing_still_covers_items_an_annotator_skipped(ws, tmp_path):
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.filter import run_filter
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     part = tmp_path / "part"
     shutil.copytree(ws, part)

@@ -22,7 +22,7 @@ from statsmodels.stats.proportion import proportion_effectsize
 
 from annotate.agreement import agreement, cohen, gwet_ac1
 from conftest import HELLASWAG, run_cli
-from curate import statistics
+from curate.core import statistics
 from curate.analyses import stats
 
 Z_A, Z_B = sps.norm.ppf(0.975), sps.norm.ppf(0.8)
@@ -144,8 +144,8 @@ def test_gwet_ac1_against_gwets_published_example_and_formulas():
 
 
 def test_report_defines_seq_mean_and_says_which_scores_were_imported(tmp_path):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.store import add_run, open_scores, write_scores
 
     ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=60)
@@ -171,8 +171,8 @@ def synthetic_ws(tmp_path, models, *, items=60, missing=None):
     """A 60-item HellaSwag workspace with seeded random full- and zero-mode seq_mean scores for
     ``models`` (labels as a user might type them). ``missing``: (model, mode, row) whose first
     option gets no value."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.store import add_run, open_scores, write_scores
 
     ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=items)

@@ -74,7 +74,7 @@ def test_a_damaged_workspace_is_one_clear_line_and_is_not_recreated(ws, case, ex
 
 def _write_and_close(db, stop):
     """Open, write a row, close: each close of the last connection checkpoints and removes the WAL."""
-    from curate.store import connect
+    from curate.items.store import connect
 
     n = 0
     while not stop.is_set():
@@ -90,7 +90,7 @@ def test_a_workspace_being_written_by_others_is_never_called_damaged(tmp_path):
     import multiprocessing
     import time
 
-    from curate.store import check_database_file, connect
+    from curate.items.store import check_database_file, connect
 
     db = tmp_path / "workspace.db"
     with closing(connect(db)) as conn:
@@ -117,7 +117,7 @@ def test_a_workspace_being_written_by_others_is_never_called_damaged(tmp_path):
 
 
 def test_the_workspace_format_is_recorded_and_older_workspaces_open(ws):
-    from curate.store import WORKSPACE_FORMAT, Workspace
+    from curate.items.store import WORKSPACE_FORMAT, Workspace
 
     with closing(sqlite3.connect(ws / "workspace.db")) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == WORKSPACE_FORMAT == 1
@@ -178,10 +178,10 @@ def test_init_into_the_folder_it_is_run_in(tmp_path):
 def test_init_losing_the_race_at_the_final_rename(tmp_path, monkeypatch):
     """The other process's workspace appears after this one checked the folder (forced here by
     creating it from inside the build): this one is refused and cleans up; theirs is untouched."""
-    from curate import store
-    from curate.adapters import get_adapter
-    from curate.errors import CurateError
-    from curate.ingest import ingest
+    from curate.items import store
+    from curate.items.adapters import get_adapter
+    from curate.core.errors import CurateError
+    from curate.items.ingest import ingest
 
     root = tmp_path / "ws"
     real_connect = store.connect

@@ -22,7 +22,7 @@ from rapidfuzz import fuzz
 from annotate.store import (LABELS, VersionConflict, open_annotations, read_annotations, read_history,
                             write_annotation)
 from conftest import PAPER_SCORES, ROOT, one_line_error, run_cli, small_workspace
-from curate.errors import CurateError, InputError
+from curate.core.errors import CurateError, InputError
 from curate.review import queues
 from curate.review.exchange import import_review
 from curate.review.data import ReviewData
@@ -733,11 +733,11 @@ def test_a_verdict_the_workspace_cannot_take_is_a_503_and_the_next_one_saves(pla
     the same verdict saves as version 1 (the failed one left no trace)."""
     import sqlite3
 
-    import curate.store
+    import curate.items.store
 
     root, rows = plain
     root = shutil.copytree(root, tmp_path / "ws")
-    monkeypatch.setattr(curate.store, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(curate.items.store, "BUSY_TIMEOUT_S", 0.2)
     verdict = {"reviewer": "alice", "item_id": rows[0]["item_id"], "round": 1, "result": {"labels": ["high_quality"]}}
     with serving(root) as (app, port):
         ok = {"X-Review-Token": app.token, "Content-Type": "application/json"}

@@ -29,8 +29,8 @@ def lm():
 
 @pytest.fixture(scope="module")
 def small_ws(tmp_path_factory):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     return ingest(tmp_path_factory.mktemp("small") / "ws", data=str(HELLASWAG),
                   adapter=get_adapter("hellaswag"), limit=12)
 
@@ -56,7 +56,7 @@ def score_items(lm, items, mode, seq_mean=True):
 
 def test_seq_mean_is_minus_the_transformers_loss(lm, small_ws):
     """Every mode, including the empty choice-only context and a trailing-space placeholder."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     model, tok = lm
     items = Workspace.open(small_ws).items()[:3]
     for mode in ("full", "zero", "placeholder", "choice-only"):
@@ -86,7 +86,7 @@ def test_encoding_follows_lmeval_boundary_rules(lm):
 def test_batched_tokenization_and_batch_plan(lm, small_ws):
     """build_units (one batched tokenizer call per chunk) equals build_unit item by item; the
     plan keeps each unit whole and each batch within the token budget (or a lone unit)."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.encode import build_unit, build_units
     from scoring.run import batches
     _, tok = lm
@@ -110,13 +110,13 @@ def lmeval_reference():
 
 
 def check_parity(lm, n):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     ref = lmeval_reference()["items"][:n]
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         ws = ingest(Path(tmp) / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
-        from curate.store import Workspace
+        from curate.items.store import Workspace
         items = Workspace.open(ws).items()
     rows = score_items(lm, items, "full", seq_mean=False)  # lm-eval has no seq_mean (checked elsewhere)
     ours = np.array([r["logprob_sum"] for r in rows]).reshape(n, 4)
@@ -202,7 +202,7 @@ def test_no_seq_mean_then_seq_mean(small_ws, tmp_path):
     """--no-seq-mean stores lm-eval's numbers only; a later default run fills seq_mean in (the
     same logprob_sum), and a --no-seq-mean run after that finds everything cached. (Caching, not
     numbers: a tiny seeded random Llama with SmolLM2's tokenizer keeps the three runs quick.)"""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.models import load_tokenizer, resolve
     from scoring.store import read_scores
     ws = tmp_path / "ws"

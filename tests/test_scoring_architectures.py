@@ -72,9 +72,9 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def hellaswag(tmp_path_factory):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    from curate.store import Workspace
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    from curate.items.store import Workspace
     ws = ingest(tmp_path_factory.mktemp("arch") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
                 limit=30)
     return Workspace.open(ws).items()
@@ -222,9 +222,9 @@ def test_rope_rescaled_by_length_is_refused_past_its_length(tokenizer, tmp_path)
     """Phi-3's ``longrope`` switches its rotary frequencies by the longest position in the forward
     pass, which depends on what shares a batch: past its original length it is refused with the
     reason, and nothing is stored; within it, scored exactly (the short item)."""
-    from curate.errors import CurateError
-    from curate.ingest import ingest
-    from curate.adapters import get_adapter
+    from curate.core.errors import CurateError
+    from curate.items.ingest import ingest
+    from curate.items.adapters import get_adapter
     from scoring.run import score_workspace
     rope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [4.0] * 8, "rope_theta": 10000.0,
             "original_max_position_embeddings": 32}
@@ -291,9 +291,9 @@ def test_an_architecture_no_runner_reproduces_is_refused(tokenizer, tmp_path):
 def refused(tmp_path, folder, message):
     """Scoring the model at `folder` on two HellaSwag items stops with `message` (a regex) and
     stores no score row."""
-    from curate.adapters import get_adapter
-    from curate.errors import CurateError
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.core.errors import CurateError
+    from curate.items.ingest import ingest
     from scoring.run import score_workspace
     ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=2)
     with pytest.raises(CurateError, match=message):

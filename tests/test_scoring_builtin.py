@@ -31,9 +31,9 @@ def reference():
 def scored(lm, name, n, tmp_path):
     """Our logprob_sum, n_chars and greedy flags for the first ``n`` items, as `curate score`
     computes them in the adapter's default formulation."""
-    from curate.adapters import default_formulation, get_adapter
-    from curate.ingest import ingest
-    from curate.store import Workspace
+    from curate.items.adapters import default_formulation, get_adapter
+    from curate.items.ingest import ingest
+    from curate.items.store import Workspace
     from scoring.encode import build_units
     from scoring.engine import score_requests
     from scoring.run import assemble, unit_spec

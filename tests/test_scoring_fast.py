@@ -93,9 +93,9 @@ def test_smollm2_llama_runner_equals_its_own_modules_on_real_items(tmp_path):
     """The Llama runner and the model's own modules (packed and padded) over the same real batch
     (every mode, so empty contexts and the seq_mean rows too) give the same hidden states in
     float32, up to the rounding of different matrix-product kernels (oneDNN in the Llama runner)."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
-    from curate.store import Workspace
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    from curate.items.store import Workspace
     from scoring import engine
     from scoring.encode import build_unit
     from scoring.models import load, resolve

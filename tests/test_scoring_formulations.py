@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from conftest import SHARED, run_cli, save_tiny
-from curate import formulations as forms
-from curate.store import Workspace
+from curate.items import formulations as forms
+from curate.items.store import Workspace
 
 BENCHMARKS = SHARED / "benchmarks"
 
@@ -22,8 +22,8 @@ def lm():
 
 
 def workspace(tmp_path, name, folder, split, limit):
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     return ingest(tmp_path / name, data=str(BENCHMARKS / folder / f"{split}.jsonl.gz"), adapter=get_adapter(name),
                   split=split, limit=limit)
 
@@ -103,8 +103,8 @@ def test_letters_request_is_one_context_with_one_letter_per_option(lm):
 def test_migration_keeps_old_rows_as_cloze(tmp_path):
     """A workspace scored before formulations existed: the rebuild keeps every row (as cloze)
     and the key then takes a letters row for the same option."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     from scoring.store import open_scores, read_scores, write_scores
     from store_helpers import scored_before
     ws = ingest(tmp_path / "ws", data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"), adapter=get_adapter("copa"),

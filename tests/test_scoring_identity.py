@@ -46,7 +46,7 @@ def rows_by_dtype(ws) -> dict:
 
 
 def test_another_dtype_under_one_label_is_refused_then_replaced_or_kept_apart(ws, tiny):
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     assert score(ws, tiny)["computed"] == 4
     with pytest.raises(CurateError, match=r"label 'tiny' already holds float32 scores .* would store "
                                           r"bfloat16 scores .* another --label .* --replace"):
@@ -77,7 +77,7 @@ def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws, tiny):
 def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, tiny, monkeypatch, tmp_path):
     import scoring.run
     from curate.analyses.report import analyze_workspace
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     score(ws, tiny)
     monkeypatch.setattr(scoring.run, "ENGINE_VERSION", 99)
     partial = score(ws, tiny, limit=2)  # a re-score after an engine change, stopped half-way
@@ -101,7 +101,7 @@ def test_readers_refuse_a_label_that_mixes_sources(ws, tiny, tmp_path):
     """A workspace written before labels were checked can hold float32 rows in one mode and
     bfloat16 rows in another under one label: analyze and filter refuse it, naming both."""
     from curate.analyses.report import analyze_workspace
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from curate.filter.engine import run_filter
     score(ws, tiny, modes=["choice-only", "zero"])
     with sqlite3.connect(ws / "workspace.db") as c:  # what an old toolkit could leave behind
@@ -121,7 +121,7 @@ def test_readers_refuse_a_label_that_mixes_sources(ws, tiny, tmp_path):
 
 def test_import_into_a_scored_label_is_refused_unless_replaced(tmp_path, hellaswag_ws):
     """The study's files name real models; a label already scored here is not silently overwritten."""
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring.store import add_run, open_scores, write_scores
     from scoring.study_csv import import_study_csv
     ws = tmp_path / "ws"

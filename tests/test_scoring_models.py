@@ -169,7 +169,7 @@ def test_device_auto_with_disk_offload_scores_as_a_plain_load(ws, tmp_path, smol
     the output layer) on disk, loaded layer by layer as the forward reaches it. The scores equal a
     plain CPU load's. Without ``disk`` in ``--max-memory`` the same model is refused before
     anything is written. (A sharded load over several GPUs cannot be run on this machine.)"""
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring.run import score_workspace
     folder = save_tiny(tmp_path / "qwen2", "qwen2", smollm2_tokenizer, intermediate_size=4096, num_hidden_layers=4)
     plain = score_workspace(ws, str(folder), ["zero"], limit=3, label="plain", show_progress=False)
@@ -196,7 +196,7 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
     With the engine's window handling broken on purpose, the probe passes and the self-check
     catches it: the run stops naming the architecture and both numbers, and stores nothing.
     Working, the run records the check (and ``--self-check 0`` records that it was skipped)."""
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring import attention
     from scoring.run import score_workspace
     folder = save_tiny(tmp_path / "mistral", "mistral", smollm2_tokenizer, sliding_window=24)
@@ -230,8 +230,8 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
 # --- long contexts: truncated as lm-eval truncates, memory bounded (issue 14, item 6) ---------------
 
 def long_item_ws(root: Path, context: str) -> Path:
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     data = root.parent / f"{root.name}.jsonl"
     data.write_text(json.dumps({"q": context, "choices": ["the end.", "more of the same."], "answer": 0}) + "\n")
     return ingest(root, data=str(data), adapter=get_adapter("generic", question="q", choices="choices",
@@ -249,7 +249,7 @@ def test_a_context_past_the_window_is_truncated_and_flagged_with_seq_mean_on(tmp
     """A context of about 12k tokens and a model with a 4096-token window: every sequence, the
     seq_mean ones included, is cut to its last 4097 tokens, flagged ``truncated``, and scored as
     the model's own forward scores that cut sequence."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.encode import encode_pair
     from scoring.run import score_workspace
     folder = save_tiny(tmp_path / "llama", "llama", smollm2_tokenizer, max_position_embeddings=4096)
@@ -299,7 +299,7 @@ def test_broken_model_files_are_one_line_errors_and_write_nothing(ws, tmp_path, 
     and a consistent model whose vocabulary is smaller than its tokenizer's ids: each one line
     naming the model or the item, exit 2, no row written. Two cases run the CLI (one line, the
     load report held back); the rest call ``score_workspace`` in this process, which is faster."""
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring.run import score_workspace
 
     before = tables(ws)
@@ -360,8 +360,8 @@ def test_an_option_longer_than_the_window_is_refused_naming_the_item(tmp_path, s
     positions do not exist, so the run stops naming the item and option, as lm-eval 0.4.13 refuses
     it (``assert len(continuation_enc) <= self.max_length``), on the Llama fast path and through
     transformers (GPT-2's learned positions), before anything is stored."""
-    from curate.adapters import get_adapter
-    from curate.ingest import ingest
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
     extra = {"max_position_embeddings": 64} if kind == "llama" else {"n_positions": 64, "n_embd": 64, "n_layer": 2,
                                                                       "n_head": 4}
     folder = save_tiny(tmp_path / kind, kind, smollm2_tokenizer, **extra)

@@ -20,7 +20,7 @@ def smollm2():
 
 @pytest.fixture(scope="module")
 def items(tmp_path_factory):
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     ws = Workspace.open(small_workspace(tmp_path_factory.mktemp("text") / "ws", 5))
     try:
         return ws.items()
@@ -142,7 +142,7 @@ def test_a_prefix_cached_row_gets_the_statistics_of_its_whole_text(smollm2, item
 
 
 def test_text_scores_stored_resumed_and_exported(tmp_path):
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.text_store import text_scores
 
     ws = small_workspace(tmp_path / "ws", 6)
@@ -163,7 +163,7 @@ def test_text_scores_stored_resumed_and_exported(tmp_path):
 
 
 def test_text_scores_of_an_unscored_workspace_are_an_empty_frame(tmp_path):
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.text_store import text_scores
 
     with Workspace.open(small_workspace(tmp_path / "ws", 2)) as w:
@@ -171,7 +171,7 @@ def test_text_scores_of_an_unscored_workspace_are_an_empty_frame(tmp_path):
 
 
 def stored(ws, sql: str) -> list:
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     with Workspace.open(ws) as w:
         return [tuple(r) for r in w.conn.execute(sql)]
 
@@ -209,14 +209,14 @@ def test_the_full_pass_stores_the_standalone_text_scores_and_the_same_option_sco
 
 
 def execute(ws, statement: str) -> None:
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     with Workspace.open(ws) as w:
         w.conn.execute(statement)
         w.conn.commit()
 
 
 def stored_items(ws) -> list[dict]:
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     with Workspace.open(ws) as w:
         return w.items()
 
@@ -225,7 +225,7 @@ def test_text_scores_of_the_full_pass_resume_and_commit_with_the_option_scores(t
     """Each batch's option and text scores commit together: a run killed in a batch stores
     neither for its items, and the next run computes exactly what is missing."""
     import scoring.run
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring.run import score_workspace
     from scoring.text_run import text_score_workspace
 

@@ -126,8 +126,8 @@ def test_the_audit_names_its_config_key_when_the_cap_stops_it(tmp_path, monkeypa
     import yaml
 
     from conftest import HELLASWAG
-    from curate.audit import run_audit
-    from curate.audit_config import load_config
+    from curate.audit.run import run_audit
+    from curate.audit.config import load_config
 
     ws = small_workspace(tmp_path / "probe", 1)
     cap = round(2 * worst(ws, attempts=3, batch=False), 4)

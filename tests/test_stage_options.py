@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from scoring.model_spec import backend_named
-from curate.options import Option, click_options, schema_properties
+from curate.core.options import Option, click_options, schema_properties
 from schemas import SCHEMA_DIR
 
 
@@ -23,13 +23,13 @@ def _stages():
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE
     from curate.analyses.report import analyze_workspace
-    from curate.audit_config import Annotator, Benchmark, Release, Scoring
+    from curate.audit.config import Annotator, Benchmark, Release, Scoring
     from curate.cli import init
     from curate.filter.cli import filter_command
     from curate.filter.engine import run_filter
     from curate.filter.options import FILTER
-    from curate.ingest import ingest
-    from curate.ingest_options import INGEST
+    from curate.items.ingest import ingest
+    from curate.items.ingest_options import INGEST
     from generate.cli import generate
     from generate.options import GENERATE
     from generate.run import generate_workspace
@@ -214,7 +214,7 @@ def test_one_model_grammar_for_every_stage(spec, expected):
 
 @pytest.mark.parametrize("spec", ["anthropic:", "local:", "local: ", ""])
 def test_a_model_spec_without_a_name_is_refused_in_one_line(spec):
-    from curate.errors import CurateError
+    from curate.core.errors import CurateError
     from scoring.model_spec import parse
 
     with pytest.raises(CurateError, match=r"^annotator .*: expected anthropic:MODEL, local:NAME or a local model NAME$"):

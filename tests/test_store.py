@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 
 def test_wal_and_migrations(hellaswag_ws):

@@ -26,7 +26,7 @@ def ws(tmp_path_factory):
 @pytest.fixture(scope="module")
 def expected(ws):
     """The item table the contract functions give on the same scores, by item id."""
-    from curate.analyses.item_table import item_table
+    from curate.validity.item_table import item_table
     from scoring.store import open_scores, read_scores
 
     with open_scores(ws) as w:
@@ -85,7 +85,7 @@ def test_suspects_queue_puts_the_likeliest_errors_first(ws, expected):
 
 
 def test_item_stats_export(ws, expected, tmp_path):
-    from curate.analyses.item_table import COLUMNS
+    from curate.validity.item_table import COLUMNS
 
     models, table = expected
     run_cli("export", ws, "item-stats", "--out", tmp_path / "stats.csv")
@@ -107,7 +107,7 @@ def test_the_demo_wrong_gold_plants_rank_high(tmp_path):
     defects; at the default cut (odds of 9 to 1, meant for many models) one 135M model flags none
     of them. docs/report.md quotes these numbers."""
     from curate import demo
-    from curate.analyses.item_table import item_table
+    from curate.validity.item_table import item_table
     from scoring.store import open_scores, read_scores
     from test_demo import INIT_ARGS
 

@@ -12,7 +12,7 @@ import itertools
 
 import pandas as pd
 
-from curate.statistics import cohens_kappa
+from curate.core.statistics import cohens_kappa
 from scoring.normalize import with_formulation
 
 PARTS = ("both_correct", "same_wrong", "only_a_correct", "only_b_correct", "different_wrong")

@@ -17,7 +17,7 @@ import pandas as pd
 from curate.analyses.accuracy import _acc_row
 from curate.analyses.comparisons import _adjust, _compare, _paired
 from curate.analyses.stats import level, paired_bootstrap
-from curate.statistics import cohens_kappa
+from curate.core.statistics import cohens_kappa
 from scoring.normalize import available, predictions, with_formulation
 
 KEYS = ["model", "mode", "formulation"]

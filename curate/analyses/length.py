@@ -1,11 +1,11 @@
 """Length bias: how much options differ in length, and whether models favour the longest.
 
-Lengths are counted (``curate.lengths``, as the filter counts them) in a named unit -- ``chars``,
+Lengths are counted (``curate.items.lengths``, as the filter counts them) in a named unit -- ``chars``,
 ``bytes`` (UTF-8) or ``tokens:<tokenizer>`` where the tokenizer is a model as ``--model`` names it
 (``scoring.models.tokenizer``: a built-in name such as ``smollm2-135m``, a folder, a Hub id) --
 over one of two texts: the option alone (``option``) or the scored text, the mode's context
 followed by the delimiter and the option (``context+option``; an item with per-option contexts,
-Winogrande, counts each option's whole sentence; ``curate.formulations.Scored.texts``).
+Winogrande, counts each option's whole sentence; ``curate.items.formulations.Scored.texts``).
 
 The relative spread of an item is (longest - shortest) / longest. "Gold is longest" means the
 gold option is strictly longer than every other option (ties count as not longest).
@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from curate import lengths
+from curate.items import lengths
 from curate.analyses.stats import INTERVAL, fisher_greater, wilson
-from curate.errors import CurateError
-from curate.lengths import gold_is_longest, relative_spread
+from curate.core.errors import CurateError
+from curate.items.lengths import gold_is_longest, relative_spread
 from scoring.models import tokenizer
 from scoring.normalize import CONDITION, option_values, with_formulation
 
@@ -36,7 +36,7 @@ def parse_unit(unit: str) -> tuple[str, str | None]:
 
 
 def count(texts: list[str], unit: str) -> np.ndarray:
-    """Length of each text in ``unit`` (``curate.lengths``, the filter's measure)."""
+    """Length of each text in ``unit`` (``curate.items.lengths``, the filter's measure)."""
     kind, name = parse_unit(unit)
     return lengths.count(texts, kind, tokenizer(name) if kind == "tokens" else None)
 
@@ -56,7 +56,7 @@ def option_lengths(items: list[dict], unit: str, text: str = "option", mode: str
 
 def item_spread(lengths: pd.DataFrame, gold: pd.Series) -> pd.DataFrame:
     """Per item: relative spread, longest and shortest length, and whether gold is longest
-    (strictly). The formulas are the filter's (curate.lengths), so the report and the
+    (strictly). The formulas are the filter's (curate.items.lengths), so the report and the
     rules measure the same thing."""
     g = lengths.groupby("item_id", sort=False)
     out = pd.DataFrame({"row_index": g["row_index"].first(), "source": g["source"].first(),

@@ -1,8 +1,8 @@
-"""The options of `curate analyze`, declared once: ``curate.options`` derives the click options
+"""The options of `curate analyze`, declared once: ``curate.core.options`` derives the click options
 and the defaults ``curate.analyses.report.analyze_workspace`` takes from this table."""
 from __future__ import annotations
 
-from curate.options import Option, defaults
+from curate.core.options import Option, defaults
 
 ANALYZE = [
     Option("normalization", help="Normalization for predictions beyond the accuracy table (default: seq_mean, char, "

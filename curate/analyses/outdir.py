@@ -17,13 +17,13 @@ import re
 import shutil
 from pathlib import Path
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 METRICS = "metrics.json"
 STAGING = ".analyze-staging"
 #: What `curate analyze` writes besides what its sections write (their FILES and FOLDERS).
 FILES = {METRICS, "report.md", "report.html"}
-TEMP = re.compile(r"\..+\.tmp")  # ``curate.atomic``'s temp files, left by a run killed while writing
+TEMP = re.compile(r"\..+\.tmp")  # ``curate.core.atomic``'s temp files, left by a run killed while writing
 
 
 def _written() -> tuple[re.Pattern, set[str]]:

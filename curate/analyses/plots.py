@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from curate.atomic import atomic_path  # noqa: E402
+from curate.core.atomic import atomic_path  # noqa: E402
 
 DPI = 110
 

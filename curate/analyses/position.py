@@ -6,7 +6,7 @@
   comes from the log survival function, so a skew beyond double precision still has a number
   (``log10_p``).
 - ``rotation_table``: predictions in the rotated letters formulations (``letters`` and
-  ``letters+rK``: the options listed in every cyclic order, see ``curate.formulations``). Per
+  ``letters+rK``: the options listed in every cyclic order, see ``curate.items.formulations``). Per
   model x mode x normalization, over the items scored in every rotation: accuracy in the
   original order, mean accuracy over rotations, the share of items answered right in every
   rotation and in none, and which letters the model picks (against a uniform spread: in the

@@ -33,13 +33,13 @@ from tqdm.auto import tqdm
 
 import curate
 from annotate.store import open_annotations, read_annotations
-from curate import formulations as forms
+from curate.items import formulations as forms
 from curate.analyses import accuracy, length, outdir, render, sections
 from curate.analyses.options import DEFAULTS
-from curate.atomic import write_text
-from curate.errors import CurateError
-from curate.items import MODES
-from curate.lock import folder_lock
+from curate.core.atomic import write_text
+from curate.core.errors import CurateError
+from curate.items.canonical import MODES
+from curate.core.lock import folder_lock
 from generate.store import open_generations, read_generations
 from generate.store import read_runs as read_generation_runs
 from scoring import normalize
@@ -94,7 +94,7 @@ def _checked_decisions(root, folder):
     """The `curate filter --out` folder, read once (the filter section reports what is read here);
     decisions made on other items are refused (InputError naming the folder)."""
     from curate.review.data import Decisions
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     found = Decisions.read(folder)
     with Workspace.open(root) as ws:

@@ -18,7 +18,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
 
-from curate.statistics import bootstrap_rng
+from curate.core.statistics import bootstrap_rng
 
 #: The interval method every accuracy in the report uses.
 INTERVAL = "wilson"
@@ -83,7 +83,7 @@ def paired_bootstrap(a, b, *, n_resamples: int = 2000, seed: int = 0, confidence
                      batch: int = 250) -> dict:
     """Percentile bootstrap of mean(a) - mean(b), resampling items with replacement (pairs
     kept together): ``scipy.stats.bootstrap`` on the per-item differences, its resamples drawn
-    from ``curate.statistics.bootstrap_rng(seed)`` (numpy's ``default_rng(seed)``) in batches of
+    from ``curate.core.statistics.bootstrap_rng(seed)`` (numpy's ``default_rng(seed)``) in batches of
     ``batch``. Pairs with a missing side are left out, as in ``paired_counts``.
 
     The p-value is two-sided: twice the smaller share of resampled differences on either
@@ -113,7 +113,7 @@ def seed_bootstrap(values, *, n_resamples: int = 2000, seed: int = 0, confidence
                    batch: int = 250) -> dict:
     """Percentile bootstrap of the mean of an items x seeds matrix (correctness, or a paired
     difference), resampling items and seeds with replacement, each resample from
-    ``curate.statistics.bootstrap_rng(seed)`` (numpy's ``default_rng(seed)``). With one seed it
+    ``curate.core.statistics.bootstrap_rng(seed)`` (numpy's ``default_rng(seed)``). With one seed it
     resamples items only. The p-value is two-sided against a mean of 0, counted as in
     ``paired_bootstrap``.
 

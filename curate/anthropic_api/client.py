@@ -14,7 +14,7 @@ Why each piece is here:
   adds), and ``count_tokens`` asks the endpoint for its count where it offers one (dry runs).
   ``curate/anthropic_api/spend.py`` reserves the worst cases under ``--max-cost``.
 - The API key is read from ``ANTHROPIC_API_KEY`` only; messages that leave this module pass
-  through ``curate.secrets.redact`` so the key never reaches a log, the workspace or an export.
+  through ``curate.core.secrets.redact`` so the key never reaches a log, the workspace or an export.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 import anthropic
 
 from curate.anthropic_api import prices
-from curate.errors import CurateError
-from curate.secrets import redact
+from curate.core.errors import CurateError
+from curate.core.secrets import redact
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 SPEND_WORDS = ("credit balance", "spend limit", "usage limit", "billing")

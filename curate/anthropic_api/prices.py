@@ -42,7 +42,7 @@ import datetime
 import re
 from typing import NamedTuple
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 class Model(NamedTuple):

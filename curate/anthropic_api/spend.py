@@ -39,9 +39,9 @@ import anthropic
 
 from curate.anthropic_api import prices
 from curate.anthropic_api.client import Stop, usage_of
-from curate.atomic import disk_full
-from curate.errors import CurateError
-from curate.store import BUSY_TIMEOUT_S, DB_NAME, Workspace
+from curate.core.atomic import disk_full
+from curate.core.errors import CurateError
+from curate.items.store import BUSY_TIMEOUT_S, DB_NAME, Workspace
 
 #: The HTTP library's errors (httpx, or httpx2 in anthropic 2.x, by class name) for a request
 #: that never left the machine: no connection was made, so nothing can have been billed.

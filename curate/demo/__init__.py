@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import schemas
-from curate.errors import CurateError, InputError
+from curate.core.errors import CurateError, InputError
 
 if TYPE_CHECKING:  # pandas is imported where used: the CLI imports this package for every command
     import pandas as pd

@@ -22,7 +22,7 @@ def demo():
 def plants(decisions, count, plants_file, out):
     """Count caught plants per stage from DECISIONS, a `curate filter --out` folder."""
     from curate.demo import load_decisions, load_plants, score_plants
-    from curate.exports import FORMATS
+    from curate.core.exports import FORMATS
 
     if out and out.suffix.lower() not in FORMATS:  # before the table is printed, not after
         raise click.UsageError(f"--out {out}: use a {', '.join(FORMATS)} file")
@@ -34,6 +34,6 @@ def plants(decisions, count, plants_file, out):
     table = score_plants(frame, load_plants(plants_file), stages, count=count)
     click.echo(table.to_string())
     if out:
-        from curate.exports import write_records
+        from curate.core.exports import write_records
         write_records(table.reset_index().to_dict("records"), out)
         click.echo(f"wrote {out}")

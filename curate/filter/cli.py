@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from curate.filter.options import FILTER
-from curate.options import click_options
+from curate.core.options import click_options
 
 
 @click.command("filter")

@@ -12,18 +12,18 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import curate
-from curate.atomic import atomic_path, check_writable, unwritable, write_text
-from curate.clock import now
-from curate.errors import CurateError, InputError
+from curate.core.atomic import atomic_path, check_writable, unwritable, write_text
+from curate.core.clock import now
+from curate.core.errors import CurateError, InputError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
 from curate.filter.options import DEFAULTS
 from curate.filter.rules import load_rules
-from curate.lock import folder_lock
-from curate.reading import read_json
-from curate.sources import file_sha256
-from curate.store import Workspace
+from curate.core.lock import folder_lock
+from curate.core.reading import read_json
+from curate.items.sources import file_sha256
+from curate.items.store import Workspace
 
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
 

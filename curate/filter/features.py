@@ -1,6 +1,6 @@
 """Per-item measurements the conditions compare with thresholds. Pure functions of their inputs.
 
-Option lengths, their spread and "gold is longest" are measured in ``curate.lengths``, which the
+Option lengths, their spread and "gold is longest" are measured in ``curate.items.lengths``, which the
 report's length section uses too.
 """
 from __future__ import annotations

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from curate.errors import CurateError
-from curate import lengths
-from curate.sources import file_sha256
-from curate.store import Workspace
+from curate.core.errors import CurateError
+from curate.items import lengths
+from curate.items.sources import file_sha256
+from curate.items.store import Workspace
 from scoring.models import tokenizer as tokenizer_for
 
 
@@ -200,7 +200,7 @@ def tokenizer_identity(name: str, tok) -> dict:
 def annotator_record(annotator: str, round: int, frame: pd.DataFrame) -> dict:
     """What the decisions' summary says of the annotation records a filter read; the digest of
     each item's status and result tells records redone with other answers apart."""
-    from curate.items import canonical_json, sha256_text
+    from curate.items.canonical import canonical_json, sha256_text
 
     def distinct(col):
         return sorted({v for v in frame[col] if v is not None and v == v})

@@ -1,9 +1,9 @@
 """The options of `curate filter` (and the audit config's ``filter`` overrides), declared once:
-``curate.options`` derives the click options, the config schema's properties and the defaults
+``curate.core.options`` derives the click options, the config schema's properties and the defaults
 ``curate.filter.engine.run_filter`` takes from this table."""
 from __future__ import annotations
 
-from curate.options import Option, defaults
+from curate.core.options import Option, defaults
 
 FILTER = [
     Option("annotator", pattern=r"^\S+:\S+$",

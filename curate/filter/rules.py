@@ -13,12 +13,12 @@ from pathlib import Path
 import yaml
 
 import schemas
-from curate import strict_yaml
-from curate.errors import InputError
+from curate.core import strict_yaml
+from curate.core.errors import InputError
 from curate.filter import conditions
 from curate.filter.kinds import rules_validator
-from curate.items import sha256_text
-from curate.reading import CONFIG_LIMIT, read_text
+from curate.items.canonical import sha256_text
+from curate.core.reading import CONFIG_LIMIT, read_text
 
 
 def load_rules(path: str | Path, *, annotator: str | None = None, tokenizer: str | None = None) -> dict:

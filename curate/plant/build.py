@@ -15,14 +15,14 @@ import shutil
 from pathlib import Path
 
 import curate
-from curate.atomic import temp_folder, write_text
-from curate.clock import now
-from curate.errors import CurateError
-from curate.items import canonical_json, sha256_text
-from curate.lock import claimed, remove_stale
+from curate.core.atomic import temp_folder, write_text
+from curate.core.clock import now
+from curate.core.errors import CurateError
+from curate.items.canonical import canonical_json, sha256_text
+from curate.core.lock import claimed, remove_stale
 from curate.plant.inject import Planted, check_kinds, plant_items
 from curate.plant.options import PLANT_DEFAULTS as D
-from curate.store import DB_NAME, Workspace, check_new_workspace, create_workspace
+from curate.items.store import DB_NAME, Workspace, check_new_workspace, create_workspace
 from scoring.store import delete_scores, open_scores
 
 KEY_FORMAT = "benchcurate-plant-key/2"

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from curate.click_types import DefaultGroup
-from curate.options import click_options
+from curate.core.options import click_options
 from curate.plant.options import EVALUATE, PLANT
 
 

@@ -1,7 +1,7 @@
 """`curate plant evaluate`: how well each detector ranks the planted items, measured with the key.
 
 A detector is a score per item, higher meaning more likely broken: the item-validity scores
-(``curate.analyses.suspects``) and the two-best baseline, every annotator's flag (1 flagged, 0
+(``curate.validity.suspects``) and the two-best baseline, every annotator's flag (1 flagged, 0
 not), and every filter stage's match (1 matched, 0 not). For each planted kind, the items of that
 kind are the positives and the unplanted items the negatives (items of other kinds are left
 out); ``all`` takes every planted item, when more than one kind was planted. With k the number
@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 import schemas
-from curate.errors import CurateError, InputError
+from curate.core.errors import CurateError, InputError
 from curate.plant import KINDS
 from curate.plant.build import OLD_KEY_FORMATS, items_digest, key_digest
 from curate.plant.options import EVALUATE_DEFAULTS as D
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 COLUMNS = ("detector", "source", "kind", "k", "precision_at_k", "recall_at_k", "auroc", "unplanted_above", "n")
 #: Annotation measures that say an item is good, not broken: no detector.
@@ -86,7 +86,7 @@ def read_key(path, root, items: list[dict]) -> pd.DataFrame:
     digest, belongs to another workspace, plants nothing, names an item the workspace lacks, or
     no longer matches its own digest (edited since `curate plant` wrote it). ``items``: those of
     the workspace ``root``."""
-    from curate.reading import read_json
+    from curate.core.reading import read_json
 
     key = read_json(path, "a plant-key file", missing="key file not found")
     if isinstance(key, dict) and key.get("format") in OLD_KEY_FORMATS:
@@ -116,7 +116,7 @@ def evaluate_workspace(root, key, *, decisions=(), mode: str = D["mode"],
                        fewshot: int | None = D["fewshot"]) -> tuple[pd.DataFrame, list[str]]:
     """The table for every detector of workspace ``root`` (and of the `curate filter` output
     folders ``decisions``), measured with ``key``; and notes on what was not measured. The score
-    detectors read the scores ``curate.analyses.item_table.choose`` picks (``fewshot``: that
+    detectors read the scores ``curate.validity.item_table.choose`` picks (``fewshot``: that
     shot count)."""
     from scoring.store import open_scores
 
@@ -138,8 +138,8 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
                     notes: list[str]) -> dict:
     """The item-validity scores and the two-best baseline, from the models' scores in ``mode``
     (a workspace opened with ``scoring.store.open_scores``), as item validity chooses them."""
-    from curate.analyses.item_table import choose, stored_conditions, workspace_table
-    from curate.analyses.suspects import two_best_baseline
+    from curate.validity.item_table import choose, stored_conditions, workspace_table
+    from curate.validity.suspects import two_best_baseline
 
     choice = choose(stored_conditions(ws), ws.meta("formulation", "cloze"), mode=mode, fewshot=fewshot)
     if choice.fewshot not in choice.fewshots:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from curate.duplicates.plant import respelled
-from curate.errors import CurateError
-from curate.items import content_hash
+from curate.items.duplicates.plant import respelled
+from curate.core.errors import CurateError
+from curate.items.canonical import content_hash
 from curate.plant import KINDS
 
 #: Fields of an item that are its question (swapped together by ``swapped_question``).
 QUESTION_FIELDS = ("prompts", "context_parts", "letters", "kind")
-#: Optional item fields that enter the content hash (see ``curate.items.make_item``).
+#: Optional item fields that enter the content hash (see ``curate.items.canonical.make_item``).
 HASHED_EXTRAS = ("delimiter", "partial", "letters")
 
 

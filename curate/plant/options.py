@@ -1,13 +1,13 @@
-"""The options of `curate plant` and `curate plant evaluate`, declared once: ``curate.options``
+"""The options of `curate plant` and `curate plant evaluate`, declared once: ``curate.core.options``
 derives the click options and the defaults ``plant_workspace`` and ``evaluate_workspace`` take.
 Re-scoring takes `curate score`'s own options (same defaults and ranges)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from curate.analyses.item_options import FEWSHOT
-from curate.items import MODES
-from curate.options import Option, defaults
+from curate.validity.item_options import FEWSHOT
+from curate.items.canonical import MODES
+from curate.core.options import Option, defaults
 from curate.plant import KINDS
 from scoring.normalize import NORMALIZATIONS
 from scoring.options import SCORE

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from curate.errors import CurateError
-from curate.lock import claimed, remove_stale
+from curate.core.errors import CurateError
+from curate.core.lock import claimed, remove_stale
 from curate.release.manifest import check_name_version, read_manifest
 from curate.release.targets import parse_target
 

@@ -30,7 +30,7 @@ BENCHMARKS = {
 
 
 def license_for(benchmark: str, override: str | None) -> str | None:
-    from curate.adapters.builtin import BENCHMARKS as BUILTIN
+    from curate.items.adapters.builtin import BENCHMARKS as BUILTIN
 
     known = BENCHMARKS.get(benchmark, {}).get("license") or (BUILTIN[benchmark][1].license if benchmark in BUILTIN else None)
     return override or known

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from curate.options import click_options
+from curate.core.options import click_options
 from curate.release.options import RELEASE
 
 from curate.click_types import DefaultGroup

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from curate.release.card import BENCHMARKS, source_hub_id
 from curate.release.card import source_text as released_from
-from curate.secrets import redact_data
-from curate.sources import file_sha256
+from curate.core.secrets import redact_data
+from curate.items.sources import file_sha256
 
 CROISSANT = "croissant.json"
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"

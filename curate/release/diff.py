@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from curate.release.manifest import row_of
-from curate.sources import source_identity
+from curate.items.sources import source_identity
 
 
 def diff_manifests(a: dict, b: dict) -> dict:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import yaml
 
-from curate.adapters import from_record
-from curate.adapters.generic import Generic
-from curate.atomic import write_text
-from curate.errors import CurateError
-from curate.formulations import scored
+from curate.items.adapters import from_record
+from curate.items.adapters.generic import Generic
+from curate.core.atomic import write_text
+from curate.core.errors import CurateError
+from curate.items.formulations import scored
 
 TASK_DIR = "lm_eval_task"
 LM_EVAL_VERSION = "0.4.13"

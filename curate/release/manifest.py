@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 
 import schemas
-from curate.errors import CurateError
-from curate.items import canonical_json, sha256_text
-from curate.sources import file_sha256
+from curate.core.errors import CurateError
+from curate.items.canonical import canonical_json, sha256_text
+from curate.items.sources import file_sha256
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 2

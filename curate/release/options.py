@@ -1,12 +1,12 @@
 """The options of `curate release` (and the audit config's ``release`` keys of the same names),
-declared once: ``curate.options`` derives the click options, the config schema's properties and
+declared once: ``curate.core.options`` derives the click options, the config schema's properties and
 the defaults ``curate.release.make_release`` takes from this table. The name and version
 grammars are ``curate.release.manifest``'s, so the command, the config and a manifest check
 agree. Not here: ``--to`` (the config writes the target as an object, ``$defs.target``) and the
 decisions folder (the audit's filter output)."""
 from __future__ import annotations
 
-from curate.options import Option, defaults
+from curate.core.options import Option, defaults
 from curate.release.manifest import NAME_MAX, NAME_RE, VERSION_RE
 
 RELEASE = [

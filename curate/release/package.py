@@ -16,20 +16,20 @@ import pandas as pd
 
 import curate
 import schemas
-from curate.atomic import write_text
-from curate.clock import now
-from curate.errors import CurateError, InputError
+from curate.core.atomic import write_text
+from curate.core.clock import now
+from curate.core.errors import CurateError, InputError
 from curate.filter.decisions import stage_table
 from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
 from curate.filter.inputs import changed_inputs
-from curate.items import sha256_text
-from curate.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
+from curate.items.canonical import sha256_text
+from curate.core.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
 from curate.release.card import dataset_card, license_for
 from curate.release.croissant import CROISSANT, croissant, croissant_json
 from curate.release.lm_eval_task import write_task
 from curate.release.manifest import MANIFEST, MANIFEST_VERSION, content_digest, hash_files
-from curate.sources import bytes_sha256, public_provenance
-from curate.store import Workspace
+from curate.items.sources import bytes_sha256, public_provenance
+from curate.items.store import Workspace
 
 
 def read_decisions(decisions_dir: Path) -> tuple[pd.DataFrame, dict, str]:

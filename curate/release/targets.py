@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from curate.atomic import check_writable, unwritable
-from curate.errors import CurateError, InputError
-from curate.lock import claimed, folder_lock, remove_stale
-from curate.reading import read_json
+from curate.core.atomic import check_writable, unwritable
+from curate.core.errors import CurateError, InputError
+from curate.core.lock import claimed, folder_lock, remove_stale
+from curate.core.reading import read_json
 from curate.release.manifest import MANIFEST, read_manifest, tag_name, verify_dir
 
 

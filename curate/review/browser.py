@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from curate.atomic import write_text
+from curate.core.atomic import write_text
 from curate.review.data import ReviewData
 from curate.review.sections import ItemContext, item_sections, sections_html
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 DECISIONS = click.option("--decisions", "decisions", multiple=True,
@@ -31,7 +31,7 @@ def review(workspace, queue, reviewer, port, decisions):
     """
     from curate.review.data import ReviewData
     from curate.review.server import ReviewApp, make_server
-    from curate.store import read_only_filesystem
+    from curate.items.store import read_only_filesystem
 
     if read_only_filesystem(workspace):  # verdicts could be read but never saved
         raise CurateError(f"{workspace}: is on a read-only file system and `curate review` saves verdicts in the "

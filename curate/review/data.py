@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from curate.errors import InputError
-from curate.reading import read_json
-from curate.store import Workspace
+from curate.core.errors import InputError
+from curate.core.reading import read_json
+from curate.items.store import Workspace
 
 
 @dataclass

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from annotate.prompts import letters
 from annotate.store import LABELS, open_annotations, write_human_annotation
-from curate.atomic import check_writable, unwritable, write_text
-from curate.errors import CurateError, InputError
-from curate.reading import DOCUMENT_LIMIT, loads, read_json, read_text
+from curate.core.atomic import check_writable, unwritable, write_text
+from curate.core.errors import CurateError, InputError
+from curate.core.reading import DOCUMENT_LIMIT, loads, read_json, read_text
 from curate.review import queues
 from curate.review.data import ReviewData
 from curate.review.verdicts import LABEL_TEXT, VerdictError, annotator_name, verdict_record
@@ -187,7 +187,7 @@ def import_review(root, path: Path, fmt: str, *, reviewer: str | None = None, us
 
 def _kind(value) -> str:
     """A JSON value's type in words ("a number", "an array", "null")."""
-    from curate.sources import json_kind
+    from curate.items.sources import json_kind
     kind = json_kind(value)
     return kind if kind == "null" else ("an " if kind[0] in "ao" else "a ") + kind
 

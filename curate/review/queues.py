@@ -19,10 +19,10 @@ spec                   items
 ``min_k_pp``           the top 5% of items by Min-K%++ (k=20) of their own text under any text-scored
                        model, highest first; ``min_k_pp:MODEL`` under that model
 ``suspects``           likely label errors: items whose label-error score (every model scored in full
-                       mode, ``curate.analyses.suspects``) is above the ``label_error`` filter
+                       mode, ``curate.validity.suspects``) is above the ``label_error`` filter
                        condition's default cut (odds of 9 to 1), likeliest first; ``suspects:N`` the N
                        highest, whatever their score. The scores read are the report's and the
-                       filter's (``curate.analyses.item_table.choose``); ``suspects:K-shot`` and
+                       filter's (``curate.validity.item_table.choose``); ``suspects:K-shot`` and
                        ``suspects:N:K-shot`` read the K-shot scores
 ``sample``             a seeded random sample for calibration: ``sample:N`` (default 50),
                        ``sample:N:SEED`` (default seed 0), in sampled order
@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from curate.errors import CurateError, InputError
-from curate.reading import DOCUMENT_LIMIT, read_text
+from curate.core.errors import CurateError, InputError
+from curate.core.reading import DOCUMENT_LIMIT, read_text
 from curate.review.data import ReviewData
 
 DEFAULT_SAMPLE, DEFAULT_STRONG = 50, 3
@@ -152,10 +152,10 @@ def _suspects_args(arg: str, spec: str) -> tuple[int | None, int | None]:
 
 def suspect_table(data: ReviewData, fewshot: int | None = None) -> pd.DataFrame:
     """Every item's label-error score, suspected option and evidence, likeliest first, from the
-    full-mode scores item validity reads (``curate.analyses.item_table.choose``; ``fewshot``: that
+    full-mode scores item validity reads (``curate.validity.item_table.choose``; ``fewshot``: that
     shot count), which may be k-shot scores the review's 0-shot ``data.scores`` do not hold.
     Computed once per shot count: the queue and its item pages read the same table."""
-    from curate.analyses.item_table import workspace_table
+    from curate.validity.item_table import workspace_table
     from scoring.store import open_scores
 
     key = ("suspects", fewshot)
@@ -199,8 +199,8 @@ def reasons(data: ReviewData, spec: str) -> dict[str, dict]:
 def duplicates(data: ReviewData, scope: str | None) -> list[str]:
     """The workspace's items in a duplicate pair, closest pair first (each item once, at its
     closest pair), so a reviewer sees the surest copies first."""
-    from curate.duplicates import store
-    from curate.store import Workspace
+    from curate.items.duplicates import store
+    from curate.items.store import Workspace
 
     scopes = ("within", "split", "cross")
     if scope is not None and scope not in scopes:
@@ -221,7 +221,7 @@ def duplicates(data: ReviewData, scope: str | None) -> list[str]:
 def min_k_pp(data: ReviewData, model: str | None, share: float = 0.05) -> list[str]:
     """Items in the top ``share`` by Min-K%++ (k=20) under ``model`` (or any text-scored model),
     each once at its highest score, highest first: the likeliest memorised items first."""
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.text_store import text_scores
 
     with Workspace.open(data.root) as ws:
@@ -239,7 +239,7 @@ def min_k_pp(data: ReviewData, model: str | None, share: float = 0.05) -> list[s
 
 
 def has_text_scores(data: ReviewData) -> bool:
-    from curate.store import Workspace
+    from curate.items.store import Workspace
     from scoring.text_store import text_scores
 
     with Workspace.open(data.root) as ws:
@@ -247,7 +247,7 @@ def has_text_scores(data: ReviewData) -> bool:
 
 
 def has_duplicate_search(data: ReviewData) -> bool:
-    from curate.store import Workspace
+    from curate.items.store import Workspace
 
     with Workspace.open(data.root) as ws:
         return ws.meta("duplicates") is not None

@@ -17,7 +17,7 @@ import pandas as pd
 from rapidfuzz import fuzz
 
 from annotate.prompts import letters
-from curate.items import MODES
+from curate.items.canonical import MODES
 from curate.review.data import ReviewData, scorer_labels
 from curate.review.verdicts import LABEL_TEXT, is_human, note_of
 from scoring.normalize import option_values

@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from annotate.store import LABELS, VersionConflict, open_annotations, read_annotations
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.review import queues
 from curate.review.data import ReviewData
 from curate.review.sections import ItemContext, item_sections, sections_html

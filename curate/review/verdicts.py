@@ -16,9 +16,9 @@ import re
 
 from annotate.prompts import result_problems
 from annotate.store import read_annotations, write_human_annotation
-from curate.errors import CurateError
-from curate.items import canonical_json, sha256_text
-from curate.store import Workspace
+from curate.core.errors import CurateError
+from curate.items.canonical import canonical_json, sha256_text
+from curate.items.store import Workspace
 
 PREFIX = "human:"
 #: The round-1 labels (annotate.store.LABELS) in words, in the order the app numbers them 1-8.

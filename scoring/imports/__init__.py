@@ -25,7 +25,7 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 def names() -> list[str]:

@@ -28,9 +28,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from curate import formulations as forms
-from curate.errors import CurateError, InputError
-from curate.sources import file_sha256
+from curate.items import formulations as forms
+from curate.core.errors import CurateError, InputError
+from curate.items.sources import file_sha256
 from scoring.models import converted_name
 from scoring.store import add_run, check_label, delete_scores, label_lock, open_scores, write_scores
 

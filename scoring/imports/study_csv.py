@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from scoring import study_csv
 
 DESCRIPTION = "the reference study's released scores, DIR/{full,zero,placeholder}_prompt/<model>.csv"

@@ -6,7 +6,7 @@ import pandas as pd
 
 from curate.analyses import accuracy, plots, stats
 from curate.analyses.render import Lit
-from curate.analyses.responses import COVERAGE
+from curate.validity.responses import COVERAGE
 from curate.analyses.sections._common import records
 from curate.analyses.sections._findings import Sentence, Table
 

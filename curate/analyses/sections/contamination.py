@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from curate.analyses import plots
-from curate.exports import write_records
-from curate.store import Workspace
+from curate.core.exports import write_records
+from curate.items.store import Workspace
 
 ORDER = 95
 SCORES = False  # text scores are stored apart from the option scores

@@ -4,16 +4,16 @@ from __future__ import annotations
 import pandas as pd
 
 from curate.analyses import core, plots
-from curate.analyses.responses import covering
+from curate.validity.responses import covering
 from curate.analyses.sections._common import records
 from curate.analyses.sections._findings import Flag, Sentence, percent
-from curate.exports import write_records
+from curate.core.exports import write_records
 
 ORDER = 30
 ABOUT = {"core": "items the models answer correctly in the core mode (absent without scores in that mode): curve "
                  "(k, items, share) for k = 1..N models over the items every model scored (n_items; n_incomplete: the "
                  "others, left out; models: N, model_names; set_apart: models scored on a fraction of the items, "
-                 "curate.analyses.responses.covering, with why); threshold and n_at_threshold; items_file lists every item "
+                 "curate.validity.responses.covering, with why); threshold and n_at_threshold; items_file lists every item "
                  "with n_correct and the models that got it right"}
 FILES = (r"core_items\.csv", r"core_curve\.png")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 
 from curate.analyses.sections._findings import Flag
-from curate.duplicates import store
-from curate.exports import write_records
-from curate.store import Workspace
+from curate.items.duplicates import store
+from curate.core.exports import write_records
+from curate.items.store import Workspace
 
 ORDER = 90
 SCORES = False  # a search reads the items' text only

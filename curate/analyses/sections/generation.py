@@ -7,7 +7,7 @@ import pandas as pd
 from annotate.flags import item_flags
 from curate.analyses import generation, plots, stats
 from curate.analyses.sections._common import p_text, records
-from curate.items import MODES
+from curate.items.canonical import MODES
 
 ORDER = 80
 SCORES = False  # also the whole report of a workspace with generations but no scores

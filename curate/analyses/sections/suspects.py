@@ -8,19 +8,19 @@ from pathlib import Path
 import pandas as pd
 
 from curate.analyses import plots
-from curate.analyses.item_stats import irt_note
-from curate.analyses.item_table import choose, item_table, normalization_for
+from curate.validity.item_stats import irt_note
+from curate.validity.item_table import choose, item_table, normalization_for
 from curate.analyses.render import Lit
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
-from curate.errors import CurateError
-from curate.exports import write_records
+from curate.core.errors import CurateError
+from curate.core.exports import write_records
 from curate.filter.kinds import label_error, misfit, no_right_answer, several_correct
-from curate.store import Workspace
+from curate.items.store import Workspace
 
 ORDER = 15
 ABOUT = {"suspects": "items most likely broken, from how the models answer them (present: false with a reason when "
                      "they cannot be computed): mode, formulation, shot count (fewshot: item validity's choice, "
-                     "curate.analyses.item_table.choose; other_fewshots: the other shot counts stored), "
+                     "curate.validity.item_table.choose; other_fewshots: the other shot counts stored), "
                      "normalization and models read; per signal the "
                      "cut and how many items it flags (the filter kinds' defaults); top: the highest label-error "
                      "scores with the suspected option, the other scores and the evidence (models preferring the "

@@ -11,10 +11,10 @@ the module of that name in this package, which holds everything about it:
 - ``fill(spec, defaults)`` (optional): fills the rules' ``defaults`` (annotator, tokenizer) into
   ``spec`` (a copy) and refuses what the schema cannot say, raising ``SpecError``.
 - ``needs(spec, *, default_formulation) -> [(kind, what)]`` (optional): what it reads, for the
-  audit's plan check (``curate.audit_plan``): ``("annotation", (annotator, rounds))`` (records in
+  audit's plan check (``curate.audit.plan``): ``("annotation", (annotator, rounds))`` (records in
   one of the rounds will do), ``("scores", (model, mode, normalization, formulation[, fewshot]))``
   (fewshot: the shot count when the spec names one, 0-shot without; item validity's kinds give
-  ``curate.analyses.item_options.ByRule`` for their default),
+  ``curate.validity.item_options.ByRule`` for their default),
   ``("generations", (model, mode))``, ``("tokenizer", (name,))``.
 - ``DEFS`` (optional): further named schema parts its ``SCHEMA`` refers to (``#/$defs/NAME``).
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.filter import features
-from curate.items import MODES
+from curate.items.canonical import MODES
 
 
 class SpecError(ValueError):

@@ -37,9 +37,9 @@ def cut_schema(description: str, default: float) -> dict:
 
 
 def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
-    """The named models' scores; with no shot count named, the one ``curate.audit_plan`` works
+    """The named models' scores; with no shot count named, the one ``curate.audit.plan`` works
     out from the supply by item validity's rule (``ByRule``)."""
-    from curate.analyses.item_options import ByRule
+    from curate.validity.item_options import ByRule
 
     formulation = spec.get("formulation", default_formulation)
     fewshot = spec["fewshot"] if "fewshot" in spec else ByRule(tuple(spec["models"]))
@@ -48,9 +48,9 @@ def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
 
 def table(spec: dict, inputs) -> pd.DataFrame:
     """Item statistics and suspect scores of the spec's models, one row per item in row order,
-    from the scores ``curate.analyses.item_table.choose`` picks (as the report and the review's
+    from the scores ``curate.validity.item_table.choose`` picks (as the report and the review's
     ``suspects`` queue do)."""
-    from curate.analyses.item_table import choose, stored_conditions
+    from curate.validity.item_table import choose, stored_conditions
 
     choice = inputs.cached(("validity-choice", tuple(spec["models"]), spec["mode"], spec.get("formulation"),
                             spec.get("fewshot")),
@@ -62,7 +62,7 @@ def table(spec: dict, inputs) -> pd.DataFrame:
 
 
 def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame:
-    from curate.analyses.item_table import item_table
+    from curate.validity.item_table import item_table
     from scoring.store import read_scores
 
     if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.duplicates import store
-from curate.duplicates.detect import THRESHOLD
-from curate.errors import CurateError
+from curate.items.duplicates import store
+from curate.items.duplicates.detect import THRESHOLD
+from curate.core.errors import CurateError
 
 SCOPES = ["within", "split", "cross"]
 

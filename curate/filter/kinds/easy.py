@@ -1,5 +1,5 @@
 """easy: every named model answers right, each with high confidence on the gold
-(``curate.analyses.item_stats``' SMART-filtering criterion): the item cannot tell them apart."""
+(``curate.validity.item_stats``' SMART-filtering criterion): the item cannot tell them apart."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ from curate.filter.kinds import _validity
 from curate.filter.kinds._validity import needs  # noqa: F401 (the kind's needs)
 
 SCHEMA = _validity.schema("Every named model picks the gold option with probability at least 0.8 "
-                          "(curate.analyses.item_stats.EASY_CONFIDENCE): too easy to tell the models apart.")
+                          "(curate.validity.item_stats.EASY_CONFIDENCE): too easy to tell the models apart.")
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 SCHEMA = {
     "description": "An item field is one of the values: source, split_type, benchmark, split, or native_ids.NAME.",

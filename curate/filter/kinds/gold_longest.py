@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from curate.filter.kinds._common import fill_length, length_needs, lengths
-from curate.lengths import gold_is_longest
+from curate.items.lengths import gold_is_longest
 
 SCHEMA = {
     "description": "The gold option is the longest (ties count unless strict).",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 SCHEMA = {
     "description": "An explicit list of items, by row index or item id.",

@@ -1,5 +1,5 @@
 """label_error: the gold label is likely wrong: the named models' pooled evidence favours another
-option (``curate.analyses.suspects``' label_error_score: log-odds over models, plus negative
+option (``curate.validity.suspects``' label_error_score: log-odds over models, plus negative
 discrimination and misfit)."""
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from curate.filter import features
 from curate.filter.kinds._common import SpecError, fill_length, length_needs, lengths
-from curate.lengths import relative_spread
+from curate.items.lengths import relative_spread
 
 SCHEMA = {
     "description": "Relative spread (longest - shortest) / longest of an item's option lengths, compared with "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 SCHEMA = {
     "description": "Min-K%++ of the item's own text under a model (stored by text scoring) is above `above`, or "

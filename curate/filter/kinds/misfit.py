@@ -1,12 +1,12 @@
 """misfit: the item behaves against the named models' ability: negative discrimination (weaker
 models right more often than stronger ones, a mis-keyed item's signature) and/or a 2PL outfit
-mean square above a bound (``curate.analyses.item_stats``)."""
+mean square above a bound (``curate.validity.item_stats``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from curate.analyses.item_stats import IRT_MIN_MODELS
-from curate.errors import CurateError
+from curate.validity.item_stats import IRT_MIN_MODELS
+from curate.core.errors import CurateError
 from curate.filter.kinds import _validity
 from curate.filter.kinds._validity import needs  # noqa: F401 (the kind's needs)
 

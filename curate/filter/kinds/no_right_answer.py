@@ -1,5 +1,5 @@
 """no_right_answer: no option stands out for the stronger of the named models
-(``curate.analyses.suspects``' no_right_answer_score: the normalized entropy of their mean
+(``curate.validity.suspects``' no_right_answer_score: the normalized entropy of their mean
 probabilities, 1 = spread evenly)."""
 from __future__ import annotations
 

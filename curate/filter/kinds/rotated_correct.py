@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.filter.kinds._common import scores_schema, within
-from curate.formulations import ALL_ROTATIONS
+from curate.items.formulations import ALL_ROTATIONS
 
 SCHEMA = scores_schema(
     "The share of (model, rotation) pairs in which the named models pick the gold option when the options are "
@@ -34,7 +34,7 @@ def rotation_counts(inputs, models: list[str], mode: str, normalization: str,
     every rotation of every item."""
     import pandas as pd
 
-    from curate.formulations import rotations
+    from curate.items.formulations import rotations
     from scoring.rotations import item_rotation_counts
 
     right, total = np.zeros(len(inputs.item_ids)), np.zeros(len(inputs.item_ids))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.filter.kinds._common import AT_LEAST_OR_MOST, MODE, check_count_bounds, within
 
 SCHEMA = {

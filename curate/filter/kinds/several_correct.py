@@ -1,5 +1,5 @@
 """several_correct: two options both strongly preferred by the stronger of the named models
-(``curate.analyses.suspects``' several_correct_score: their mean probabilities' second minus third)."""
+(``curate.validity.suspects``' several_correct_score: their mean probabilities' second minus third)."""
 from __future__ import annotations
 
 import numpy as np

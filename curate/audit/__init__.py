@@ -1,0 +1,1 @@
+"""One config running every stage: the config, its plan, the run."""

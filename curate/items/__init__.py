@@ -1,0 +1,1 @@
+"""Items and sources: the canonical item, reading benchmarks, the workspace, ingest, duplicates."""

@@ -1,0 +1,31 @@
+"""The options of `curate init` that say what to read (and the audit config's ``benchmark``
+keys of the same names), declared once: ``curate.core.options`` derives the click options, the
+config schema's properties and the defaults ``curate.items.ingest.ingest`` takes from this table.
+
+Not here: ``--benchmark`` (the adapters' registry), ``--data`` (the config splits it into
+``path`` and ``hub``, which resolve differently) and ``--columns`` (``curate.items.adapters.columns``).
+"""
+from __future__ import annotations
+
+from curate.core.options import Option, defaults
+
+INGEST = [
+    Option("split", help="Split to ingest [default: the benchmark's, else validation].",
+           config="Split to ingest (default: a built-in benchmark's own split, else validation)."),
+    Option("config", help="Configuration of a Hub dataset (e.g. ARC-Challenge), or the subfolder of a local --data "
+                          "folder holding one configuration [built-ins: their own].",
+           config="The Hub dataset's configuration, e.g. ARC-Challenge; with path, the per-configuration subfolder "
+                  "of a local Hub-layout folder."),
+    Option("revision", help="Pin a Hub dataset to this commit/tag.",
+           config="Hub commit sha or tag to pin (hub only)."),
+    Option("copy_of", metavar="OWNER/NAME[@REV]",
+           help="The Hub dataset a local --data file is a copy of; releases name it as the source."),
+    Option("delimiter", max_length=1, help="CSV: the field delimiter [default: detected].",
+           config="CSV field delimiter (path only; default: detected)."),
+    Option("encoding", help="CSV or JSON: the file's encoding [default: UTF-8, or detected for CSV].",
+           config="Encoding of a CSV or JSON file (path only; default: UTF-8, or detected for CSV)."),
+    Option("limit", int, min=1, nullable=True, help="Ingest only the first N rows.",
+           config="Ingest only the first N rows."),
+]
+
+DEFAULTS = defaults(INGEST)

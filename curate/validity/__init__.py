@@ -1,0 +1,1 @@
+"""Item validity over stored scores: the response matrix, IRT, item statistics, suspects."""

@@ -1,0 +1,186 @@
+"""The response matrix: every model's answer to every item, as arrays, for item statistics, IRT
+and label-error suspects (``curate.validity.item_stats``, ``irt``, ``suspects``).
+
+``response_matrix`` reads a ``scoring.store.read_scores`` frame and the workspace's items. Which
+option a model picks is ``scoring.normalize.predictions`` under one normalization for all its
+models (a chosen one, or the one most of them share), so ``correct`` here is the report's
+accuracy item by item. With no models named, the matrix holds the models that can be read
+together, and names the others as set apart (``Responses.set_apart``) rather than letting them
+shrink everyone's items: a model without the shared normalization, and a model scored on fewer
+than ``COVERAGE`` of the items the best-covered model was (``covering``).
+
+``probs`` is a softmax over each item's options of the option values divided by a per-model
+temperature ``T``. For sums of log-probabilities (``sum``, ``study_sum``) ``T = 1``: they are the
+model's own log-probabilities. The other normalizations are *means* per token, char or byte (the
+study's ``seq_mean`` is a mean over the whole sequence), whose softmax is nearly uniform
+(differences of a few hundredths); for them ``T`` is fitted per model by maximum likelihood of
+the gold labels (temperature scaling, Guo et al. 2017): one number per model, which keeps each
+model's ranking of the options and makes "how confident" comparable across models.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax
+
+from curate.core.errors import CurateError
+from scoring.normalize import (CONDITION, model_normalizations, most_shared, option_values, predictions,
+                               primary_normalization, with_formulation)
+
+#: Normalizations whose values are the model's log-probabilities themselves (softmax at T = 1).
+LOG_PROBABILITIES = ("sum", "study_sum")
+#: A model scored on fewer than this share of the items the best-covered model was scored on is
+#: set apart from item-level analyses (item validity, the zero-prompt core) instead of shrinking
+#: them to its items: the study's ten models on 10042 items and one model run with --limit 20
+#: would otherwise give a 20-item analysis.
+COVERAGE = 0.9
+
+
+def covering(item_counts: dict[str, int]) -> tuple[list[str], dict[str, str]]:
+    """(the models kept, {model set apart: why}) by ``COVERAGE`` of the largest item count."""
+    most = max(item_counts.values(), default=0)
+    kept = sorted(m for m, n in item_counts.items() if n >= COVERAGE * most)
+    apart = {m: f"scored on {n} of {most} items" for m, n in sorted(item_counts.items())
+             if m not in kept}
+    return kept, apart
+
+
+@dataclasses.dataclass(frozen=True)
+class Responses:
+    """Models x items arrays. ``logprobs`` holds the normalization's option values (NaN past an
+    item's last option); ``probs`` their softmax per item at each model's ``temperature``;
+    ``correct`` whether the model's argmax is ``gold``. ``left_out``: items of the workspace
+    that some chosen model has no complete scores for (named, not in the arrays)."""
+    item_ids: np.ndarray
+    models: list[str]
+    gold: np.ndarray
+    n_options: np.ndarray
+    logprobs: np.ndarray
+    probs: np.ndarray
+    correct: np.ndarray
+    normalization: str
+    mode: str
+    formulation: str
+    fewshot: int = 0
+    temperature: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
+    left_out: tuple = ()
+    set_apart: tuple = ()   # (model, why) of the models scored here but not read together with these
+
+    @property
+    def pred(self) -> np.ndarray:
+        """Each model's chosen option per item (models x items; ties: lowest index)."""
+        return np.nanargmax(np.where(np.isnan(self.logprobs), -np.inf, self.logprobs), axis=2)
+
+    def with_gold(self, new_gold) -> "Responses":
+        """A copy with other gold labels (planted gold moves): the scores and probabilities are
+        reused, ``correct`` is recomputed."""
+        new_gold = np.asarray(new_gold, dtype=int)
+        if new_gold.shape != self.gold.shape:
+            raise ValueError(f"new gold has shape {new_gold.shape}, expected {self.gold.shape}")
+        if np.any((new_gold < 0) | (new_gold >= self.n_options)):
+            bad = int(np.flatnonzero((new_gold < 0) | (new_gold >= self.n_options))[0])
+            raise ValueError(f"item {self.item_ids[bad]}: gold {new_gold[bad]} is not one of its "
+                             f"{self.n_options[bad]} options")
+        return dataclasses.replace(self, gold=new_gold, correct=self.pred == new_gold[None, :])
+
+
+def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
+                    formulation: str = "cloze", fewshot: int = 0, normalization: str | None = None) -> Responses:
+    """The response matrix of ``models`` (default: the models scored in ``mode`` that can be read
+    together, the others set apart) on ``items`` (the workspace's items, in row order) in one
+    mode, formulation and shot count."""
+    scores = _condition_rows(scores, mode=mode, formulation=formulation, fewshot=fewshot)
+    scored = sorted(scores["model"].unique())
+    chosen = scored if models is None else list(models)
+    absent = [m for m in chosen if m not in scored]
+    if absent:
+        raise CurateError(f"no scores for model {absent[0]!r} in mode {mode!r}, formulation {formulation!r}, "
+                          f"{fewshot}-shot; scored: {', '.join(scored) or 'none'}")
+    scores = scores[scores["model"].isin(chosen)]
+    apart: dict[str, str] = {}
+    if models is None and scored:
+        chosen, norm, apart = _readable_together(scores, normalization)
+        scores = scores[scores["model"].isin(chosen)]
+    else:
+        norm = primary_normalization(scores, normalization)
+    preds = predictions(scores, norm)
+    counts = preds.groupby("item_id")["model"].nunique()
+    complete = set(counts.index[counts == len(chosen)])
+    keep = [it for it in items if it["item_id"] in complete]
+    left_out = tuple(it["item_id"] for it in items if it["item_id"] not in complete)
+    if not keep:
+        raise CurateError(f"no item has complete {norm!r} scores from all of {', '.join(chosen)} in mode {mode!r}")
+    item_ids = np.array([it["item_id"] for it in keep], dtype=object)
+    gold = np.array([it["gold"] for it in keep], dtype=int)
+    n_options = np.array([len(it["options"]) for it in keep], dtype=int)
+    values = _value_array(scores, norm, chosen, item_ids, int(n_options.max()))
+    picked = preds.pivot(index="model", columns="item_id", values="pred").loc[chosen, item_ids].to_numpy(int)
+    temperature = np.array([1.0 if norm in LOG_PROBABILITIES else fit_temperature(v, gold) for v in values])
+    return Responses(item_ids=item_ids, models=chosen, gold=gold, n_options=n_options, logprobs=values,
+                     probs=softmax_options(values, temperature), correct=picked == gold[None, :],
+                     normalization=norm, mode=mode, formulation=formulation, fewshot=fewshot,
+                     temperature=temperature, left_out=left_out, set_apart=tuple(apart.items()))
+
+
+def _readable_together(scores: pd.DataFrame, normalization: str | None) -> tuple[list[str], str, dict[str, str]]:
+    """(models, their one normalization, {model set apart: why}): the normalization named, else
+    the one most models have; then the models that cover the items (``covering``)."""
+    own = model_normalizations(scores, normalization)
+    norm = normalization or most_shared(own)
+    apart = {m: f"no `{norm}` scores" for m, n in own.items() if n != norm}
+    if len(apart) == len(own):
+        raise CurateError(f"no model has `{norm}` scores on every option")
+    with_norm = scores[~scores["model"].isin(apart)]
+    values = option_values(with_norm, norm).notna().groupby(
+        [with_norm["model"].to_numpy(), with_norm["item_id"].to_numpy()]).all()
+    item_counts = values.groupby(level=0).sum().astype(int).to_dict()
+    kept, thin = covering(item_counts)
+    return kept, norm, {**apart, **thin}
+
+
+def _condition_rows(scores: pd.DataFrame, *, mode, formulation, fewshot) -> pd.DataFrame:
+    """The rows of one (mode, formulation, shot count); frames from before the formulation or the
+    shot axis are cloze and 0-shot."""
+    if "fewshot" in scores.columns:
+        scores = scores[scores["fewshot"].fillna(0).astype(int) == int(fewshot)]
+    elif fewshot:
+        scores = scores.iloc[:0]
+    scores = with_formulation(scores)
+    return scores[(scores["mode"] == mode) & (scores["formulation"] == formulation)]
+
+
+def _value_array(scores, norm, models, item_ids, width) -> np.ndarray:
+    """models x items x width option values, NaN past each item's options."""
+    frame = scores[CONDITION + ["item_id", "option_index"]].copy()
+    frame["value"] = option_values(scores, norm).to_numpy()
+    frame = frame[frame["item_id"].isin(set(item_ids))]
+    out = np.full((len(models), len(item_ids), width), np.nan)
+    m = pd.Index(models).get_indexer(frame["model"])
+    i = pd.Index(item_ids).get_indexer(frame["item_id"])
+    out[m, i, frame["option_index"].to_numpy(int)] = frame["value"].to_numpy(float)
+    return out
+
+
+def softmax_options(values: np.ndarray, temperature: np.ndarray) -> np.ndarray:
+    """Softmax over each item's options (NaN padding stays NaN, probability 0 elsewhere)."""
+    scaled = values / np.asarray(temperature, dtype=float)[:, None, None]
+    out = np.exp(log_softmax(np.where(np.isnan(scaled), -np.inf, scaled), axis=2))
+    return np.where(np.isnan(values), np.nan, out)
+
+
+def fit_temperature(values: np.ndarray, gold: np.ndarray) -> float:
+    """The temperature T maximising the likelihood of ``gold`` under softmax(values / T), one
+    model's items x options values (temperature scaling)."""
+    filled = np.where(np.isnan(values), -np.inf, values)
+    rows = np.arange(len(gold))
+
+    def loss(log_t):
+        logp = log_softmax(filled / np.exp(log_t), axis=1)
+        return -float(np.mean(logp[rows, gold]))
+
+    spread = np.nanstd(values - np.nanmean(values, axis=1, keepdims=True)) or 1.0
+    best = minimize_scalar(loss, bounds=(np.log(spread) - 8, np.log(spread) + 8), method="bounded")
+    return float(np.exp(best.x))
