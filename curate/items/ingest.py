@@ -79,12 +79,17 @@ def ingest(root: str | Path, *, adapter, data: str | None = None, split: str | N
     return create_workspace(root, meta=meta, items=items, raw_rows=raws)
 
 
+#: Adapter kinds workspaces recorded before every built-in became one file (``curate.items.benchmarks``).
+LEGACY_KINDS = {"hellaswag": "builtin"}
+
+
 def same_adapter(record: dict, adapter) -> bool:
     """Whether a workspace's adapter ``record`` describes ``adapter``; options the record lacks
     (added to the adapter after the workspace was made) count as their defaults."""
     from dataclasses import fields, is_dataclass
 
     current = adapter_record(adapter)
+    record = {**record, "kind": LEGACY_KINDS.get(record.get("kind"), record.get("kind"))}
     defaults = {f.name: f.default for f in fields(adapter)} if is_dataclass(adapter) else {}
     stored = {**{k: v for k, v in current["options"].items() if k not in record.get("options", {})
                  and v == defaults.get(k)}, **record.get("options", {})}

@@ -7,33 +7,15 @@ from __future__ import annotations
 
 import yaml
 
-#: What a release must carry over from its source benchmark.
-BENCHMARKS = {
-    "hellaswag": {
-        "pretty_name": "HellaSwag",
-        "license": "mit",
-        "hub_id": "Rowan/hellaswag",
-        "citation": """@inproceedings{zellers2019hellaswag,
-  title     = {HellaSwag: Can a Machine Really Finish Your Sentence?},
-  author    = {Zellers, Rowan and Holtzman, Ari and Bisk, Yonatan and Farhadi, Ali and Choi, Yejin},
-  booktitle = {Proceedings of the 57th Annual Meeting of the Association for Computational Linguistics},
-  year      = {2019}
-}""",
-        "study": """@article{chizhov2025hellaswag,
-  title   = {What the HellaSwag? On the Validity of Common-Sense Reasoning Benchmarks},
-  author  = {Chizhov, Pavel and others},
-  journal = {arXiv preprint arXiv:2504.07825},
-  year    = {2025}
-}""",
-    },
-}
+def known_benchmark(benchmark: str):
+    """The built-in benchmark's ``Spec`` (license, Hub id, card name, citations), or None."""
+    from curate.items import benchmarks
+    return benchmarks.module(benchmark).SPEC if benchmark in benchmarks.names() else None
 
 
 def license_for(benchmark: str, override: str | None) -> str | None:
-    from curate.items.adapters.builtin import BENCHMARKS as BUILTIN
-
-    known = BENCHMARKS.get(benchmark, {}).get("license") or (BUILTIN[benchmark][1].license if benchmark in BUILTIN else None)
-    return override or known
+    known = known_benchmark(benchmark)
+    return override or (known.license if known else None)
 
 
 def size_category(n: int) -> str:
@@ -63,8 +45,9 @@ def source_text(provenance: dict) -> tuple[str, str]:
 def source_hub_id(source: dict) -> str | None:
     """The Hub dataset a release's source is (or is a copy of), or the benchmark's own."""
     provenance = source["provenance"]
+    known = known_benchmark(source["benchmark"])
     return ((provenance.get("copy_of") or {}).get("repo_id") or provenance.get("repo_id")
-            or BENCHMARKS.get(source["benchmark"], {}).get("hub_id"))
+            or (known.hub if known else None))
 
 
 def table_cell(text: str) -> str:
@@ -76,8 +59,8 @@ def table_cell(text: str) -> str:
 def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
     """README.md for a release; ``data_files`` maps split -> path of its parquet file."""
     src = manifest["source"]
-    known = BENCHMARKS.get(src["benchmark"], {})
-    pretty = known.get("pretty_name", src["benchmark"])
+    known = known_benchmark(src["benchmark"])
+    pretty = (known.pretty_name if known else None) or src["benchmark"]
     counts = manifest["counts"]
     meta = {
         "license": src["license"],
@@ -139,9 +122,9 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
     lines += [f"curate filter WS --rules RULES.yaml --out DECISIONS{flags}   # RULES.yaml: the manifest's rules.content",
               f"curate release WS --decisions DECISIONS --name {manifest['name']} --version {manifest['version']} --to TARGET",
               "curate release verify RELEASE_FOLDER", "```", "", "## Citation", ""]
-    if known.get("citation"):
-        lines += [f"Cite the source benchmark:", "", "```bibtex", known["citation"], "```", ""]
-    if known.get("study"):
-        lines += ["The filter stages follow:", "", "```bibtex", known["study"], "```", ""]
+    if known and known.citation:
+        lines += [f"Cite the source benchmark:", "", "```bibtex", known.citation, "```", ""]
+    if known and known.study:
+        lines += ["The filter stages follow:", "", "```bibtex", known.study, "```", ""]
     lines.append(f"Made with benchcurate {manifest['toolkit']['version']}.")
     return "\n".join(lines) + "\n"

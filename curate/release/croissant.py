@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from curate.release.card import BENCHMARKS, source_hub_id
+from curate.release.card import known_benchmark, source_hub_id
 from curate.release.card import source_text as released_from
 from curate.core.secrets import redact_data
 from curate.items.sources import file_sha256
@@ -38,9 +38,9 @@ CONTEXT = {
 def croissant(manifest: dict, folder: Path, data_path: str) -> dict:
     """The Croissant document of the release in ``folder`` (its data file ``data_path`` written)."""
     src, counts = manifest["source"], manifest["counts"]
-    split, known = src["split"], BENCHMARKS.get(src["benchmark"], {})
+    split, known = src["split"], known_benchmark(src["benchmark"])
     source_text = released_from(src["provenance"])[0].replace("`", "")
-    citation, hub_id = known.get("citation") or _own_citation(manifest), source_hub_id(src)
+    citation, hub_id = (known.citation if known else None) or _own_citation(manifest), source_hub_id(src)
     source_url = f"https://huggingface.co/datasets/{hub_id}" if hub_id else None
     doc = {
         "@context": CONTEXT, "@type": "sc:Dataset", "name": manifest["name"],

@@ -21,20 +21,20 @@ Modules starting with ``_`` are helpers.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
 
-from curate.core.errors import CurateError
+from curate.core.registry import Registry
+
+#: The formats (``curate.core.registry``), by their name with ``-``.
+FORMATS = Registry(__name__, what="import format", required=("DESCRIPTION", "import_scores", "imported", "supplies"),
+                   dashes=True)
 
 
 def names() -> list[str]:
     """Every format's name, sorted."""
-    return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    return FORMATS.names()
 
 
 def get(name: str) -> ModuleType:
     """The module of format ``name``; a CurateError naming the known ones for anything else."""
-    if name not in names():
-        raise CurateError(f"unknown import format {name!r}; known: {', '.join(names())}")
-    return importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
+    return FORMATS.get(name)

@@ -20,16 +20,14 @@ Adding a section is adding its module here; modules whose name starts with ``_``
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
 import pandas as pd
 
 from curate.analyses import render
+from curate.core.registry import Registry
 from curate.analyses.sections import _findings
 from curate.analyses.sections._common import p_text as _p_text  # noqa: F401 (tests read it here)
 from curate.analyses.stats import level
@@ -37,24 +35,18 @@ from curate.analyses.stats import level
 __all__ = ["Context", "registry", "report_blocks", "refresh"]
 
 
-@cache
+#: The sections (``curate.core.registry``).
+SECTIONS = Registry(__name__, what="report section", required=("ORDER", "ABOUT", "compute", "render"))
+
+
 def registry() -> list[ModuleType]:
     """Every section, in report order."""
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        lacking = [name for name in ("ORDER", "ABOUT", "compute", "render") if not hasattr(module, name)]
-        if lacking:
-            raise TypeError(f"{module.__file__}: a report section needs {', '.join(lacking)}")
-        found.append(module)
-    return sorted(found, key=lambda m: (m.ORDER, m.__name__))
+    return sorted(SECTIONS.modules.values(), key=lambda m: (m.ORDER, m.__name__))
 
 
 def refresh() -> None:
     """Forget the sections found so far (after this package's ``__path__`` changed: tests)."""
-    registry.cache_clear()
+    SECTIONS.refresh()
 
 
 def name(section: ModuleType) -> str:

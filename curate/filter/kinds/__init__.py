@@ -23,11 +23,10 @@ Adding a kind is adding its module here; modules whose name starts with ``_`` ar
 from __future__ import annotations
 
 import copy
-import importlib
-import pkgutil
 from functools import cache
 from types import ModuleType
 
+from curate.core.registry import Registry
 from curate.filter.kinds._common import DEFS as SHARED_DEFS
 from curate.filter.kinds._common import SpecError
 
@@ -83,20 +82,13 @@ FRAME = {
 }
 
 
-@cache
+#: Every condition kind, by name (its module's name), in name order (``curate.core.registry``).
+KINDS = Registry(__name__, what="condition kind", required=("SCHEMA", "evaluate"), reserved=COMBINATORS)
+
+
 def registry() -> dict[str, ModuleType]:
-    """Every condition kind, by name (its module's name), in name order."""
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        lacking = [name for name in ("SCHEMA", "evaluate") if not hasattr(module, name)]
-        if lacking or info.name in COMBINATORS:
-            raise TypeError(f"{module.__file__}: a condition kind needs {' and '.join(lacking)}" if lacking else
-                            f"{module.__file__}: {info.name!r} is a combinator's name, not a kind's")
-        found[info.name] = module
-    return found
+    """Every condition kind, by name, in name order."""
+    return KINDS.modules
 
 
 @cache
@@ -125,5 +117,6 @@ def rules_validator():
 
 def refresh() -> None:
     """Forget the kinds found so far (after this package's ``__path__`` changed: tests)."""
-    for found in (registry, rules_schema, rules_validator):
+    KINDS.refresh()
+    for found in (rules_schema, rules_validator):
         found.cache_clear()

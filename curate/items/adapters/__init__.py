@@ -10,23 +10,22 @@ from __future__ import annotations
 
 
 def known() -> list[str]:
-    """Every adapter name ``get_adapter`` accepts: hellaswag, the built-ins, generic."""
-    from curate.items.adapters.builtin import BENCHMARKS
-    return ["hellaswag", *BENCHMARKS, "generic"]
+    """Every adapter name ``get_adapter`` accepts: the built-in benchmarks, then generic."""
+    from curate.items import benchmarks
+    return [*benchmarks.names(), "generic"]
 
 
 def get_adapter(name: str, /, **options):
     """The adapter called ``name`` configured with ``options`` (column mapping for 'generic')."""
-    from curate.items.adapters import builtin, generic, hellaswag
+    from curate.items import benchmarks
+    from curate.items.adapters import generic
 
     if name == "generic":
         return generic.Generic(**options)
     if options:
         raise ValueError(f"the {name} adapter takes no options, got {sorted(options)}")
-    if name == "hellaswag":
-        return hellaswag.HellaSwag()
-    if name in builtin.BENCHMARKS:
-        return builtin.Builtin(name)
+    if name in benchmarks.names():
+        return benchmarks.Builtin(name)
     raise ValueError(f"unknown benchmark adapter {name!r}; known: {', '.join(known())}")
 
 

@@ -1,0 +1,14 @@
+"""ARC-Challenge (allenai/ai2_arc, ARC-Challenge): lm-eval's ``arc_challenge`` (its yaml includes arc_easy's)."""
+from curate.items.benchmarks import Spec
+from curate.items.benchmarks._lm_eval import ARC
+from curate.items.benchmarks._rows import labelled_question, question_field
+from curate.items.fewshot import Settings
+
+SPEC = Spec("allenai/ai2_arc", "ARC-Challenge", "validation", "cloze", "cc-by-sa-4.0", "arc_challenge")
+#: Shots at random from train; the task names a test split, so nothing is left out.
+FEWSHOT = Settings()
+LM_EVAL = ARC
+
+
+def to_item(row, row_index, split, name):
+    return labelled_question(row, row_index, split, name, question_field(row, "question"))
