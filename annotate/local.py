@@ -159,7 +159,7 @@ class LocalAnnotator:
 
     @cached_property
     def context_length(self) -> int:
-        from scoring.run import max_length
+        from scoring.models import max_length
         return max_length(self.model, self.tokenizer)
 
     def check_lengths(self, items: list[dict], round: int) -> None:

@@ -149,7 +149,7 @@ def main(argv=None):
     from curate.items.ingest import ingest
     from curate.items.store import Workspace
     from scoring.models import load, resolve
-    from scoring.run import max_length
+    from scoring.models import max_length
 
     model, tokenizer = load(resolve(MODEL))
     window = max_length(model, tokenizer)

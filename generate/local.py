@@ -73,7 +73,7 @@ class LocalGenerator:
 
     def __init__(self, name: str, *, dtype: str = "float32", device: str = "cpu"):
         from scoring.models import load_tokenizer, resolve
-        from scoring.run import tokenizer_hash
+        from scoring.models import tokenizer_hash
 
         self.name, self.dtype, self.device = name, dtype, device
         self.ref = resolve(name)

@@ -3,7 +3,6 @@ and the defaults ``generate.run.generate_workspace`` takes from this table. The 
 are `curate annotate`'s (``annotate.options.claude_options``)."""
 from __future__ import annotations
 
-import click
 
 from annotate.options import LIMIT, QUIET, claude_options
 from curate.core.options import Option, defaults
@@ -15,17 +14,19 @@ MAX_SEEDS = 1000
 MIN_TEMPERATURE = 0.01
 
 
-def _temperature(ctx, param, value):
-    if value is not None and 0 < value < MIN_TEMPERATURE:
-        raise click.BadParameter(f"{value} is below {MIN_TEMPERATURE}, where the sampling probabilities overflow; "
-                                 "use 0 for greedy decoding")
-    return value
+def _temperature(value: float) -> float:
+    if not value >= 0:
+        raise ValueError("is not in the range x>=0")
+    if 0 < value < MIN_TEMPERATURE:
+        raise ValueError(f"{value} is below {MIN_TEMPERATURE}, where the sampling probabilities overflow; "
+                         "use 0 for greedy decoding")
+    return float(value)
 
 
 GENERATE = [
     Option("seeds", int, 5, min=1, max=MAX_SEEDS,
            help="Number of seeds (0..N-1): each shuffles the options anew (and seeds sampling when --temperature > 0)."),
-    Option("temperature", float, min=0, callback=_temperature,
+    Option("temperature", float, min=0, convert=_temperature,
            help="local: 0 (the default) = greedy decoding. Not for anthropic: the API takes no sampling settings."),
     Option("top_p", float, min=0, max=1, min_open=True,
            help="local, with --temperature > 0: nucleus sampling (default 1 = off)."),

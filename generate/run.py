@@ -353,7 +353,7 @@ class Job:
 
 def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: float, max_new_tokens: int,
               batch_size: int) -> None:
-    from scoring.run import max_length
+    from scoring.models import max_length
 
     if not todo:
         return

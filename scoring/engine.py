@@ -34,7 +34,7 @@ import torch
 
 from curate.core.errors import CurateError
 from scoring import layout, llama, reference
-from scoring.encode import Request, Result
+from scoring.encode import Request, Result, Unit
 from scoring.logits import decoder_name, input_device, own_logits
 
 HEAD_LOGITS = 256 * 49152  # logits per head call on a CPU (256 rows of a 49k vocabulary): fast, and ~50 MB
@@ -406,3 +406,40 @@ def score_requests(model, requests: list[Request], *, pad_id: int, runner: str |
                score_long(model, p, max_tokens) for p in parts]
         results.append(got[0] if parts[0] is request else merge(got))
     return results
+
+
+# --- what the engine cannot score -------------------------------------------------------------
+
+def refuse_inexact(model, units: list[Unit], items) -> None:
+    """A CurateError naming the first unit with a sequence longer than the engine reproduces
+    exactly for this model (``scoring.engine.exact_length``), before anything is scored."""
+    limit = exact_length(model)
+    for unit in units if limit else []:
+        longest = max(longest_sequence(r) for r in unit.requests)
+        if longest > limit:
+            raise CurateError(
+                f"item {items[unit.item_index]['item_id']} ({unit.mode}): a sequence of {longest} tokens, but "
+                f"{architecture(model)} rescales its rotary embedding past {limit} tokens by the length of each "
+                f"forward pass, which batched scoring cannot reproduce exactly, so items this long are not scored "
+                f"with this model")
+
+
+def refuse_unscorable(model, units: list[Unit], items, window: int) -> None:
+    """A CurateError naming the first unit that cannot be scored at all, before anything is
+    scored: an option longer than the model's window (no context would be left and positions
+    past the window do not exist; lm-eval refuses it too), or a token id the model has no
+    embedding for (a tokenizer that does not belong to the model)."""
+    rows = model.get_input_embeddings().num_embeddings
+    too_long = [(u, j, n) for u in units for j, n in enumerate(u.n_tokens) if n > window]
+    if too_long:
+        unit, j, n = too_long[0]
+        raise CurateError(f"item {items[unit.item_index]['item_id']} ({unit.mode}, {unit.formulation}): option {j} is "
+                          f"{n} tokens, longer than the model's window of {window} tokens, so it cannot be scored "
+                          f"(lm-eval refuses it too); {len(too_long)} option(s) in all. Score a model with a longer "
+                          f"window, or ingest the benchmark without these items")
+    for unit in units:
+        top = max(max(seq) for r in unit.requests for seq in (r.prefix, *r.conts) if seq)
+        if top >= rows:
+            raise CurateError(f"item {items[unit.item_index]['item_id']} ({unit.mode}, {unit.formulation}): the "
+                              f"tokenizer gives token id {top}, but the model has {rows} token embeddings: the "
+                              f"tokenizer does not belong to this model")

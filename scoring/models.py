@@ -23,6 +23,7 @@ from pathlib import Path
 from curate.core.atomic import file_mode, temp_folder
 from curate.core.errors import CurateError
 from curate.core.reading import read_json
+from curate.items.canonical import canonical_json, sha256_text
 from curate.items.sources import file_sha256
 
 BUILTINS = {
@@ -444,3 +445,22 @@ def placement(model) -> dict | None:
     if not placed or len(set(placed.values())) < 2:
         return None
     return {str(d): sum(1 for v in placed.values() if v == d) for d in dict.fromkeys(placed.values())}
+
+
+def tokenizer_hash(tokenizer) -> str:
+    """What decides the token ids: the fast tokenizer's full definition and its special tokens."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    body = backend.to_str() if backend is not None else canonical_json(sorted(tokenizer.get_vocab().items()))
+    specials = {"bos": tokenizer.bos_token_id, "eos": tokenizer.eos_token_id,
+                "added": sorted(map(str, tokenizer.all_special_tokens)), "class": type(tokenizer).__name__}
+    return sha256_text(body + canonical_json(specials))
+
+
+def max_length(model, tokenizer) -> int:
+    """lm-eval's rule: the config's context length, else the tokenizer's, else 2048."""
+    for attr in ("n_positions", "max_position_embeddings", "n_ctx"):
+        value = getattr(model.config, attr, None)
+        if value:
+            return int(value)
+    limit = getattr(tokenizer, "model_max_length", None)
+    return int(limit) if limit and limit < 10**9 else 2048

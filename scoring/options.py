@@ -1,15 +1,15 @@
 """The options of `curate score` (and the audit config's ``scoring`` section), declared once.
 
-``curate.core.options`` derives the click options, the config schema's properties and the defaults
-``scoring.run.score_workspace`` and ``curate.audit.config.Scoring`` take from this table.
+``curate.core.options`` derives from this table the command's click options, the config schema's
+properties, and ``ScoreOptions``, the one object the score stage (``scoring.run.Score``) takes:
+the command and the audit build it, each value checked once, on construction.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-import click
-
-from curate.core.options import Option, defaults
+from curate.core.options import Option, defaults, options_class
+from curate.items.canonical import MODES
 from scoring.models import DTYPES
 
 SHOTS_PATTERN = "^ *[0-9]+ *(, *[0-9]+ *)*$"
@@ -36,25 +36,68 @@ def shot_counts(value) -> list[int]:
     return sorted(set(int(k) for k in value))
 
 
-def _shots(ctx, param, value):
+
+def modes_of(value) -> list[str]:
+    """The prompt modes a ``--modes`` value names ("full,zero" or a list), each once, in order."""
+    modes = list(dict.fromkeys(m.strip() for m in (value.split(",") if isinstance(value, str) else value)
+                               if m.strip()))
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"unknown mode(s) {', '.join(bad) or '(none)'}; choose from {', '.join(MODES)}")
+    return modes
+
+
+def formulations_of(value) -> list[str] | None:
+    """The formulations a ``--formulations`` value names (cloze, letters, letters+rK, letters+rotations)."""
+    from curate.core.errors import CurateError
+    from curate.items.formulations import check
+
+    names = [f.strip() for f in (value.split(",") if isinstance(value, str) else value) if f.strip()]
+    if not names:  # "," or "": a list that names nothing, as --modes "," is refused
+        raise ValueError(f"{value!r} names no formulation; give e.g. cloze or letters")
     try:
-        return shot_counts(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        return [check(f) for f in names]
+    except CurateError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def label_of(value: str) -> str:
+    if not value.strip():  # "" became the model name, " " a label no one can read
+        raise ValueError("is empty; give a name, or leave --label out to use --model")
+    return value
+
+
+def backend_of(value: str) -> str:
+    from scoring.backends import names
+    if value not in names():
+        raise ValueError(f"no such scoring backend; known: {', '.join(names())}")
+    return value
+
 
 SCORE = [
+    Option("model", required=True, help="Built-in name (smollm2-135m), local model folder, GGUF file or Hub id."),
+    Option("modes", default=",".join(MODES), convert=modes_of, help="Comma-separated prompt modes."),
+    Option("formulations", convert=formulations_of,
+           help="Comma-separated: cloze, letters, letters+rK (the list rotated K places) or letters+rotations "
+                "(every rotation) [default: the benchmark's, as lm-eval scores it]."),
+    Option("label", convert=label_of, help="Model name stored with the scores (default: --model)."),
+    Option("backend", default="engine", convert=backend_of, metavar="NAME",
+           help="What computes the log-likelihoods (scoring/backends/): engine (benchcurate's own forward, shared "
+                "prefixes computed once) or reference (the model's own transformers forward, one row at a time: "
+                "slow, exact by definition).",
+           config="What computes the log-likelihoods: engine, or reference (the model's own transformers forward)."),
     Option("dtype", choices=DTYPES, default="float32", config=""),
     Option("device", default="cpu", pattern="^(cpu|cuda(:[0-9]+)?|mps|auto)$",
            help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.",
            config="cpu, cuda, cuda:N, mps, or auto (the model placed over every visible GPU by accelerate)."),
-    Option("max_memory", metavar="SPEC",
+    Option("max_memory", metavar="SPEC", backend="engine",
            help="With --device auto: where the model may go, e.g. 0=70GiB,1=70GiB,cpu=100GiB,disk "
                 "(without it, GPUs only; cpu and disk only when named).",
            config="With device auto: where the model may go, as curate score --max-memory takes it "
                   "(e.g. '0=70GiB,1=70GiB,cpu=100GiB,disk'); absent: the visible GPUs only."),
     Option("batch_tokens", int, 4096, min=1, help="Token budget per forward pass (rows x longest row).",
            config="Token budget per forward batch (rows x longest row)."),
-    Option("prefix_cache_mb", int, 256, min=0, metavar="MB",
+    Option("prefix_cache_mb", int, 256, min=0, metavar="MB", backend="engine",
            help="Memory for the keys and values of prefixes many rows share (a few-shot header), each computed "
                 "once (scoring/prefix_cache.py); a shared prefix larger than this is computed in full for every "
                 "row, never dropped (0: no cache).",
@@ -74,12 +117,12 @@ SCORE = [
                 "stores), read off its full-mode gold row in the same forward pass (needs full mode, cloze, 0 shots).",
            config="Also store each item's text scores (loss, zlib, Min-K%, Min-K%++) from the same forward pass as "
                   "its full-mode scores, instead of a second pass (needs full mode, cloze, 0 shots)."),
-    Option("fewshot", default="0", pattern=SHOTS_PATTERN, callback=_shots, metavar="K[,K...]",
+    Option("fewshot", default="0", pattern=SHOTS_PATTERN, convert=shot_counts, metavar="K[,K...]",
            help="Shot counts: each item is also scored after K worked examples, built as lm-eval 0.4.13 "
                 "builds them (e.g. 0,5); scores are kept per K.",
            config="Shot counts, comma-separated (e.g. '0,5'): each item scored after K examples as lm-eval builds "
                   "them; scores are kept per K."),
-    Option("seq_mean", choices=SEQ_MEAN, default="0-shot",
+    Option("seq_mean", choices=SEQ_MEAN, default="0-shot", aliases=("--no-seq-mean=none",),
            help="Which rows also get the study's whole-sequence mean log-probability (seq_mean; it needs every "
                 "context token's log-probability): 0-shot rows only, all (k-shot rows too: over k shots it mostly "
                 "measures the shared header, and costs about a third of a 5-shot run), or none (lm-eval's numbers "
@@ -92,9 +135,13 @@ SCORE = [
            config="A file of the benchmark's few-shot split, or 'evaluated' (the workspace's own items, each left "
                   "out of its own shots); absent: that split from the workspace's source (the split's file beside "
                   "a source file, its files in a source folder, or the same Hub dataset at the same revision)."),
+    Option("verify_batch_invariance", int, 0, min=0, metavar="K",
+           help="Afterwards re-score K random items one at a time and report the largest difference."),
 ]
 
 DEFAULTS = defaults(SCORE)
+#: The score stage's options: one object, every value checked on construction.
+ScoreOptions = options_class("ScoreOptions", SCORE)
 
 
 def _text(name: str, **changes) -> Option:
@@ -103,6 +150,8 @@ def _text(name: str, **changes) -> Option:
 
 #: `curate text-scores`: `curate score`'s options with the same defaults, said of texts.
 TEXT_SCORES = [
+    _text("model"),
+    _text("label"),
     _text("dtype"),
     _text("device", help="cpu, cuda, cuda:N or mps."),
     _text("batch_tokens"),
@@ -111,3 +160,5 @@ TEXT_SCORES = [
     _text("replace", help="Delete the label's text scores first when they come from another model, tokenizer or dtype."),
     _text("quiet"),
 ]
+#: The text-scores stage's options.
+TextScoresOptions = options_class("TextScoresOptions", TEXT_SCORES)

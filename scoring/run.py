@@ -22,44 +22,24 @@ import random
 import time
 import uuid
 from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from functools import partial
 
+from curate.core.errors import CurateError
+from curate.items.stage import Stage
 from curate.items import fewshot as shots_of
 from curate.items import formulations as forms
-from curate.core.errors import CurateError
 from curate.items.fewshot_pool import fewshot_plan
-from curate.items.canonical import MODES, canonical_json, sha256_text
 from curate.items.store import Workspace
-from scoring import ENGINE_VERSION, heap, prefix_cache
+from scoring import prefix_cache
+from scoring.backends import get as get_backend
 from scoring.encode import Spec, Unit, build_unit, build_units
-from scoring.engine import architecture, exact_length, longest_sequence, runner_for, score_requests
-from scoring.logits import input_device
-from scoring.models import DTYPES, check_device, load, placement, resolve
-from scoring.options import DEFAULTS, SEQ_MEAN, shot_counts, wants_seq_mean
-from scoring.self_check import self_check
-from scoring.store import (add_run, check_label, label_lock, open_scores, other_sources, read_scores, run_source,
-                           write_scores)
+from scoring.engine import score_requests
+from scoring.models import check_device, load, max_length, resolve
+from scoring.options import DEFAULTS, ScoreOptions, wants_seq_mean
+from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
 from scoring.text_store import open_text_scores, write_text_scores
-
-
-def tokenizer_hash(tokenizer) -> str:
-    """What decides the token ids: the fast tokenizer's full definition and its special tokens."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    body = backend.to_str() if backend is not None else canonical_json(sorted(tokenizer.get_vocab().items()))
-    specials = {"bos": tokenizer.bos_token_id, "eos": tokenizer.eos_token_id,
-                "added": sorted(map(str, tokenizer.all_special_tokens)), "class": type(tokenizer).__name__}
-    return sha256_text(body + canonical_json(specials))
-
-
-def max_length(model, tokenizer) -> int:
-    """lm-eval's rule: the config's context length, else the tokenizer's, else 2048."""
-    for attr in ("n_positions", "max_position_embeddings", "n_ctx"):
-        value = getattr(model.config, attr, None)
-        if value:
-            return int(value)
-    limit = getattr(tokenizer, "model_max_length", None)
-    return int(limit) if limit and limit < 10**9 else 2048
 
 
 def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True,
@@ -120,41 +100,6 @@ def assemble(unit: Unit, results, item: dict, *, label: str, run_id: str) -> lis
     return rows
 
 
-def refuse_inexact(model, units: list[Unit], items) -> None:
-    """A CurateError naming the first unit with a sequence longer than the engine reproduces
-    exactly for this model (``scoring.engine.exact_length``), before anything is scored."""
-    limit = exact_length(model)
-    for unit in units if limit else []:
-        longest = max(longest_sequence(r) for r in unit.requests)
-        if longest > limit:
-            raise CurateError(
-                f"item {items[unit.item_index]['item_id']} ({unit.mode}): a sequence of {longest} tokens, but "
-                f"{architecture(model)} rescales its rotary embedding past {limit} tokens by the length of each "
-                f"forward pass, which batched scoring cannot reproduce exactly, so items this long are not scored "
-                f"with this model")
-
-
-def refuse_unscorable(model, units: list[Unit], items, window: int) -> None:
-    """A CurateError naming the first unit that cannot be scored at all, before anything is
-    scored: an option longer than the model's window (no context would be left and positions
-    past the window do not exist; lm-eval refuses it too), or a token id the model has no
-    embedding for (a tokenizer that does not belong to the model)."""
-    rows = model.get_input_embeddings().num_embeddings
-    too_long = [(u, j, n) for u in units for j, n in enumerate(u.n_tokens) if n > window]
-    if too_long:
-        unit, j, n = too_long[0]
-        raise CurateError(f"item {items[unit.item_index]['item_id']} ({unit.mode}, {unit.formulation}): option {j} is "
-                          f"{n} tokens, longer than the model's window of {window} tokens, so it cannot be scored "
-                          f"(lm-eval refuses it too); {len(too_long)} option(s) in all. Score a model with a longer "
-                          f"window, or ingest the benchmark without these items")
-    for unit in units:
-        top = max(max(seq) for r in unit.requests for seq in (r.prefix, *r.conts) if seq)
-        if top >= rows:
-            raise CurateError(f"item {items[unit.item_index]['item_id']} ({unit.mode}, {unit.formulation}): the "
-                              f"tokenizer gives token id {top}, but the model has {rows} token embeddings: the "
-                              f"tokenizer does not belong to this model")
-
-
 def item_formulations(item: dict, wanted) -> list[str]:
     """The formulations of ``wanted`` that apply to ``item``: ``letters+rotations`` stands for
     every cyclic rotation of its lettered list, and a rotation applies to the items with more
@@ -209,187 +154,191 @@ def versions() -> dict:
             "transformers": transformers.__version__, "python": platform.python_version()}
 
 
-def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS["dtype"],
-                    device: str = DEFAULTS["device"], batch_tokens: int = DEFAULTS["batch_tokens"],
-                    limit: int | None = DEFAULTS["limit"], show_progress: bool = True,
-                    label: str | None = None, seq_mean: str = DEFAULTS["seq_mean"], replace: bool = DEFAULTS["replace"],
-                    formulations: list[str] | None = None, self_check_items: int = DEFAULTS["self_check"],
-                    max_memory=DEFAULTS["max_memory"], fewshot=DEFAULTS["fewshot"],
-                    fewshot_pool: str | None = DEFAULTS["fewshot_pool"],
-                    prefix_cache_mb: int = DEFAULTS["prefix_cache_mb"],
-                    text_scores: bool = DEFAULTS["text_scores"]) -> dict:
-    """Score every option of every item (the first ``limit``) of ``root`` under ``modes`` and
-    ``formulations`` (default: the workspace's, lm-eval's choice for its benchmark).
+def score_workspace(root, model: str, modes=DEFAULTS["modes"], show_progress: bool = True, **options) -> dict:
+    """``Score`` of ``root`` with ``model`` in ``modes`` and ``options`` (``ScoreOptions``'s names;
+    ``show_progress`` is ``not quiet``): the one call for Python callers (the audit, plant, tests,
+    benchmarks)."""
+    return Score.with_options(root, model=model, modes=modes, quiet=not show_progress, **options).run()
 
-    ``label`` is the model name stored with the scores (default: ``model``); it must not hold
-    scores of another model, tokenizer or dtype unless ``replace`` deletes them (all of the
-    label's modes) first. ``seq_mean`` (``scoring.options.SEQ_MEAN``) says which rows also get the
-    study's whole-sequence mean (it needs every context token's log-probability, so it costs extra
-    output-projection work): "0-shot" rows only, "all", or "none" (only lm-eval's numbers).
 
-    ``fewshot`` (shot counts, "0,5" or a list) scores each item after k worked examples as well,
-    built as lm-eval builds them (``curate.items.fewshot``), from ``fewshot_pool``
-    (``curate.items.fewshot_pool``); scores are stored per shot count.
+@dataclass
+class Work:
+    """What one score run does: the units of its items (every one, stored or not, so a resumed run
+    batches exactly as an uninterrupted one), those it computes (``missing``), those whose gold row
+    also gives text scores (``texts``), the batches that hold any of them, and the stored rows of
+    another source it replaces."""
+    items: list[dict]
+    units: list[tuple]                   # (item index, mode, formulation, shots, to compute)
+    missing: set = field(default_factory=set)
+    texts: set = field(default_factory=set)
+    text_other: int = 0
+    stale: list = field(default_factory=list)
+    batches: list = field(default_factory=list)
+    checked: dict = field(default_factory=lambda: {"items": 0, "note": "nothing to compute"})
 
-    Prefixes many rows share (a few-shot header) are computed once and their keys and values
-    kept, at most ``prefix_cache_mb`` MB of them (``scoring.prefix_cache``); the others are
-    computed in full for every row.
 
-    ``text_scores`` also stores each item's text scores (``scoring.text``), read off its full-mode
-    cloze 0-shot gold row in the same forward pass and written in the same transaction as its
-    option scores, resumable as `curate text-scores` is (``scoring.text.pending``).
+class Score(Stage):
+    """`curate score`: every option of every item (the first ``limit``) of the workspace under each
+    mode, formulation and shot count, by a scoring backend (``scoring.backends``), stored item by
+    item, batch by batch. ``label`` (default ``model``) must not hold scores of another model,
+    tokenizer or dtype unless ``replace`` deletes them (all of the label's modes) first.
 
-    Before anything is stored, the first ``self_check_items`` units of the plan (the longest rows
-    that fit one batch) are also scored by the model's own plain forward
-    (``scoring.self_check``); a difference over the dtype's tolerance stops the run.
-    ``device="auto"`` places the model over the visible GPUs (``max_memory``: where it may go,
-    see ``scoring.models.parse_max_memory``). Returns a summary: items, options, computed and
-    cached unit counts (one unit = one item in one mode and formulation), input tokens, seconds,
-    run_id, process index/count, the runner and the self-check's result.
-    """
-    import torch
-    from tqdm import tqdm
+    k-shot contexts are built as lm-eval builds them (``curate.items.fewshot``) from the pool
+    ``fewshot_pool`` names (``curate.items.fewshot_pool``). ``seq_mean`` (``scoring.options.SEQ_MEAN``)
+    says which rows also get the study's whole-sequence mean. ``text_scores`` also stores each
+    item's text scores from its full-mode cloze 0-shot gold row, in the same transaction
+    (``scoring.text``). Before anything is stored, the first ``self_check`` units of the plan are
+    also scored by the model's own plain forward (``scoring.self_check``). ``device="auto"``
+    places the model over the visible GPUs; under ``accelerate launch`` each process scores its
+    share of the items (``distributed``)."""
+    name = "score"
+    Options = ScoreOptions
 
-    modes = list(dict.fromkeys(modes))  # `--modes full,full` scores full once
-    try:
-        counts = shot_counts(fewshot)
-    except ValueError as exc:
-        raise CurateError(str(exc)) from None
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
-    if seq_mean not in SEQ_MEAN:
-        raise CurateError(f"seq_mean {seq_mean!r}: choose from {', '.join(SEQ_MEAN)}")
-    if dtype not in DTYPES:
-        raise CurateError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    for name in formulations or []:
-        forms.check(name)
-    if batch_tokens < 1:
-        raise CurateError("--batch-tokens must be positive")
-    if prefix_cache_mb < 0:
-        raise CurateError("--prefix-cache-mb must be 0 (no cache) or a number of megabytes")
-    if self_check_items < 0:
-        raise CurateError("--self-check must be 0 (skip) or a number of items")
-    check_device(device)
-    start = time.perf_counter()
-    rank, world, state = distributed(device)
-    if state is not None and device == "cuda":
-        device = str(state.device)
-    # A missing or bad workspace, or a model that cannot be found, fails before anything is
-    # written; the first process creates the score tables while the others wait (two processes
-    # must not run one migration), and holds the lock that keeps a second run on this label out
-    # (curate.core.lock) until it returns.
-    with Workspace.open(root) as early:  # a missing few-shot pool is refused before the model loads
-        items = early.items()[:limit] if limit else early.items()
-        shots, settings, fewshot_info = fewshot_plan(early, items, counts, fewshot_pool)
-    ref = resolve(model)
-    lock = label_lock(root, label or model, command="score") if rank == 0 else nullcontext()
-    if rank == 0:
-        (open_text_scores if text_scores else open_scores)(root).close()
-        lock.__enter__()
-    if state is not None:
-        state.wait_for_everyone()
-    try:
-        lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True, max_memory=max_memory)
-        runner = runner_for(lm)  # an architecture the engine cannot reproduce is refused here
-    except BaseException:
-        lock.__exit__(None, None, None)
-        raise
-    label = label or model
-    cache_bytes = prefix_cache_mb * 2**20
-    key = {"model_hash": ref.weights_hash, "tokenizer_hash": tokenizer_hash(tokenizer), "dtype": dtype,
-           "engine": ENGINE_VERSION}
-    source = run_source({"origin": "scored", **key})
-    limit_len = max_length(lm, tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    run_id = shared_run_id(state)
-    ws = open_scores(root)
-    try:
-        formulations = list(formulations or [ws.meta("formulation", "cloze")])
+    def __init__(self, root, options):
+        super().__init__(root, options)
+        check_device(options.device)
+        self.label = options.label or options.model
+        self.rank, self.world, self.state = 0, 1, None
+
+    def work(self) -> str:
+        return f"score {self.label}"  # scoring.store.label_lock: every writer of this label's scores
+
+    def locked(self):
+        return super().locked() if self.rank == 0 else nullcontext()  # process 0 holds it for them all
+
+    def run(self) -> dict:
+        self.rank, self.world, self.state = distributed(self.options.device)
+        if self.state is not None and self.options.device == "cuda":
+            self.options = replace(self.options, device=str(self.state.device))
+        return super().run()
+
+    def execute(self) -> dict:
+        o = self.options
+        with Workspace.open(self.root) as early:  # a missing few-shot pool is refused before the model loads
+            items = early.items()[:o.limit] if o.limit else early.items()
+            shots, settings, fewshot_info = fewshot_plan(early, items, o.fewshot, o.fewshot_pool)
+        ref = resolve(o.model)
+        if self.rank == 0:
+            (open_text_scores if o.text_scores else open_scores)(self.root).close()
+        self.wait()
+        backend = get_backend(o.backend).Backend(ref, o)
+        key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
+        run_id = shared_run_id(self.state)
+        with open_scores(self.root) as ws:
+            formulations = self.formulations(ws, items)
+            work = self.plan(ws, backend, items, formulations, shots, settings, key)
+            replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
+            if o.replace:
+                self.wait()
+            tokens, timing = self.score(ws, work, backend, run_id)
+            self.wait()
+        return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in work.units),
+                "computed": len(work.missing), "cached": len(work.units) - len(work.missing),
+                "text_computed": len(work.texts), "tokens": tokens, "modes": list(o.modes),
+                "formulations": formulations, "fewshot": o.fewshot, **timing, "run_id": run_id, "label": self.label,
+                "replaced_rows": replaced, "self_check": work.checked, **backend.summary(), "process": self.rank,
+                "processes": self.world, "torch_threads": torch_threads()}
+
+    def wait(self) -> None:
+        """Every process waits for the others here (data parallel; one process: nothing)."""
+        if self.state is not None:
+            self.state.wait_for_everyone()
+
+    def formulations(self, ws, items) -> list[str]:
+        """The formulations named (default: the workspace's own), each applying to some item."""
+        formulations = list(self.options.formulations or [ws.meta("formulation", "cloze")])
         for name in formulations:
             if not any(item_formulations(it, [name]) for it in items):
                 most = max((len(it["options"]) for it in items), default=0)
                 raise CurateError(f"formulation {name!r} applies to no item: a rotation letters+rK needs more than K "
                                   f"options, and these items have at most {most}")
-        key["fewshot_key"] = fewshot_info.get("fewshot_key")
-        mine = [i for i, it in enumerate(items) if it["row_index"] % world == rank]
-        # A label holding another source's scores is refused now, or (``replace``) all its rows
-        # will be deleted, so none of them counts as done.
-        stale = other_sources(ws, label, source)
-        if stale and not replace:
-            check_label(ws, label, source)
-        text_units, text_other = text_plan(ws, items, mine, label, key, modes, formulations, counts,
-                                           replace=replace) if text_scores else (set(), 0)
-        # The batch plan covers every unit, cached or not, and a batch runs if any of its units
-        # is missing: a resumed run recomputes exactly the batches of an uninterrupted one, so
-        # its numbers are identical to the last bit, not merely close.
-        units, done = [], {}
-        for k in counts:
-            for mode in modes:
+        return formulations
+
+    def plan(self, ws, backend, items, formulations, shots, settings, key) -> Work:
+        """What is left to do: every unit of this process's items, which are stored under ``key``
+        (a label holding another source's scores is refused now, or, with ``replace``, all its rows
+        will be deleted, so none counts as done), the batches to run, refused or checked before
+        anything is stored."""
+        o, source = self.options, run_source({"origin": "scored", **key})
+        mine = [i for i, it in enumerate(items) if it["row_index"] % self.world == self.rank]
+        work = Work(items, [], stale=other_sources(ws, self.label, source))
+        if work.stale and not o.replace:
+            check_label(ws, self.label, source)
+        if o.text_scores:
+            work.texts, work.text_other = text_plan(ws, items, mine, self.label, key, o.modes, formulations,
+                                                    o.fewshot, replace=o.replace)
+        done = {}
+        for k in o.fewshot:
+            for mode in o.modes:
                 for i in mine:
                     for f in item_formulations(items[i], formulations):
                         if (mode, f, k) not in done:
-                            done[mode, f, k] = set() if stale else cached_item_ids(
-                                ws, label, mode, key, seq_mean=wants_seq_mean(seq_mean, k), formulation=f, fewshot=k)
-                        units.append((i, mode, f, k, items[i]["item_id"] not in done[mode, f, k]))
-        plan, checked = [], {"items": 0, "note": "nothing to compute"}
-        missing = {(i, mode, f, k) for i, mode, f, k, todo in units if todo}
-        if missing or text_units:
-            specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in units]
-            built = build_units(tokenizer, specs, max_length=limit_len, seq_mean=partial(wants_seq_mean, seq_mean))
-            for unit in built:
-                if unit_key(unit) in text_units:
-                    ask_stats(unit, items[unit.item_index]["gold"])
-            plan = [b for b in prefix_cache.plan(built, batch_tokens, model=lm, max_bytes=cache_bytes)
-                    if any(unit_key(u) in missing or unit_key(u) in text_units for u in b.units)]
-            planned = [u for b in plan for u in b.units]
-            refuse_unscorable(lm, planned, items, limit_len)
-            refuse_inexact(lm, planned, items)
-            checked = self_check(lm, planned, dtype, items=self_check_items, batch_tokens=batch_tokens, pad_id=pad_id,
-                                 score=partial(prefix_cache.score_shared_requests, max_bytes=cache_bytes),
-                                 names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, {u.formulation}"
-                                                 + (f", {u.fewshot}-shot)" if u.fewshot else ")"))
-        # Every process checks the label (all refuse alike); with ``replace`` process 0 deletes
-        # the label's scores and the others wait for it before they write.
-        replaced = 0
+                            done[mode, f, k] = set() if work.stale else cached_item_ids(
+                                ws, self.label, mode, key, seq_mean=wants_seq_mean(o.seq_mean, k), formulation=f,
+                                fewshot=k)
+                        work.units.append((i, mode, f, k, items[i]["item_id"] not in done[mode, f, k]))
+        work.missing = {(i, mode, f, k) for i, mode, f, k, todo in work.units if todo}
+        if work.missing or work.texts:
+            self.batch(work, backend, shots, settings)
+        return work
+
+    def batch(self, work: Work, backend, shots, settings) -> None:
+        """The run's batches (the backend's plan over every unit, kept where any unit is to do),
+        what no batch can score refused, and the self-check."""
+        items, o = work.items, self.options
+        specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in work.units]
+        built = build_units(backend.tokenizer, specs, max_length=backend.window,
+                            seq_mean=partial(wants_seq_mean, o.seq_mean))
+        for unit in built:
+            if unit_key(unit) in work.texts:
+                ask_stats(unit, items[unit.item_index]["gold"])
+        work.batches = [b for b in backend.plan(built, items)
+                        if any(unit_key(u) in work.missing or unit_key(u) in work.texts for u in b.units)]
+        planned = [u for b in work.batches for u in b.units]
+        backend.refuse(planned, items)
+        work.checked = backend.self_check(
+            planned, items=o.self_check, names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, "
+                                                         f"{u.formulation}" + (f", {u.fewshot}-shot)" if u.fewshot else ")"))
+
+    def record(self, ws, work: Work, backend, ref, key, run_id, formulations, fewshot_info) -> int:
+        """The run's record (every process checks the label alike; with ``replace`` process 0
+        deletes the label's scores first). Returns the rows deleted."""
+        o, replaced = self.options, 0
         with ws.transaction():
-            if rank == 0 or not replace:
-                replaced = check_label(ws, label, source, replace=replace)
-                if text_other:
-                    ws.conn.execute("DELETE FROM text_scores WHERE model = ?", (label,))
-            add_run(ws, run_id=run_id, model=label, origin="scored", model_hash=key["model_hash"],
-                    tokenizer_hash=key["tokenizer_hash"], dtype=dtype, device=device, engine=ENGINE_VERSION,
-                    info={"model": model, "path": ref.path, "revision": ref.revision, "modes": list(modes),
-                          "formulations": formulations, "batch_tokens": batch_tokens, "limit": limit,
-                          "max_length": limit_len, "seq_mean": seq_mean, "processes": world, "versions": versions(),
-                          "replaced_rows": replaced, "architecture": architecture(lm), "runner": runner,
-                          "self_check": checked, "device_map": placement(lm), "max_memory": max_memory,
-                          "fewshot": counts, **fewshot_info, "prefix_cache_mb": prefix_cache_mb,
-                          **({"text_version": TEXT_VERSION, "text": RUN_TEXT} if text_scores else {})})
-        if replace and state is not None:
-            state.wait_for_everyone()
-        tokens, loop_start, loop_cpu = 0, time.perf_counter(), time.process_time()
-        computed = len(missing)
-        bar = tqdm(total=computed, unit="item", desc=f"scoring {label}", disable=not show_progress or rank != 0,
-                   dynamic_ncols=True)
-        caches = prefix_cache.Caches(lm, cache_bytes)
-        for batch in plan:
-            caches.keep_only(batch.prefixes())
-            results = prefix_cache.score_with_caches(lm, batch.requests, batch.shared, caches, pad_id=pad_id,
-                                                     max_tokens=batch_tokens)
-            heap.release(input_device(lm))
+            if self.rank == 0 or not o.replace:
+                replaced = check_label(ws, self.label, run_source({"origin": "scored", **key}), replace=o.replace)
+                if work.text_other:
+                    ws.conn.execute("DELETE FROM text_scores WHERE model = ?", (self.label,))
+            add_run(ws, run_id=run_id, model=self.label, origin="scored", model_hash=key["model_hash"],
+                    tokenizer_hash=key["tokenizer_hash"], dtype=o.dtype, device=o.device, engine=key["engine"],
+                    info={"model": o.model, "path": ref.path, "revision": ref.revision, "modes": list(o.modes),
+                          "formulations": formulations, "batch_tokens": o.batch_tokens, "limit": o.limit,
+                          "max_length": backend.window, "seq_mean": o.seq_mean, "processes": self.world,
+                          "versions": versions(), "replaced_rows": replaced, "backend": backend.name,
+                          **backend.info(), "self_check": work.checked, "fewshot": o.fewshot, **fewshot_info,
+                          **({"text_version": TEXT_VERSION, "text": RUN_TEXT} if o.text_scores else {})})
+        return replaced
+
+    def score(self, ws, work: Work, backend, run_id: str) -> tuple[int, dict]:
+        """Each batch scored and committed on its own (an item's text scores with its option
+        scores), so a killed run loses only the batch in flight. Returns (input tokens, timings)."""
+        items, tokens = work.items, 0
+        loop_start, loop_cpu = time.perf_counter(), time.process_time()
+        bar = self.progress(len(work.missing), "item", f"scoring {self.label}", enabled=self.rank == 0)
+        for batch in work.batches:
+            results = backend.score(batch)
             rows, texts, k, fresh = [], [], 0, 0
             for unit in batch.units:
-                mine_results, item = results[k:k + len(unit.requests)], items[unit.item_index]
-                # A unit stored already keeps its row: rewritten, a --no-seq-mean run would empty
+                mine, item = results[k:k + len(unit.requests)], items[unit.item_index]
+                # A unit stored already keeps its row: rewritten, a run without seq_mean would empty
                 # its seq_mean, and its numbers are this engine's either way.
-                if unit_key(unit) in missing:
-                    rows += assemble(unit, mine_results, item, label=label, run_id=run_id)
+                if unit_key(unit) in work.missing:
+                    rows += assemble(unit, mine, item, label=self.label, run_id=run_id)
                     fresh += 1
-                if unit_key(unit) in text_units:
-                    texts.append(text_row(item, unit.flags[item["gold"]], mine_results, label=label, run_id=run_id))
+                if unit_key(unit) in work.texts:
+                    texts.append(text_row(item, unit.flags[item["gold"]], mine, label=self.label, run_id=run_id))
                 k += len(unit.requests)
-            with ws.transaction():  # an item's text scores commit with its option scores
+            with ws.transaction():
                 write_scores(ws, rows)
                 if texts:
                     write_text_scores(ws, texts)
@@ -397,21 +346,13 @@ def score_workspace(root, model: str, modes: list[str], *, dtype: str = DEFAULTS
             bar.update(fresh)
             bar.set_postfix_str(f"{tokens / (time.perf_counter() - loop_start):.0f} tok/s")
         bar.close()
-        if state is not None:
-            state.wait_for_everyone()
-        return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in units),
-                "computed": computed, "cached": len(units) - computed, "text_computed": len(text_units),
-                "tokens": tokens, "modes": list(modes),
-                "formulations": formulations, "fewshot": counts,
-                "seconds": round(time.perf_counter() - start, 3),
-                "score_seconds": round(time.perf_counter() - loop_start, 3),
-                "score_cpu_seconds": round(time.process_time() - loop_cpu, 3), "run_id": run_id, "label": label,
-                "replaced_rows": replaced, "self_check": checked, "runner": runner,
-                "prefix_cache": caches.summary(), "process": rank, "processes": world,
-                "torch_threads": torch.get_num_threads()}
-    finally:
-        ws.close()
-        lock.__exit__(None, None, None)
+        return tokens, {"score_seconds": round(time.perf_counter() - loop_start, 3),
+                        "score_cpu_seconds": round(time.process_time() - loop_cpu, 3)}
+
+
+def torch_threads() -> int:
+    import torch
+    return torch.get_num_threads()
 
 
 def text_plan(ws, items, mine, label: str, key: dict, modes, formulations, counts, *, replace: bool) -> tuple:

@@ -45,7 +45,7 @@ def test_every_scoring_batch_releases_the_heap(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(heap, "release", lambda device: calls.append(str(device)))
     ws = small_workspace(tmp_path / "ws", 3)
-    score_workspace(ws, "smollm2-135m", ["full"], batch_tokens=64, show_progress=False, self_check_items=0)
+    score_workspace(ws, "smollm2-135m", ["full"], batch_tokens=64, show_progress=False, self_check=0)
     assert len(calls) >= 2 and set(calls) == {"cpu"}  # one per batch
     calls.clear()
     text_score_workspace(ws, "smollm2-135m", batch_tokens=64, show_progress=False)

@@ -210,7 +210,7 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
             score_workspace(ws, str(folder), ["full"], limit=3, show_progress=False)
     assert stored(ws) == before
     summary = score_workspace(ws, str(folder), ["full"], limit=3, label="checked", show_progress=False)
-    skipped = score_workspace(ws, str(folder), ["full"], limit=3, label="unchecked", self_check_items=0,
+    skipped = score_workspace(ws, str(folder), ["full"], limit=3, label="unchecked", self_check=0,
                               show_progress=False)
     with sqlite3.connect(ws / "workspace.db") as c:
         infos = dict(c.execute("SELECT model, info_json FROM score_runs").fetchall())

@@ -28,7 +28,8 @@ from curate.filter.options import DEFAULTS as FILTER_DEFAULTS
 from curate.items.ingest_options import DEFAULTS as INGEST_DEFAULTS
 from curate.core.reading import CONFIG_LIMIT, read_text
 from scoring import model_spec
-from scoring.options import DEFAULTS as SCORE_DEFAULTS
+from curate.core.options import in_config
+from scoring.options import DEFAULTS as SCORE_DEFAULTS, SCORE
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
 DEFAULT_CONFIG = Path(__file__).parents[1] / "demo" / "audit.yaml"
@@ -91,17 +92,23 @@ class Scoring:
     models: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
     formulations: tuple[str, ...] | None = None  # None: the workspace's own
-    # The rest as `curate score` takes them (scoring/options.py: defaults, types, the schema).
-    dtype: str = SCORE_DEFAULTS["dtype"]
-    device: str = SCORE_DEFAULTS["device"]
-    batch_tokens: int = SCORE_DEFAULTS["batch_tokens"]
     imports: tuple[ScoreImport, ...] = ()  # run before the models are scored
-    max_memory: str | None = SCORE_DEFAULTS["max_memory"]  # with device auto: where the model may go
-    self_check: int = SCORE_DEFAULTS["self_check"]  # items also scored by the model's own forward
-    fewshot: str = SCORE_DEFAULTS["fewshot"]  # shot counts, "0,5" (curate.items.fewshot)
-    fewshot_pool: str | None = SCORE_DEFAULTS["fewshot_pool"]  # a few-shot split file, or "evaluated"
-    prefix_cache_mb: int = SCORE_DEFAULTS["prefix_cache_mb"]  # keys and values of shared prefixes
-    text_scores: bool = SCORE_DEFAULTS["text_scores"]  # text scores from the full-mode pass (scoring.text)
+    # The rest as `curate score` takes them: the config keys of scoring/options.py's table that the
+    # config gives (defaults, types and the schema come from that table).
+    given: dict = field(default_factory=dict)
+
+    def options_for(self, model: str):
+        """The score stage's options for ``model`` (``scoring.options.ScoreOptions``)."""
+        from scoring.options import ScoreOptions
+        return ScoreOptions(model=model, modes=list(self.modes), formulations=list(self.formulations or ()) or None,
+                            **self.given)
+
+    def __getattr__(self, name: str):
+        """A scoring option (``scoring.dtype``) as the score stage will take it: given, else its
+        default (the table's)."""
+        if name in SCORE_DEFAULTS:
+            return self.given.get(name, SCORE_DEFAULTS[name])
+        raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -284,12 +291,11 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
     scoring = None
     if s:
         imports = tuple(ScoreImport(i["format"], (here / i["dir"]).resolve()) for i in s.get("imports") or ())
-        given = _given(s, "dtype", "device", "batch_tokens", "max_memory", "self_check", "fewshot", "fewshot_pool",
-                       "prefix_cache_mb", "text_scores")
+        given = _given(s, *(o.name for o in in_config(SCORE)))
         if given.get("fewshot_pool") not in (None, "evaluated"):  # a file, relative to the config
             given["fewshot_pool"] = str((here / given["fewshot_pool"]).resolve())
         scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),
-                          tuple(s["formulations"]) if "formulations" in s else None, imports=imports, **given)
+                          tuple(s["formulations"]) if "formulations" in s else None, imports=imports, given=given)
     release = None
     if r:
         [(kind, target)] = r["target"].items()

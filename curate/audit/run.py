@@ -162,7 +162,7 @@ def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
 
 def score_stage(cfg: AuditConfig) -> list[Outcome]:
     from scoring.imports import get
-    from scoring.run import score_workspace
+    from scoring.run import Score
 
     sc, outcomes = cfg.scoring, []
     for imp in sc.imports:  # a format of scoring.imports, as the schema allows
@@ -179,15 +179,11 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
                                 time.perf_counter() - start))
     for model in sc.models:
         start = time.perf_counter()
-        extra = {"batch_tokens": sc.batch_tokens} if sc.batch_tokens else {}
-        s = score_workspace(cfg.workspace, model, list(sc.modes), dtype=sc.dtype, device=sc.device,
-                            formulations=list(sc.formulations) if sc.formulations else None,
-                            max_memory=sc.max_memory, self_check_items=sc.self_check, fewshot=sc.fewshot,
-                            fewshot_pool=sc.fewshot_pool, prefix_cache_mb=sc.prefix_cache_mb,
-                            text_scores=sc.text_scores, **extra)
+        options = sc.options_for(model)
+        s = Score(cfg.workspace, options).run()
         status = "ran" if s["computed"] or s["text_computed"] else "skipped"
-        texts = f", {s['text_computed']} text scores computed" if sc.text_scores else ""
-        outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {sc.dtype}): "
+        texts = f", {s['text_computed']} text scores computed" if options.text_scores else ""
+        outcomes.append(Outcome("score", status, f"{model} ({', '.join(sc.modes)}, {options.dtype}): "
                                 f"{s['computed']} item-modes computed, {s['cached']} cached{texts}", s,
                                 time.perf_counter() - start))
     return outcomes

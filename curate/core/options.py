@@ -13,8 +13,10 @@ checks that the command, the schema file and the run function's signature agree.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,7 +46,7 @@ class Option:
     backend: str | None = None  # a knob of one backend only: given as -o NAME VALUE (its flag hidden)
     nullable: bool = False      # the config may write null (= the default)
     metavar: str | None = None
-    callback: Callable | None = None
+    convert: Callable | None = None  # value -> the value the stage takes ("0,5" -> [0, 5]); ValueError if bad
     show_default: bool = True
 
     @property
@@ -60,6 +62,71 @@ class Option:
         if self.type is float and bounded:
             return click.FloatRange(self.min, self.max, min_open=self.min_open, max_open=self.max_open)
         return self.type
+
+
+def options_class(name: str, table: list[Option], doc: str = "") -> type:
+    """The stage's options object: a frozen dataclass with one field per option of ``table``
+    (its default), each value checked on construction as the command's flag checks it (type,
+    choices, range, pattern, ``convert``), so a stage receives one object it need not check
+    again. A bad value is a CurateError naming the option's flag."""
+    fields = [(o.name, Any, dataclasses.field() if o.required else dataclasses.field(default=o.default)) for o in table]
+
+    def __post_init__(self):
+        for o in table:
+            object.__setattr__(self, o.name, checked(o, getattr(self, o.name)))
+
+    cls = dataclasses.make_dataclass(name, fields, frozen=True, kw_only=True,
+                                     namespace={"__post_init__": __post_init__, "TABLE": table,
+                                                "__doc__": doc or f"The options of one run ({name})."})
+    return cls
+
+
+def checked(o: Option, value):
+    """``value`` of option ``o`` as the stage takes it, or a CurateError naming the flag."""
+    from curate.core.errors import CurateError
+
+    try:
+        return _checked(o, value)
+    except (ValueError, TypeError) as exc:
+        raise CurateError(f"{o.spelling} {value!r}: {exc}") from None
+
+
+def _checked(o: Option, value):
+    if value is None:
+        if o.required:
+            raise ValueError("is required")
+        return None
+    if o.type is str and o.pattern and isinstance(value, str) and not re.fullmatch(o.pattern, value):
+        raise ValueError(f"does not match {o.pattern}")
+    if o.convert is not None:
+        return o.convert(value)
+    if o.choices:
+        if value not in o.choices:
+            raise ValueError(f"choose from {', '.join(map(str, o.choices))}")
+        return value
+    if o.type is bool:
+        if not isinstance(value, bool):
+            raise ValueError("expected true or false")
+        return value
+    if o.type in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (o.type is int and isinstance(value, float)):
+            raise ValueError(f"expected {'an integer' if o.type is int else 'a number'}")
+        if o.type is float and not math.isfinite(value):
+            raise ValueError("is not a finite number")
+        _in_range(o, value)
+        return o.type(value)
+    if not isinstance(value, o.type):
+        raise ValueError(f"expected {o.type.__name__}")
+    return value
+
+
+def _in_range(o: Option, value) -> None:
+    low = o.min is not None and (value <= o.min if o.min_open else value < o.min)
+    high = o.max is not None and (value >= o.max if o.max_open else value > o.max)
+    if low or high:
+        lo = "" if o.min is None else f"{o.min} {'<' if o.min_open else '<='} "
+        hi = "" if o.max is None else f" {'<' if o.max_open else '<='} {o.max}"
+        raise ValueError(f"is not in the range {lo}x{hi}")
 
 
 def defaults(table: list[Option]) -> dict[str, Any]:
@@ -98,24 +165,27 @@ def _schema(o: Option) -> dict:
     return prop
 
 
-def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str, str]] | None = None):
+def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str, str]] | None = None,
+                  into: type | None = None):
     """A decorator adding the table's options to a click command, in table order; an old
-    spelling given on the command line sets the option it was renamed to. A backend's own knobs
-    (``backend`` set) are given as ``-o NAME VALUE``, checked as their flag would be; their
-    flags stay, hidden, so ``--help`` lists what every backend takes and one ``-o`` line.
-    ``backend_of(kwargs)`` gives the backend the command's model runs on and how the user named
-    it (``("anthropic", "--annotator anthropic:claude-haiku-4-5")``): a setting of another
-    backend is refused rather than ignored."""
+    spelling given on the command line sets the option it was renamed to (``--old=VALUE``: a
+    flag that sets it to VALUE). A backend's own knobs (``backend`` set) are given as ``-o NAME
+    VALUE``, checked as their flag would be; their flags stay, hidden, so ``--help`` lists what
+    every backend takes and one ``-o`` line. ``backend_of(kwargs)`` gives the backend the
+    command's model runs on and how the user named it (``("anthropic", "--annotator
+    anthropic:claude-haiku-4-5")``): a setting of another backend is refused rather than
+    ignored. ``into`` (the stage's options class, ``options_class``): the command receives the
+    table's values whole, as ``options``, instead of one keyword each."""
     knobs = {o.name: o for o in table if o.backend}
 
     def decorate(f):
         @functools.wraps(f)
         def command(**kwargs):
             for o in table:
-                for i, _ in enumerate(o.aliases):
+                for i, alias in enumerate(o.aliases):
                     value = kwargs.pop(_alias_key(o, i))
                     if value is not None and value is not False:
-                        kwargs[o.name] = value
+                        kwargs[o.name] = _alias_value(o, alias, value)
             given: dict[str, str] = {}
             for name, value in kwargs.pop(_KNOBS, ()) if knobs else ():
                 o = _knob(knobs, name)
@@ -125,11 +195,14 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
                 kwargs[o.name] = _knob_value(o, name, value)
             if backend_of and knobs:
                 _check_backend(knobs, given, *backend_of(kwargs))
+            if into is not None:
+                kwargs["options"] = into(**{o.name: kwargs.pop(o.name) for o in table})
             return f(**kwargs)
 
         for o in reversed(table):
             for i, alias in enumerate(o.aliases):
-                command = click.option(alias, _alias_key(o, i), hidden=True, **_alias_kwargs(o))(command)
+                command = click.option(alias.split("=")[0], _alias_key(o, i), hidden=True,
+                                       **_alias_kwargs(o, alias))(command)
             command = click.option(o.spelling, o.name, hidden=o.backend is not None, **_click_kwargs(o))(command)
         if knobs:
             command = click.option("-o", "--option", _KNOBS, type=(str, str), multiple=True, metavar="NAME VALUE",
@@ -197,20 +270,34 @@ def _click_kwargs(o: Option) -> dict:
     return kw | _callback(o)
 
 
-def _alias_kwargs(o: Option) -> dict:
-    if o.type is bool:
+def _alias_value(o: Option, alias: str, value):
+    """What an old spelling sets: its value, or the VALUE of a ``--old=VALUE`` flag (refused
+    beside the option's own flag, which would say something else)."""
+    if "=" not in alias:
+        return value
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source(o.name) is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError(f"{alias.split('=')[0]} is {o.spelling} {alias.split('=')[1]}: give one of them")
+    return alias.split("=", 1)[1]
+
+
+def _alias_kwargs(o: Option, alias: str = "") -> dict:
+    if o.type is bool or "=" in alias:
         return {"is_flag": True}
     return {"type": o.click_type(), "default": None} | _callback(o)
 
 
 def _callback(o: Option) -> dict:
     """A float must be finite ('nan' and 'inf' pass float() and every range check); then the
-    option's own check."""
-    if o.type is not float and o.callback is None:
+    option's own ``convert``, its ValueError a click error."""
+    if o.type is not float and o.convert is None:
         return {}
 
     def check(ctx, param, value):
         if o.type is float and value is not None and not math.isfinite(value):
             raise click.BadParameter(f"{value} is not a finite number")
-        return o.callback(ctx, param, value) if o.callback else value
+        try:
+            return o.convert(value) if o.convert and value is not None else value
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
     return {"callback": check}

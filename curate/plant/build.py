@@ -191,7 +191,7 @@ def _rescore(built: Path, model: str, labels: dict, **options) -> dict:
     for formulation, modes in by_formulation.items():
         summary = score_workspace(built, model, modes, label=model, formulations=[formulation] if formulation else None,
                                   dtype=options["dtype"], device=options["device"],
-                                  batch_tokens=options["batch_tokens"], self_check_items=options["self_check"],
+                                  batch_tokens=options["batch_tokens"], self_check=options["self_check"],
                                   show_progress=not options["quiet"])
         computed += summary["computed"]
     return {"model": model, "pairs": [list(p) for p in pairs], "computed_units": computed}

@@ -1,0 +1,81 @@
+"""A stage of the audit as an object, and what every stage repeats, done once here.
+
+A stage (score, text-scores, generate, annotate, ...) is a subclass of ``Stage`` with
+
+- ``name``: the command's name ("score"), which the lock and the errors use;
+- ``Options``: its options object, made from its option table by ``curate.core.options.options_class``
+  (types, ranges and defaults checked once, on construction: the command and the audit build it
+  and pass it whole);
+- ``work()``: what one run of it holds while it runs (the lock's name: two runs of the same work
+  would both ask for what is pending, and pay twice), or None;
+- ``execute()``: the run itself: what is left to do (from what the workspace holds), the doing,
+  stored as it goes, and a summary.
+
+``run()`` is the runner every stage shares: the workspace opened first (a missing or bad one is
+one line, before anything loads or is locked), the work's lock around ``execute``, and the
+seconds it took in the summary. ``progress`` makes its progress bars (counts, ETA; none with
+``quiet``), ``run_id`` its run records' ids.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import nullcontext
+from pathlib import Path
+from typing import ClassVar
+
+from tqdm import tqdm
+
+from curate.core.clock import now
+from curate.items.store import Workspace
+
+
+class Stage:
+    """One run of a stage on the workspace at ``root`` with ``options`` (its ``Options``)."""
+    name: ClassVar[str]
+    Options: ClassVar[type]
+
+    def __init__(self, root, options):
+        if not isinstance(options, self.Options):
+            raise TypeError(f"{self.name}: options must be {self.Options.__name__}, not {type(options).__name__}")
+        self.root, self.options = Path(root), options
+
+    @classmethod
+    def with_options(cls, root, **values) -> "Stage":
+        """The stage with ``values`` for its options (the rest their defaults), checked."""
+        return cls(root, cls.Options(**values))
+
+    def work(self) -> str | None:
+        """The work a run holds a lock on (None: no lock)."""
+        return None
+
+    def locked(self):
+        """The lock of ``work()`` (``curate.core.lock.work_lock``), held while the run runs."""
+        from curate.core.lock import work_lock
+
+        work = self.work()
+        return work_lock(self.root, work, command=self.name) if work else nullcontext()
+
+    def run(self) -> dict:
+        """The runner: ``execute`` under the work's lock; the summary says how long it took."""
+        start = time.perf_counter()
+        Workspace.open(self.root).close()
+        with self.locked():
+            summary = self.execute()
+        return {**summary, "seconds": round(time.perf_counter() - start, 3)}
+
+    def execute(self) -> dict:
+        raise NotImplementedError
+
+    def progress(self, total: int, unit: str, desc: str, *, enabled: bool = True) -> tqdm:
+        """A progress bar with counts and ETA (none with ``quiet``, or where ``enabled`` is false)."""
+        return tqdm(total=total, unit=unit, desc=desc, disable=getattr(self.options, "quiet", False) or not enabled,
+                    dynamic_ncols=True)
+
+    @staticmethod
+    def run_id(prefix: str, *, stamped: bool = False) -> str:
+        """A new run record's id: ``prefix:`` and 16 random hex digits, or (``stamped``) ``prefix-``,
+        the time and 8."""
+        if stamped:
+            return f"{prefix}-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
+        return f"{prefix}:{uuid.uuid4().hex[:16]}"
