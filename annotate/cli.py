@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from annotate.options import ANNOTATE
+from annotate.options import ANNOTATE, AnnotateOptions
 from curate.click_types import end_of_run
 from curate.core.errors import CurateError
 from curate.core.options import Option, click_options
@@ -16,22 +16,16 @@ WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=F
 
 @click.command()
 @WORKSPACE
-@click.option("--round", "round_", type=click.IntRange(1, 2), required=True)
-@click.option("--annotator", required=True, help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or a local model, local:NAME or NAME (e.g. smollm2-135m).")
-@click_options(ANNOTATE, backend_of=lambda kw: backend_named(kw["annotator"], "--annotator"))
-def annotate(workspace, round_, annotator, batch, concurrency, max_cost, dry_run, limit, retries, parse_retries,
-             backoff, timeout, poll_interval, key_header, quiet):
+@click_options(ANNOTATE, into=AnnotateOptions, backend_of=lambda kw: backend_named(kw["annotator"], "--annotator"))
+def annotate(workspace, options):
     """Annotate the items of WORKSPACE that have no valid record for ANNOTATOR in this round."""
+    from annotate.run import Annotate
     from curate.anthropic_api.prices import retirement_note
-    from annotate.run import annotate_workspace
     from curate.anthropic_api.spend import left_in_flight_note, possibly_line
 
-    if note := retirement_note(annotator):
+    if note := retirement_note(options.annotator):
         click.echo(note, err=True)
-    s = annotate_workspace(workspace, round_, annotator, batch=batch, concurrency=concurrency, max_cost=max_cost,
-                           dry_run=dry_run, limit=limit, show_progress=not quiet, retries=retries,
-                           backoff=backoff, parse_retries=parse_retries, timeout=timeout, key_header=key_header,
-                           poll_interval=poll_interval)
+    s = Annotate(workspace, options).run()
     if s.get("dry_run"):
         click.echo(dry_run_lines(s))
         return

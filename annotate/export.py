@@ -1,7 +1,8 @@
 """The annotations as a flat table users take away: one row per (annotator, round, item)."""
 from __future__ import annotations
 
-from annotate.store import LEDGER_TOKENS, open_annotations, read_annotations
+from annotate.store import open_annotations, read_annotations
+from curate.asking.ledger import LEDGER_TOKENS
 from curate.core.secrets import redact
 
 FIELDS = ("labels", "best", "equally_good", "all_implausible", "worst")

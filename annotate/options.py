@@ -6,7 +6,7 @@ once; ``claude_options`` also serves `curate generate`, which asks Claude the sa
 """
 from __future__ import annotations
 
-from curate.core.options import Option, defaults
+from curate.core.options import Option, defaults, options_class
 
 QUIET = Option("quiet", bool, False, help="No progress bar.", aliases=("--no-progress",))
 LIMIT = Option("limit", int, min=1, help="Only the first N items (row order).")
@@ -33,6 +33,10 @@ def claude_options(parse_retries: int, parse_help: str) -> list[Option]:
 
 
 ANNOTATE = [
+    Option("round", int, required=True, min=1, max=2, help="Round 1 (quality labels) or 2 (which options are right)."),
+    Option("annotator", required=True,
+           help="anthropic:MODEL (e.g. anthropic:claude-haiku-4-5) or a local model, local:NAME or NAME (e.g. "
+                "smollm2-135m)."),
     Option("batch", bool, False, help="anthropic: send through the Message Batches API (half price, slower).",
            config="Use the Message Batches API (anthropic only)."),
     *claude_options(2, "Re-asks when a reply cannot be read; then the record is 'invalid'."),
@@ -44,3 +48,5 @@ ANNOTATE = [
 ]
 
 DEFAULTS = defaults(ANNOTATE)
+#: The annotate stage's options: one object, every value checked on construction.
+AnnotateOptions = options_class("AnnotateOptions", ANNOTATE)

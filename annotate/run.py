@@ -28,23 +28,25 @@ import math
 import os
 import sys
 import time
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from tqdm import tqdm
 
 from annotate import claude
-from annotate.options import DEFAULTS
+from annotate.options import AnnotateOptions
 from annotate.prompts import kind_of, load_prompt, read_answer
-from annotate.store import add_batch, add_ledger, add_run, close_batch, ledger_totals, mark_saved, \
-    open_annotations, open_batches, saved_results, write_annotation, LEDGER_TOKENS
+from annotate.store import LEDGER, add_batch, add_run, close_batch, mark_saved, open_annotations, open_batches, \
+    saved_results, write_annotation
 from curate.anthropic_api import client as api, prices, spend
-from curate.core.clock import now
+from curate.asking.claude import send_messages
+from curate.asking.job import Job
+from curate.asking.ledger import LEDGER_TOKENS
+from curate.asking.local import run_local
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
-from curate.core.lock import work_lock
+from curate.items.stage import Stage
 from curate.items.store import Workspace
 from scoring import model_spec
 
@@ -68,37 +70,26 @@ def done_keys(ws: Workspace, annotator: str, round: int) -> set[tuple[str, str]]
 
 
 @dataclass
-class Job:
-    """Shared state of one run: what to write, where, and the counts for the summary."""
-    ws: Workspace
-    annotator: str
-    round: int
-    run_id: str
-    prompt_version: dict[str, str]           # item kind -> prompt version
-    keys: dict[str, str]                     # item_id -> request key
-    counts: Counter = field(default_factory=Counter)
-    spent: float = 0.0
-    stopped: str | None = None
-    over_budget: str | None = None           # why --max-cost kept the next request back
-    last_error: str | None = None
-    retries: int = 0
-    bar: tqdm | None = None
-    held: spend.Held | None = None           # how --max-cost holds the run back now (None: it does not)
-    batches: bool = False                    # the Message Batches API: the cap holds items, not requests
-    told: bool = False                       # why the cap slows the run was said
+class AnnotationJob(Job):
+    """One annotation run's state (``curate.asking.job.Job``), and how it stores a record and its
+    replies' ledger rows."""
+    annotator: str = ""
+    round: int = 1
+    prompt_version: dict = None              # item kind -> prompt version
+    keys: dict = None                        # item_id -> request key
 
     def save(self, item: dict, status: str, result, raw: str | None, snapshot: str | None,
-             attempts: list[dict] = (), *, batch: bool = False, model: str | None = None,
-             ledgered: int = 0, batch_request: tuple[str, str] | None = None) -> None:
+             attempts: list[dict] = (), *, batch: bool = False, ledgered: int = 0,
+             batch_request: tuple[str, str] | None = None) -> None:
         """One record plus ledger rows for the replies not yet entered (``ledgered`` already are);
         ``batch_request`` (batch_id, custom_id): the batch result this is, marked stored."""
         costs = [a.get("usd", 0.0) for a in attempts]
         cost = {k: sum(a["usage"][k] for a in attempts) for k in LEDGER_TOKENS} if attempts else {}
         cost.update(usd=round(sum(costs), 8), replies=len(attempts), batch=batch)
         record = {"annotator": self.annotator, "round": self.round, "item_id": item["item_id"], "status": status,
-                  "result": result if status == "valid" else None, "raw": raw, "prompt_version": self.prompt_version[kind_of(item)],
-                  "model_snapshot": snapshot, "request_key": self.keys[item["item_id"]],
-                  "content_hash": item["content_hash"]}
+                  "result": result if status == "valid" else None, "raw": raw,
+                  "prompt_version": self.prompt_version[kind_of(item)], "model_snapshot": snapshot,
+                  "request_key": self.keys[item["item_id"]], "content_hash": item["content_hash"]}
         with self.ws.transaction():
             write_annotation(self.ws, record, cost=cost, run_id=self.run_id)
             for n, a in enumerate(attempts[ledgered:], start=ledgered + 1):
@@ -106,8 +97,7 @@ class Job:
             if batch_request is not None:
                 mark_saved(self.ws, *batch_request)
         self.spent += sum(costs[ledgered:])
-        self.counts[status] += 1
-        self.tick()
+        self.done([status])
 
     def bill(self, item: dict, attempts: list[dict], *, batch: bool = False,
              batch_request: tuple[str, str] | None = None, first: int = 1) -> None:
@@ -121,84 +111,114 @@ class Job:
         self.spent += sum(a["usd"] for a in attempts)
 
     def ledger(self, item: dict, attempt: int, a: dict, *, batch: bool) -> None:
-        add_ledger(self.ws, run_id=self.run_id, item_id=item["item_id"], request_key=self.keys[item["item_id"]],
+        LEDGER.add(self.ws, run_id=self.run_id, item_id=item["item_id"], request_key=self.keys[item["item_id"]],
                    attempt=attempt, batch=batch, model_snapshot=a.get("model"), usage=a["usage"], usd=a["usd"])
 
-    @property
-    def halted(self) -> bool:
-        return self.stopped is not None or self.over_budget is not None
 
-    def fail(self, message: str) -> None:
-        self.counts["failed"] += 1
-        self.last_error = message
-        self.tick()
-
-    def tick(self) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.show()
-
-    def show(self, retrying: int | None = None) -> None:
-        """Counts and spend on the progress bar; ``retrying``: retries made so far."""
-        if retrying is not None:
-            self.retries = retrying
-        if self.bar is not None:
-            cap = {"cap": self.held.progress(self.batches)} if self.held else {}
-            self.bar.set_postfix(valid=self.counts["valid"], invalid=self.counts["invalid"],
-                                 refused=self.counts["refused"], failed=self.counts["failed"],
-                                 retries=self.retries, usd=f"{self.spent:.4f}", **cap, refresh=False)
-
-    def hold(self, held: spend.Held | None) -> None:
-        """The cap holds the run back (``held``) or lets it go again (None): on the progress line,
-        and the first time in a line of its own saying why the run slows down."""
-        self.held = held
-        if self.bar is None or self.bar.disable:
-            return
-        if held is not None and not self.told:
-            self.told = True
-            self.bar.write(held.why(self.batches), file=sys.stderr)
-        self.show()
-        self.bar.refresh()
+def annotate_workspace(root, round: int, annotator: str, show_progress: bool = True, **options) -> dict:
+    """``Annotate`` of ``root`` in ``round`` by ``annotator`` with ``options`` (``AnnotateOptions``'
+    names; ``show_progress`` is ``not quiet``): the one call for Python callers."""
+    return Annotate.with_options(root, round=round, annotator=annotator, quiet=not show_progress, **options).run()
 
 
-def annotate_workspace(root, round: int, annotator: str, *, batch=DEFAULTS["batch"],
-                       concurrency=DEFAULTS["concurrency"], max_cost=DEFAULTS["max_cost"],
-                       dry_run=DEFAULTS["dry_run"], limit=DEFAULTS["limit"], show_progress=True,
-                       retries: int = DEFAULTS["retries"], backoff: float = DEFAULTS["backoff"],
-                       parse_retries: int = DEFAULTS["parse_retries"], timeout: float = DEFAULTS["timeout"],
-                       key_header: str | None = DEFAULTS["key_header"],
-                       poll_interval: float = DEFAULTS["poll_interval"]) -> dict:
-    """Annotate the items of ``root`` (the first ``limit`` in row order) that have no valid or
-    refused record for ``annotator`` in ``round`` under the current request key.
+class Annotate(Stage):
+    """`curate annotate`: the items (the first ``limit`` in row order) that have no valid or
+    refused record for the annotator in the round under the current request key, asked and stored
+    one record each. The summary: counts valid / invalid / refused / failed (transient errors
+    outlasted the retries; still pending) / skipped (already done) / remaining (still without a
+    valid or refused record), the run's ledger totals, the prompt-cache decision, ``stopped`` (why
+    the run ended early, with the run's true spend, or None) and run_id. ``dry_run``: what a run
+    would send and its cost bounds (``dry_summary``), nothing sent."""
+    name = "annotate"
+    Options = AnnotateOptions
 
-    Returns a summary: counts valid / invalid / refused / failed (transient errors outlasted the
-    retries; still pending) / skipped (already done) / remaining (still without a valid or refused
-    record), the run's ledger totals, the prompt-cache decision, ``stopped`` (why the run ended
-    early, with the run's true spend, or None) and run_id. ``dry_run``: what a run would send and
-    its cost bounds (``dry_summary``), nothing sent.
-    """
-    if round not in (1, 2):
-        raise CurateError(f"round must be 1 or 2, not {round}")
-    annotator = model_spec.canonical(annotator, "annotator")  # a bare NAME is stored as local:NAME
-    backend, model = parse_annotator(annotator)
-    if batch and backend != "anthropic":
-        raise CurateError("--batch works with anthropic: annotators only")
-    if concurrency < 1:
-        raise CurateError("concurrency must be at least 1")
-    retry = dict(retries=retries, backoff=backoff)
-    ws = open_annotations(root)
-    try:
-        if dry_run:
-            work = Work.plan(ws, annotator, round, limit, parse_retries)
-            return dry_summary(work, batch=batch, parse_retries=parse_retries, concurrency=concurrency,
-                               timeout=timeout, key_header=key_header, show_progress=show_progress, **retry)
-        with work_lock(root, f"annotate {annotator} round {round}", command="annotate"):
-            work = Work.plan(ws, annotator, round, limit, parse_retries)
-            return run(ws, work, batch=batch, concurrency=concurrency, max_cost=max_cost, limit=limit,
-                       show_progress=show_progress, parse_retries=parse_retries, timeout=timeout,
-                       key_header=key_header, poll_interval=poll_interval, **retry)
-    finally:
-        ws.close()
+    def __init__(self, root, options):
+        # a bare NAME is stored as local:NAME
+        options = replace(options, annotator=model_spec.canonical(options.annotator, "annotator"))
+        super().__init__(root, options)
+        self.backend, self.model = parse_annotator(options.annotator)
+        if options.batch and self.backend != "anthropic":
+            raise CurateError("--batch works with anthropic: annotators only")
+
+    def work(self) -> str | None:
+        o = self.options
+        return None if o.dry_run else f"annotate {o.annotator} round {o.round}"
+
+    def execute(self) -> dict:
+        o = self.options
+        with open_annotations(self.root) as ws:
+            work = Work.plan(ws, o.annotator, o.round, o.limit, o.parse_retries)
+            if o.dry_run:
+                return dry_summary(work, o)
+            return self.annotate(ws, work)
+
+    def annotate(self, ws: Workspace, work: "Work") -> dict:
+        o = self.options
+        client, cache, checked, left = self.prepare(ws, work)
+        run_id = self.run_id("run", stamped=True)
+        info = {"backend": work.backend, "model": work.model, "params": work.params,
+                "prompt_version": next(iter(work.version.values())) if len(work.version) == 1 else work.version,
+                "batch": o.batch, "concurrency": o.concurrency, "max_cost": o.max_cost, "limit": o.limit,
+                "cache": cache, "base_url": os.environ.get("ANTHROPIC_BASE_URL") if work.backend == "anthropic" else None,
+                **({"self_check": checked} if checked is not None else {})}
+        add_run(ws, run_id=run_id, annotator=o.annotator, round=o.round, info=info)
+        job = AnnotationJob(ws, run_id, ("valid", "invalid", "refused"), batches=o.batch, annotator=o.annotator,
+                            round=o.round, prompt_version=work.version, keys=work.keys)
+        job.bar = self.progress(len(work.todo), "item", f"round {o.round} {o.annotator}")
+        self.dispatch(job, work, client, bool(cache and cache["marked"]))
+        return self.summary(ws, job, work, cache, left, bool(cache and cache["marked"]))
+
+    def prepare(self, ws: Workspace, work: "Work") -> tuple:
+        """What is refused before a run is recorded (no key, an item past a local model's context,
+        the engine's self-check), the prompt-cache decision, and the requests an earlier run of
+        this work left in flight (kill -9), settled: (client, cache, checked, left)."""
+        o = self.options
+        client = cache = checked = left = None
+        if work.backend == "anthropic":
+            client = api.make_client(timeout=o.timeout, key_header=o.key_header, stage="annotate")
+            if work.todo:
+                cache = cache_decision(client, work.model, work.todo[0], o.round, retries=o.retries, backoff=o.backoff)
+            left = spend.settle_left_in_flight(ws, LEDGER.table, "SELECT run_id FROM annotation_runs WHERE "
+                                               "annotator = ? AND round = ?", (o.annotator, o.round))
+        else:
+            checked = work.local.check(work.todo, o.round)
+        return client, cache, checked, left
+
+    def dispatch(self, job: AnnotationJob, work: "Work", client, cache: bool) -> None:
+        """The backend asks: a local model, Claude's Messages API, or its Message Batches API.
+        Ctrl-C says where the run stands (spent, left, the cap), not a bare "Aborted!"."""
+        o = self.options
+        try:
+            if work.backend == "local":
+                run_local(job, work.local.annotate_all(work.todo, o.round),
+                          lambda item, result, raw: job.save(item, "valid", result, raw, work.local.snapshot))
+            elif o.batch:
+                BatchRun(job, work.todo, work.model, client, cache=cache, options=o).run()
+            else:
+                run_messages(job, work.todo, work.model, client, cache=cache, options=o)
+        except KeyboardInterrupt:
+            if work.backend == "anthropic":
+                job.bar.close()
+                print(spend.interrupted(o.max_cost, LEDGER.totals(job.ws, job.run_id), left=len(left_to_do(job.ws, work)),
+                                        held=job.held, batches=o.batch), file=sys.stderr)
+            raise
+        finally:
+            job.bar.close()
+
+    def summary(self, ws: Workspace, job: AnnotationJob, work: "Work", cache, left, marked: bool) -> dict:
+        o = self.options
+        cost = LEDGER.totals(ws, job.run_id)
+        rest = left_to_do(ws, work)
+        if job.over_budget is not None and job.stopped is None:
+            answered = job.counts["valid"] + job.counts["invalid"] + job.counts["refused"]
+            most = worst_left(rest, work, cache=marked, batch=o.batch, parse_retries=o.parse_retries)
+            job.stopped = spend.cap_reached(o.max_cost, job.over_budget, cost, left=len(rest), done=answered,
+                                            worst_left=most)
+        return {"run_id": job.run_id, "annotator": o.annotator, "backend": work.backend, "round": o.round,
+                "items": len(work.items), "skipped": len(work.items) - len(work.todo), "valid": job.counts["valid"],
+                "invalid": job.counts["invalid"], "refused": job.counts["refused"], "failed": job.counts["failed"],
+                "remaining": len(rest), "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
+                "cache": cache, "cost": cost, "left_in_flight": left}
 
 
 @dataclass
@@ -237,65 +257,6 @@ class Work:
         return cls(annotator, round, backend, model, version, params, items, keys, todo, local)
 
 
-def run(ws: Workspace, work: Work, *, batch, concurrency, max_cost, limit, show_progress, retries, backoff,
-        parse_retries, timeout, key_header, poll_interval) -> dict:
-    annotator, round, model = work.annotator, work.round, work.model
-    client, cache = None, None
-    if work.backend == "anthropic":
-        client = api.make_client(timeout=timeout, key_header=key_header)  # no key: fail before a run is recorded
-        if work.todo:
-            cache = cache_decision(client, model, work.todo[0], round, retries=retries, backoff=backoff)
-    checked = None  # local: refused before a run is recorded (an item past the context, the engine's self-check)
-    if work.backend == "local":
-        checked = work.local.check(work.todo, round)
-    left = None
-    if work.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
-        left = spend.settle_left_in_flight(ws, "annotation_ledger", "SELECT run_id FROM annotation_runs WHERE "
-                                           "annotator = ? AND round = ?", (annotator, round))
-    run_id = f"run-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
-    versions = work.version
-    info = {"backend": work.backend, "model": model, "params": work.params,
-            "prompt_version": next(iter(versions.values())) if len(versions) == 1 else versions,
-            "batch": batch, "concurrency": concurrency, "max_cost": max_cost, "limit": limit, "cache": cache,
-            "base_url": os.environ.get("ANTHROPIC_BASE_URL") if work.backend == "anthropic" else None}
-    if checked is not None:
-        info["self_check"] = checked
-    add_run(ws, run_id=run_id, annotator=annotator, round=round, info=info)
-    job = Job(ws, annotator, round, run_id, work.version, work.keys, batches=batch)
-    job.bar = tqdm(total=len(work.todo), unit="item", desc=f"round {round} {annotator}", disable=not show_progress)
-    marked = bool(cache and cache["marked"])
-    interrupted = False
-    try:
-        if work.backend == "local":
-            run_local(job, work.todo, work.local)
-        elif batch:
-            run_batches(job, work.todo, model, client, cache=marked, max_cost=max_cost, retries=retries,
-                        backoff=backoff, parse_retries=parse_retries, poll_interval=poll_interval)
-        else:
-            run_messages(job, work.todo, model, client, cache=marked, concurrency=concurrency, max_cost=max_cost,
-                         retries=retries, backoff=backoff, parse_retries=parse_retries)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        job.bar.close()
-        if interrupted and work.backend == "anthropic":  # Ctrl-C: where the run stands, not a bare "Aborted!"
-            print(spend.interrupted(max_cost, ledger_totals(ws, run_id), left=len(left_to_do(ws, work)),
-                                    held=job.held, batches=batch), file=sys.stderr)
-    cost = ledger_totals(ws, run_id)
-    rest = left_to_do(ws, work)
-    if job.over_budget is not None and job.stopped is None:
-        answered = job.counts["valid"] + job.counts["invalid"] + job.counts["refused"]
-        most = worst_left(rest, work, cache=marked, batch=batch, parse_retries=parse_retries)
-        job.stopped = spend.cap_reached(max_cost, job.over_budget, cost, left=len(rest), done=answered, worst_left=most)
-    remaining = len(rest)
-    return {"run_id": run_id, "annotator": annotator, "backend": work.backend, "round": round, "items": len(work.items),
-            "skipped": len(work.items) - len(work.todo), "valid": job.counts["valid"],
-            "invalid": job.counts["invalid"], "refused": job.counts["refused"], "failed": job.counts["failed"],
-            "remaining": remaining, "retries": job.retries, "stopped": job.stopped, "last_error": job.last_error,
-            "cache": cache, "cost": cost, "left_in_flight": left}
-
-
 def left_to_do(ws: Workspace, work: Work) -> list[dict]:
     """The items of ``work`` still without a valid or refused record under their current key."""
     done = done_keys(ws, work.annotator, work.round)
@@ -320,8 +281,7 @@ def cache_decision(client, model: str, item: dict, round: int, **retry) -> dict:
     return {"prefix_tokens": tokens, "method": method, "minimum": minimum, "marked": api.cacheable(tokens, model)}
 
 
-def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int, timeout: float, key_header,
-                show_progress: bool, retries: int, backoff: float) -> dict:
+def dry_summary(work: Work, o: AnnotateOptions) -> dict:
     """What a run would send and what it could cost at most, nothing sent.
 
     Input tokens come from the endpoint's ``count_tokens`` where it offers one (and a key is
@@ -337,11 +297,12 @@ def dry_summary(work: Work, *, batch: bool, parse_retries: int, concurrency: int
            "cache": None}
     if work.backend == "local" or not work.todo:
         return out
-    client = api.make_client(timeout=timeout, key_header=key_header) if os.environ.get("ANTHROPIC_API_KEY") else None
-    retry = dict(retries=retries, backoff=backoff)
+    batch, parse_retries = o.batch, o.parse_retries
+    client = api.make_client(timeout=o.timeout, key_header=o.key_header) if os.environ.get("ANTHROPIC_API_KEY") else None
+    retry = dict(retries=o.retries, backoff=o.backoff)
     cache = cache_decision(client, work.model, work.todo[0], work.round, **retry)
     params = [claude.request_params(work.model, it, work.round, cache=cache["marked"]) for it in work.todo]
-    counted = count_all(client, params, concurrency=concurrency, show_progress=show_progress, **retry)
+    counted = count_all(client, params, concurrency=o.concurrency, show_progress=not o.quiet, **retry)
     method = "count_tokens" if counted is not None else "bound"
     bounds = [api.input_bound(p) for p in params]
     tokens = counted if counted is not None else bounds
@@ -377,53 +338,29 @@ def count_all(client, params: list[dict], *, concurrency: int, show_progress: bo
     return counts
 
 
-# --- local ----------------------------------------------------------------------------------
-
-def run_local(job: Job, todo: list[dict], local) -> None:
-    """Items are scored a batch at a time; each is stored as its batch ends, so a killed run resumes."""
-    for item, result, raw in local.annotate_all(todo, job.round):
-        job.save(item, "valid", result, raw, local.snapshot)
-
-
 # --- anthropic: one Messages request per item, bounded concurrency ------------------------------
 
-def run_messages(job: Job, todo: list[dict], model: str, client, *, cache: bool, concurrency: int, max_cost,
-                 retries: int, backoff: float, parse_retries: int) -> None:
+def run_messages(job: AnnotationJob, todo: list[dict], model: str, client, *, cache: bool,
+                 options: AnnotateOptions) -> None:
     """Items ``concurrency`` at a time, each sent once its worst case fits under ``max_cost``
-    (``curate.anthropic_api.spend``); each reply is in the ledger before its record is written."""
-    counters = api.Counters()
-    spending = spend.Spending(job.ws, cap=max_cost, model=model, table="annotation_ledger",
-                              add=lambda ws, **row: add_ledger(ws, run_id=job.run_id, batch=False, **row))
+    (``curate.asking.claude``); each reply is in the ledger before its record is written."""
+    o, counters = options, api.Counters()
+    spending = spend.Spending(job.ws, cap=o.max_cost, model=model, table=LEDGER.table,
+                              add=lambda ws, **row: LEDGER.add(ws, run_id=job.run_id, batch=False, **row))
 
     def start(item: dict):
         params = claude.request_params(model, item, job.round, cache=cache)
-        bounds = claude.attempt_bounds(params, api.input_bound(params), attempts=parse_retries + 1, batch=False)
+        bounds = claude.attempt_bounds(params, api.input_bound(params), attempts=o.parse_retries + 1, batch=False)
         tab = spending.tab(bounds, item_id=item["item_id"], request_key=job.keys[item["item_id"]])
-        return tab, lambda: claude.ask(client, params, item, job.round, tab=tab, retries=retries, backoff=backoff,
-                                       parse_retries=parse_retries, counters=counters)
+        return tab, lambda: claude.ask(client, params, item, job.round, tab=tab, retries=o.retries, backoff=o.backoff,
+                                       parse_retries=o.parse_retries, counters=counters)
 
-    def finish(item: dict, tab: spend.Tab, future) -> None:
-        job.spent += tab.billed  # its replies are in the ledger already, even when a re-ask failed
-        try:
-            reply = future.result()
-        except spend.OverBudget as exc:
-            job.over_budget = job.over_budget or exc.why
-        except api.Stop as exc:
-            job.stopped = job.stopped or str(exc)
-        except api.GaveUp as exc:
-            job.fail(str(exc))
-        else:
-            job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot, priced(model, reply.attempts),
-                     ledgered=len(reply.attempts))
-        job.show(counters.retrying)
+    def store(item: dict, reply) -> None:
+        job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot, priced(model, reply.attempts),
+                 ledgered=len(reply.attempts))
 
-    try:
-        kept_back = spending.send_all(todo, start, finish, concurrency=concurrency, halted=lambda: job.halted,
-                                      waiting=job.hold)
-    finally:
-        spending.close()
-    if kept_back is not None:
-        job.over_budget = spend.kept_back(kept_back)
+    send_messages(job, todo, spending=spending, start=start, store=store, concurrency=o.concurrency,
+                  counters=counters)
 
 
 def priced(model: str, attempts: list[dict]) -> list[dict]:
@@ -440,8 +377,7 @@ def custom_id(key: str, item_id: str, attempt: int) -> str:
     return f"k{sha256_text(item_id + chr(0) + key).split(':')[-1][:40]}-{attempt}"
 
 
-def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, max_cost, retries: int,
-                backoff: float, parse_retries: int, poll_interval: float) -> None:
+class BatchRun:
     """Submit the pending items as batches, poll until each ends, store results matched by
     custom_id. Errored / expired / canceled requests and unreadable replies go into the next batch
     (bounded); batches already submitted by a killed run are polled, not submitted again.
@@ -449,74 +385,103 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
     Under --max-cost a batch takes the items whose worst case fits beside what was spent and what
     is reserved for batches still processing; the rest wait for the next batch, which is sent
     once a batch has ended and its true cost is known."""
-    counters = api.Counters()
-    by_id = {it["item_id"]: it for it in todo}
-    pending = open_batches(job.ws, annotator=job.annotator, round=job.round)
-    in_flight = {item_id for mapping in pending.values() for item_id, _ in mapping.values()}
-    queue = [it for it in todo if it["item_id"] not in in_flight]
-    replies: dict[str, list[dict]] = {}
-    resubmits: Counter = Counter()
-    submitted: Counter = Counter()
 
-    def call(fn):
-        return api.with_retries(fn, client=client, retries=retries, backoff=backoff, counters=counters)
+    def __init__(self, job: AnnotationJob, todo: list[dict], model: str, client, *, cache: bool,
+                 options: AnnotateOptions):
+        self.job, self.model, self.client, self.cache, self.o = job, model, client, cache, options
+        self.counters = api.Counters()
+        self.by_id = {it["item_id"]: it for it in todo}
+        self.pending = open_batches(job.ws, annotator=job.annotator, round=job.round)
+        in_flight = {item_id for mapping in self.pending.values() for item_id, _ in mapping.values()}
+        self.queue = [it for it in todo if it["item_id"] not in in_flight]
+        self.replies: dict[str, list[dict]] = {}
+        self.resubmits: Counter = Counter()
+        self.submitted: Counter = Counter()
+        self.reserved = {batch_id: sum(self.worst(self.item(iid)) for iid, _ in mapping.values())
+                         for batch_id, mapping in self.pending.items()}
 
-    def item(item_id: str) -> dict:
-        if item_id not in by_id:  # submitted by an earlier run for an item outside this selection
-            by_id.update({it["item_id"]: it for it in job.ws.items() if it["item_id"] not in by_id})
-        return by_id[item_id]
+    def call(self, fn):
+        return api.with_retries(fn, client=self.client, retries=self.o.retries, backoff=self.o.backoff,
+                                counters=self.counters)
 
-    def worst(it: dict) -> float:
-        params = claude.request_params(model, it, job.round, cache=cache)
+    def item(self, item_id: str) -> dict:
+        if item_id not in self.by_id:  # submitted by an earlier run for an item outside this selection
+            self.by_id.update({it["item_id"]: it for it in self.job.ws.items() if it["item_id"] not in self.by_id})
+        return self.by_id[item_id]
+
+    def worst(self, it: dict) -> float:
+        params = claude.request_params(self.model, it, self.job.round, cache=self.cache)
         return claude.worst_case_usd(params, api.input_bound(params), attempts=1, batch=True)
 
-    reserved = {batch_id: sum(worst(item(iid)) for iid, _ in mapping.values()) for batch_id, mapping in pending.items()}
-    while job.stopped is None:
+    def run(self) -> None:
+        job = self.job
+        while job.stopped is None:
+            take, reserve = self.fitting()
+            if take and not self.submit(take, reserve):
+                break
+            if not self.pending:
+                if self.queue:
+                    job.over_budget = spend.kept_back(self.worst(self.queue[0]))
+                break
+            batch_id, mapping = next(iter(self.pending.items()))
+            if not self.collect(batch_id, mapping):
+                break
+            job.show(self.counters.retrying)
+
+    def fitting(self) -> tuple[list[dict], float]:
+        """The queued items the next batch takes (those whose worst case fits the cap beside what is
+        spent and reserved), and what they reserve; the cap's hold on the rest, said."""
+        cap, job = self.o.max_cost, self.job
         take, wait_list, reserve = [], [], 0.0
-        for it in queue:
-            cost = worst(it)
-            if max_cost is not None and job.spent + sum(reserved.values()) + reserve + cost > max_cost:
+        for it in self.queue:
+            cost = self.worst(it)
+            if cap is not None and job.spent + sum(self.reserved.values()) + reserve + cost > cap:
                 wait_list.append(it)
             else:
                 take.append(it)
                 reserve += cost
-        queue = wait_list
-        if max_cost is not None and queue and (take or pending):  # held back beside batches in flight
-            held = sum(reserved.values()) + reserve
-            job.hold(spend.Held(max_cost, held, max(max_cost - job.spent - held, 0.0), len(pending) + bool(take),
-                                len(queue)))
+        self.queue = wait_list
+        if cap is not None and self.queue and (take or self.pending):  # held back beside batches in flight
+            held = sum(self.reserved.values()) + reserve
+            job.hold(spend.Held(cap, held, max(cap - job.spent - held, 0.0), len(self.pending) + bool(take),
+                                len(self.queue)))
         elif job.held is not None:
             job.hold(None)
-        if take:
-            rows = []
-            for it in take:
-                submitted[it["item_id"]] += 1
-                rows.append((custom_id(job.keys[it["item_id"]], it["item_id"], submitted[it["item_id"]]),
-                             it["item_id"], job.keys[it["item_id"]]))
-            requests = [{"custom_id": cid, "params": claude.request_params(model, by_id[iid], job.round, cache=cache)}
-                        for cid, iid, _ in rows]
-            try:
-                created = call(lambda: client.messages.batches.create(requests=requests))
-                batch_status(client, created)
-            except (api.Stop, api.GaveUp) as exc:
-                job.stopped = str(exc)
-                break
-            add_batch(job.ws, batch_id=created.id, run_id=job.run_id, annotator=job.annotator,
-                      round=job.round, requests=rows)
-            pending[created.id] = {cid: (iid, key) for cid, iid, key in rows}
-            reserved[created.id] = reserve
-        if not pending:
-            if queue:
-                job.over_budget = spend.kept_back(worst(queue[0]))
-            break
-        batch_id, mapping = next(iter(pending.items()))
+        return take, reserve
+
+    def submit(self, take: list[dict], reserve: float) -> bool:
+        """One batch of ``take``, recorded as in flight; False when the API stopped the run."""
+        job = self.job
+        rows = []
+        for it in take:
+            self.submitted[it["item_id"]] += 1
+            rows.append((custom_id(job.keys[it["item_id"]], it["item_id"], self.submitted[it["item_id"]]),
+                         it["item_id"], job.keys[it["item_id"]]))
+        requests = [{"custom_id": cid, "params": claude.request_params(self.model, self.by_id[iid], job.round,
+                                                                       cache=self.cache)} for cid, iid, _ in rows]
         try:
-            while batch_status(client, call(lambda: client.messages.batches.retrieve(batch_id))) != "ended":
-                time.sleep(poll_interval)
-            results = call(lambda: list(client.messages.batches.results(batch_id)))
+            created = self.call(lambda: self.client.messages.batches.create(requests=requests))
+            batch_status(self.client, created)
+        except (api.Stop, api.GaveUp) as exc:
+            job.stopped = str(exc)
+            return False
+        add_batch(job.ws, batch_id=created.id, run_id=job.run_id, annotator=job.annotator, round=job.round,
+                  requests=rows)
+        self.pending[created.id] = {cid: (iid, key) for cid, iid, key in rows}
+        self.reserved[created.id] = reserve
+        return True
+
+    def collect(self, batch_id: str, mapping: dict) -> bool:
+        """Poll one batch until it ends and store its results; False when the API stopped the run
+        (the batch is kept and polled again on the next run)."""
+        job, client = self.job, self.client
+        try:
+            while batch_status(client, self.call(lambda: client.messages.batches.retrieve(batch_id))) != "ended":
+                time.sleep(self.o.poll_interval)
+            results = self.call(lambda: list(client.messages.batches.results(batch_id)))
         except (api.Stop, api.GaveUp) as exc:
             job.stopped = f"{exc}; batch {batch_id} is kept and polled again on the next run"
-            break
+            return False
         seen, saved = set(), saved_results(job.ws, batch_id)
         for res in results:
             if res.custom_id not in mapping:
@@ -525,17 +490,17 @@ def run_batches(job: Job, todo: list[dict], model: str, client, *, cache: bool, 
             item_id, key = mapping[res.custom_id]
             job.keys.setdefault(item_id, key)
             if res.custom_id in saved:  # stored by a run killed before it closed this batch
-                requeue_unfinished(job, item_id, key, by_id, queue)
+                requeue_unfinished(job, item_id, key, self.by_id, self.queue)
                 continue
-            handle_result(job, item(item_id), res, model, replies, resubmits, queue, retries, parse_retries, client,
-                          (batch_id, res.custom_id))
+            handle_result(job, self.item(item_id), res, self.model, self.replies, self.resubmits, self.queue,
+                          self.o.retries, self.o.parse_retries, client, (batch_id, res.custom_id))
         for cid, (item_id, _) in mapping.items():  # a request with no result line: ask again
-            if cid not in seen and item_id in by_id:
-                queue.append(by_id[item_id])
+            if cid not in seen and item_id in self.by_id:
+                self.queue.append(self.by_id[item_id])
         close_batch(job.ws, batch_id)
-        del pending[batch_id]
-        reserved.pop(batch_id, None)
-        job.show(counters.retrying)
+        del self.pending[batch_id]
+        self.reserved.pop(batch_id, None)
+        return True
 
 
 def batch_status(client, batch) -> str:
@@ -546,7 +511,7 @@ def batch_status(client, batch) -> str:
     return status
 
 
-def requeue_unfinished(job: Job, item_id: str, key: str, by_id: dict, queue: list) -> None:
+def requeue_unfinished(job: AnnotationJob, item_id: str, key: str, by_id: dict, queue: list) -> None:
     """A result stored by an earlier run that left its item without a record (an unusable reply
     whose re-ask was never sent): ask again, without storing or billing that result twice."""
     stored = job.ws.conn.execute("SELECT 1 FROM annotations WHERE annotator = ? AND round = ? AND item_id = ? "
@@ -555,7 +520,7 @@ def requeue_unfinished(job: Job, item_id: str, key: str, by_id: dict, queue: lis
         queue.append(by_id[item_id])
 
 
-def handle_result(job: Job, item: dict, res, model: str, replies: dict, resubmits: Counter, queue: list,
+def handle_result(job: AnnotationJob, item: dict, res, model: str, replies: dict, resubmits: Counter, queue: list,
                   retries: int, parse_retries: int, client, request: tuple[str, str]) -> None:
     kind = res.result.type
     if kind != "succeeded":

@@ -17,6 +17,7 @@ import schemas
 from curate.core.clock import now
 from curate.core.errors import CurateError
 from curate.core.secrets import redact, redact_data
+from curate.asking.ledger import CostLedger
 from curate.items.store import Workspace
 
 MIGRATIONS = [
@@ -241,32 +242,8 @@ def read_history(ws: Workspace, *, annotator: str | None = None, item_id: str | 
 
 # --- cost ledger -------------------------------------------------------------------------------
 
-LEDGER_TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
-
-
-def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, attempt: int, batch: bool,
-               model_snapshot: str | None, usage: dict, usd: float, state: str = "billed") -> int:
-    """Append what one reply cost, or (``state``) a request in flight or given up on; its rowid."""
-    return ws.conn.execute(
-        "INSERT INTO annotation_ledger (run_id, item_id, request_key, attempt, batch, model_snapshot, "
-        + ", ".join(LEDGER_TOKENS) + ", usd, created_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, item_id, request_key, attempt, int(batch), redact(model_snapshot),
-         *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now(), state)).lastrowid
-
-
-def ledger_totals(ws: Workspace, run_id: str | None = None, *, table: str = "annotation_ledger") -> dict:
-    """Summed tokens, USD and reply count of the billed replies, for one run or (run_id None) the
-    whole workspace, and ``possibly_billed`` / ``possibly_billed_usd``: the requests given up on or
-    left in flight, at the most each could cost; ``table``: a ledger with these columns
-    (generation keeps its own, ``generation_ledger``)."""
-    row = ws.conn.execute(
-        "SELECT count(*) FILTER (WHERE state = 'billed'), "
-        + ", ".join(f"coalesce(sum({k}) FILTER (WHERE state = 'billed'), 0)" for k in LEDGER_TOKENS)
-        + ", coalesce(sum(usd) FILTER (WHERE state = 'billed'), 0), count(*) FILTER (WHERE state != 'billed'), "
-        f"coalesce(sum(usd) FILTER (WHERE state != 'billed'), 0) FROM {table}" + (" WHERE run_id = ?" if run_id else ""),
-        (run_id,) if run_id else ()).fetchone()
-    return {"replies": row[0], **dict(zip(LEDGER_TOKENS, row[1:5])), "usd": round(row[5], 6),
-            "possibly_billed": row[6], "possibly_billed_usd": round(row[7], 6)}
+#: The one cost ledger (``curate.asking.ledger``), in this stage's table (with the Message Batches flag).
+LEDGER = CostLedger("annotation_ledger", batch=True)
 
 
 def read_ledger(ws: Workspace) -> pd.DataFrame:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 
 from annotate.options import LIMIT, QUIET, claude_options
-from curate.core.options import Option, defaults
+from curate.core.options import Option, defaults, options_class
 from scoring.models import DTYPES
+from scoring.options import label_of, modes_of
 
 #: Each seed is a full pass over the items; the study used 5.
 MAX_SEEDS = 1000
@@ -23,8 +24,33 @@ def _temperature(value: float) -> float:
     return float(value)
 
 
+def seeds_of(value) -> list[int]:
+    """The seeds: a count N (seeds 0..N-1) or the seeds themselves."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 1 <= value <= MAX_SEEDS:
+            raise ValueError(f"is not in the range 1 <= x <= {MAX_SEEDS}")
+        return list(range(value))
+    seeds = sorted(set(value))
+    if not seeds or any(not isinstance(k, int) or k < 0 for k in seeds):
+        raise ValueError("give a positive count (seeds 0..N-1) or non-negative seeds")
+    return seeds
+
+
+def template_of(value: str) -> str:
+    from generate.prompts import template_names
+    if value not in template_names():
+        raise ValueError(f"unknown template {value!r}; choose from {', '.join(template_names())}")
+    return value
+
+
 GENERATE = [
-    Option("seeds", int, 5, min=1, max=MAX_SEEDS,
+    Option("model", default="smollm2-135m",
+           help="A local model, local:NAME or NAME (built-in name, folder, GGUF file or Hub id), or anthropic:MODEL."),
+    Option("modes", default="full,zero", convert=modes_of, help="Comma-separated prompt modes."),
+    Option("template", default="numbered", convert=template_of,
+           help="Prompt wording (generate/templates/NAME.yaml): numbered or question."),
+    Option("label", convert=label_of, help="Model name stored with the answers (default: --model)."),
+    Option("seeds", int, 5, min=1, max=MAX_SEEDS, convert=seeds_of,
            help="Number of seeds (0..N-1): each shuffles the options anew (and seeds sampling when --temperature > 0)."),
     Option("temperature", float, min=0, convert=_temperature,
            help="local: 0 (the default) = greedy decoding. Not for anthropic: the API takes no sampling settings."),
@@ -48,3 +74,5 @@ GENERATE = [
 ]
 
 DEFAULTS = defaults(GENERATE)
+#: The generate stage's options: one object, every value checked on construction.
+GenerateOptions = options_class("GenerateOptions", GENERATE)

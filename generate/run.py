@@ -20,26 +20,19 @@ import os
 import platform
 import sys
 import time
-import uuid
-from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 
-from tqdm import tqdm
-
-from curate.core.clock import now
+from curate.asking.job import Job
+from curate.asking.local import run_local
 from curate.core.errors import CurateError
-from curate.items.canonical import MODES, canonical_json, sha256_text
-from curate.core.lock import work_lock
-from generate.options import DEFAULTS
-from scoring import model_spec
+from curate.items.canonical import canonical_json, sha256_text
+from curate.items.stage import Stage
+from generate.options import DEFAULTS, GenerateOptions
 from generate.parse import Parsed, parse_reply
-from generate.prompts import DEFAULT_TEMPLATE, load_template, render, shown_options, shuffle_order
-from generate.store import (add_ledger, add_run, done_keys, ledger_totals, open_generations, settings_label,
-                            write_generations)
-
-if TYPE_CHECKING:  # the anthropic SDK is imported only for a Claude run
-    from curate.anthropic_api import spend
+from generate.prompts import load_template, render, shown_options, shuffle_order
+from generate.store import LEDGER, add_run, done_keys, open_generations, settings_label, write_generations
+from scoring import model_spec
+from scoring.models import max_length
 
 
 @dataclass
@@ -162,276 +155,223 @@ def versions(backend: str) -> dict:
     return out
 
 
-def generate_workspace(root, model: str, modes: list[str], seeds: int | list[int], *,
-                       template: str = DEFAULT_TEMPLATE, temperature: float | None = DEFAULTS["temperature"],
-                       top_p: float | None = DEFAULTS["top_p"], max_new_tokens: int = DEFAULTS["max_new_tokens"],
-                       limit: int | None = DEFAULTS["limit"], label: str | None = None,
-                       batch_size: int = DEFAULTS["batch_size"], dtype: str = DEFAULTS["dtype"],
-                       device: str = DEFAULTS["device"], show_progress: bool = True,
-                       concurrency: int = DEFAULTS["concurrency"], max_cost: float | None = DEFAULTS["max_cost"],
-                       retries: int = DEFAULTS["retries"], backoff: float = DEFAULTS["backoff"],
-                       parse_retries: int = DEFAULTS["parse_retries"], timeout: float = DEFAULTS["timeout"],
-                       key_header: str | None = DEFAULTS["key_header"], replace: bool = DEFAULTS["replace"],
-                       fewshot: int = DEFAULTS["fewshot"], fewshot_pool: str | None = DEFAULTS["fewshot_pool"]) -> dict:
-    """Ask ``model`` (a local model, or anthropic:MODEL) for every (item, mode, seed) of ``root``
-    (the first ``limit`` items) not yet stored under these settings; ``seeds`` is a count (seeds
-    0..N-1) or a list. ``temperature`` / ``top_p`` default to greedy decoding for a local model;
-    Claude takes neither (see ``generate.claude``). Returns a summary: units, computed, cached,
-    status counts, failed (Claude errors that outlasted the retries; still pending), remaining,
-    stopped, cost, seconds. ``fewshot`` shows that many worked examples before each question
-    (``worked_example``; its answers are kept apart under settings ending ``,k=K``)."""
-    backend, name = parse_model(model)
-    seeds = list(range(seeds)) if isinstance(seeds, int) else sorted(set(seeds))
-    if backend == "anthropic" and (temperature is not None or top_p is not None):
-        raise CurateError("anthropic: the Messages API version the anthropic SDK sends (2026-10-21) accepts no "
-                          "temperature or top-p; leave them out (Claude samples with its own defaults)")
-    if backend == "local":
-        temperature = 0.0 if temperature is None else temperature
-        top_p = 1.0 if top_p is None else top_p
-    _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurrency, parse_retries)
-    tpl = load_template(template)
-    label = label or (name if backend == "local" else model)  # local:NAME and NAME store the same answers
-    settings = settings_label(temperature, top_p, max_new_tokens) + (f",k={fewshot}" if fewshot else "")
-    start = time.perf_counter()
-    ws = open_generations(root)  # a bad workspace fails before the model loads
-    try:
-        # Two runs of one label, template and settings would both ask for every pending answer
-        # (and pay twice): the second stops at once, before its model loads.
-        with work_lock(root, f"generate {label} {tpl.name} {settings}", command="generate"):
-            items = ws.items()[:limit] if limit else ws.items()
-            shots, shot_scope = fewshot_examples(ws, items, fewshot, fewshot_pool)  # before the model loads
-            if backend == "local":
-                from generate.local import LocalGenerator
-                engine = LocalGenerator(name, dtype=dtype, device=device)
-                identity = engine.identity
-            else:
-                from curate.anthropic_api import client as api, prices
-                prices.price(name)  # unknown model: fail before anything is asked
-                # a missing or bad key or URL: one line, now
-                client = api.make_client(timeout=timeout, key_header=key_header, stage="generate")
-                identity = {"model": name, "parse_retries": parse_retries}
-            scope = {"model": label, "backend": backend, "identity": identity, "template": tpl.name,
-                     "template_hash": tpl.hash, "temperature": temperature, "top_p": top_p,
-                     "max_new_tokens": max_new_tokens, **shot_scope}
-            units = plan(items, modes, seeds, tpl, scope, shots)
-            _check_one_source(ws, units, label, tpl.name, settings, replace=replace)
-            left = None
-            if backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
-                from curate.anthropic_api import spend
-                left = spend.settle_left_in_flight(ws, "generation_ledger", "SELECT run_id FROM generation_runs "
-                                                   "WHERE model = ? AND template = ? AND settings = ?",
-                                                   (label, tpl.name, settings))
-            done = done_keys(ws, label, tpl.name, settings)
-            todo = [u for u in units if u.done_key not in done]
-            run_id = f"gen-{now().replace(':', '').replace('+0000', 'Z')}-{uuid.uuid4().hex[:8]}"
-            info = {"model": model, "backend": backend, "identity": identity, "template": tpl.name,
-                    "template_hash": tpl.hash, "settings": {"temperature": temperature, "top_p": top_p,
-                                                            "max_new_tokens": max_new_tokens},
-                    "seeds": seeds, "modes": list(modes), "limit": limit, "versions": versions(backend), **shot_scope}
-            if backend == "local":
-                info.update(prompt_format="chat-template" if engine.chat else "plain", device=device,
-                            batch_size=batch_size, sampling="greedy" if temperature == 0 else "per-row generators")
-            else:
-                info.update(prompt_format="messages-api", concurrency=concurrency, max_cost=max_cost,
-                            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)  # add_run redacts it
-            with ws.transaction():
-                add_run(ws, run_id=run_id, model=label, backend=backend, template=tpl.name, settings=settings, info=info)
-            job = Job(ws, run_id, label, tpl.name, settings)
-            job.bar = tqdm(total=len(todo), unit="answer", desc=f"generate {label}", disable=not show_progress,
-                           dynamic_ncols=True)
-            loop_start = time.perf_counter()
-            interrupted = False
-            try:
-                if backend == "local":
-                    run_local(job, todo, engine, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                              batch_size=batch_size)
-                else:
-                    run_claude(job, todo, name, client, max_new_tokens=max_new_tokens,
-                               concurrency=concurrency, max_cost=max_cost, retries=retries, backoff=backoff,
-                               parse_retries=parse_retries)
-            except KeyboardInterrupt:
-                interrupted = True
-                raise
-            finally:
-                job.bar.close()
-                if interrupted and backend == "anthropic":  # Ctrl-C: where the run stands, not a bare "Aborted!"
-                    stored = done_keys(ws, label, tpl.name, settings)
-                    print(spend.interrupted(max_cost, ledger_totals(ws, run_id), unit="answers", held=job.held,
-                                            left=sum(1 for u in units if u.done_key not in stored)), file=sys.stderr)
-            loop_seconds = time.perf_counter() - loop_start
-            cost = ledger_totals(ws, run_id)
-            stored = done_keys(ws, label, tpl.name, settings)
-            computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
-            if job.over_budget is not None and job.stopped is None:
-                rest = [u for u in units if u.done_key not in stored]
-                job.stopped = spend.cap_reached(max_cost, job.over_budget, cost, left=len(rest), unit="answers",
-                                                done=computed, worst_left=worst_left(rest, name, max_new_tokens,
-                                                                                     parse_retries))
-            return {"run_id": run_id, "model": label, "backend": backend, "template": tpl.name, "settings": settings,
-                    "items": len(items), "modes": list(modes), "seeds": seeds, "units": len(units),
-                    "cached": len(units) - len(todo), "computed": computed,
-                    **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
-                    "remaining": sum(1 for u in units if u.done_key not in stored), "stopped": job.stopped,
-                    "last_error": job.last_error, "cost": cost, "left_in_flight": left,
-                    "seconds": round(time.perf_counter() - start, 3), "generate_seconds": round(loop_seconds, 3),
-                    "answers_per_second": round(computed / loop_seconds, 3) if computed and loop_seconds else None}
-    finally:
-        ws.close()
-
-
-def _check(modes, seeds, temperature, top_p, max_new_tokens, batch_size, concurrency, parse_retries) -> None:
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise CurateError(f"unknown mode(s) {', '.join(bad) or '(none)'}; known: {', '.join(MODES)}")
-    if not seeds or min(seeds) < 0:
-        raise CurateError("seeds: give a positive count (seeds 0..N-1) or non-negative seeds")
-    if temperature is not None and (temperature < 0 or not 0 < top_p <= 1):
-        raise CurateError(f"temperature must be >= 0 and top-p in (0, 1], not {temperature} and {top_p}")
-    if temperature == 0 and top_p != 1:
-        raise CurateError("--top-p applies only when sampling (--temperature > 0); temperature 0 is greedy decoding")
-    for name, value in (("max-new-tokens", max_new_tokens), ("batch-size", batch_size), ("concurrency", concurrency)):
-        if value < 1:
-            raise CurateError(f"--{name} must be at least 1")
-    if parse_retries < 0:
-        raise CurateError("--parse-retries must be >= 0")
+def generate_workspace(root, model: str, modes=DEFAULTS["modes"], seeds=DEFAULTS["seeds"], show_progress: bool = True,
+                       **options) -> dict:
+    """``Generate`` of ``root`` by ``model`` in ``modes`` over ``seeds`` (a count, seeds 0..N-1, or
+    a list) with ``options`` (``GenerateOptions``' names; ``show_progress`` is ``not quiet``)."""
+    return Generate.with_options(root, model=model, modes=modes, seeds=seeds, quiet=not show_progress,
+                                 **options).run()
 
 
 @dataclass
-class Job:
-    """Where one run writes, and its counts for the progress bar and the summary."""
-    ws: object
-    run_id: str
-    label: str
-    template: str
-    settings: str
-    bar: tqdm | None = None
-    stopped: str | None = None
-    over_budget: str | None = None     # why --max-cost kept the next request back
-    last_error: str | None = None
-    spent: float = 0.0
-    held: spend.Held | None = None     # how --max-cost holds the run back now (None: it does not)
-    told: bool = False                 # why the cap slows the run was said
-
-    def __post_init__(self):
-        self.counts: Counter = Counter()
+class GenerationJob(Job):
+    """One generation run's state (``curate.asking.job.Job``), and how it writes a record."""
+    label: str = ""
+    template: str = ""
+    settings: str = ""
 
     def record(self, unit: Unit, parsed: Parsed, **kw) -> dict:
         return record(unit, label=self.label, template=self.template, settings=self.settings, run_id=self.run_id,
                       parsed=parsed, **kw)
 
-    def fail(self, message: str) -> None:
-        self.last_error = message
-        self.counts["failed"] += 1
-        self.show(1)
+    def store(self, records: list[dict]) -> None:
+        with self.ws.transaction():
+            write_generations(self.ws, records)
+        self.done([r["status"] for r in records])
 
-    def saved(self, records: list[dict]) -> None:
-        self.counts.update(r["status"] for r in records)
-        self.show(len(records))
 
-    def show(self, done: int) -> None:
-        if self.bar is not None:
-            self.bar.update(done)
-            self.bar.set_postfix(strict=self.counts["strict"], lenient=self.counts["lenient"],
-                                 unparsed=self.counts["unparsed"], failed=self.counts["failed"],
-                                 **({"usd": f"{self.spent:.4f}"} if self.spent else {}),
-                                 **({"cap": self.held.progress()} if self.held else {}), refresh=False)
+class Generate(Stage):
+    """`curate generate`: ask the model (a local model, or anthropic:MODEL) for every (item, mode,
+    seed) of the workspace (the first ``limit`` items) not yet stored under these settings.
+    ``temperature`` / ``top_p`` default to greedy decoding for a local model; Claude takes neither
+    (see ``generate.claude``). The summary: units, computed, cached, status counts, failed (Claude
+    errors that outlasted the retries; still pending), remaining, stopped, cost, seconds.
+    ``fewshot`` shows that many worked examples before each question (``worked_example``; its
+    answers are kept apart under settings ending ``,k=K``)."""
+    name = "generate"
+    Options = GenerateOptions
 
-    def hold(self, held: spend.Held | None) -> None:
-        """The cap holds the run back (``held``) or lets it go again (None): on the progress line,
-        and the first time in a line of its own saying why the run slows down."""
-        self.held = held
-        if self.bar is None or self.bar.disable:
-            return
-        if held is not None and not self.told:
-            self.told = True
-            self.bar.write(held.why(), file=sys.stderr)
-        self.show(0)
-        self.bar.refresh()
+    def __init__(self, root, options):
+        backend, name = parse_model(options.model)
+        if backend == "anthropic" and (options.temperature is not None or options.top_p is not None):
+            raise CurateError("anthropic: the Messages API version the anthropic SDK sends (2026-10-21) accepts no "
+                              "temperature or top-p; leave them out (Claude samples with its own defaults)")
+        if backend == "local":
+            options = replace(options, temperature=0.0 if options.temperature is None else options.temperature,
+                              top_p=1.0 if options.top_p is None else options.top_p)
+        if options.temperature == 0 and options.top_p != 1:
+            raise CurateError("--top-p applies only when sampling (--temperature > 0); temperature 0 is greedy "
+                              "decoding")
+        super().__init__(root, options)
+        self.backend, self.model = backend, name
+        self.template = load_template(options.template)
+        self.label = options.label or (name if backend == "local" else options.model)  # local:NAME, NAME alike
+        self.settings = settings_label(options.temperature, options.top_p, options.max_new_tokens) + (
+            f",k={options.fewshot}" if options.fewshot else "")
+
+    def work(self) -> str:
+        # Two runs of one label, template and settings would both ask for every pending answer
+        # (and pay twice): the second stops at once, before its model loads.
+        return f"generate {self.label} {self.template.name} {self.settings}"
+
+    def execute(self) -> dict:
+        with open_generations(self.root) as ws:
+            o = self.options
+            items = ws.items()[:o.limit] if o.limit else ws.items()
+            shots, shot_scope = fewshot_examples(ws, items, o.fewshot, o.fewshot_pool)  # before the model loads
+            engine, client, identity = self.prepare()
+            scope = {"model": self.label, "backend": self.backend, "identity": identity, "template": self.template.name,
+                     "template_hash": self.template.hash, "temperature": o.temperature, "top_p": o.top_p,
+                     "max_new_tokens": o.max_new_tokens, **shot_scope}
+            units = plan(items, o.modes, o.seeds, self.template, scope, shots)
+            _check_one_source(ws, units, self.label, self.template.name, self.settings, replace=o.replace)
+            left = None
+            if self.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
+                from curate.anthropic_api import spend
+                left = spend.settle_left_in_flight(ws, LEDGER.table, "SELECT run_id FROM generation_runs "
+                                                   "WHERE model = ? AND template = ? AND settings = ?",
+                                                   (self.label, self.template.name, self.settings))
+            done = done_keys(ws, self.label, self.template.name, self.settings)
+            todo = [u for u in units if u.done_key not in done]
+            job = self.record_run(ws, identity, engine, shot_scope)
+            seconds = self.dispatch(job, units, todo, engine, client)
+            return self.summary(ws, job, items, units, todo, left, seconds)
+
+    def prepare(self) -> tuple:
+        """(local engine, Claude client, the identity request keys hash): the model loaded, or the
+        key, URL and model checked, before anything is asked."""
+        o = self.options
+        if self.backend == "local":
+            from generate.local import LocalGenerator
+            engine = LocalGenerator(self.model, dtype=o.dtype, device=o.device)
+            return engine, None, engine.identity
+        from curate.anthropic_api import client as api, prices
+        prices.price(self.model)  # unknown model: fail before anything is asked
+        client = api.make_client(timeout=o.timeout, key_header=o.key_header, stage="generate")  # bad key/URL: now
+        return None, client, {"model": self.model, "parse_retries": o.parse_retries}
+
+    def record_run(self, ws, identity: dict, engine, shot_scope: dict) -> GenerationJob:
+        o = self.options
+        run_id = self.run_id("gen", stamped=True)
+        info = {"model": o.model, "backend": self.backend, "identity": identity, "template": self.template.name,
+                "template_hash": self.template.hash, "settings": {"temperature": o.temperature, "top_p": o.top_p,
+                                                                  "max_new_tokens": o.max_new_tokens},
+                "seeds": o.seeds, "modes": list(o.modes), "limit": o.limit, "versions": versions(self.backend),
+                **shot_scope}
+        if self.backend == "local":
+            info.update(prompt_format="chat-template" if engine.chat else "plain", device=o.device,
+                        batch_size=o.batch_size, sampling="greedy" if o.temperature == 0 else "per-row generators")
+        else:
+            info.update(prompt_format="messages-api", concurrency=o.concurrency, max_cost=o.max_cost,
+                        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)  # add_run redacts it
+        with ws.transaction():
+            add_run(ws, run_id=run_id, model=self.label, backend=self.backend, template=self.template.name,
+                    settings=self.settings, info=info)
+        return GenerationJob(ws, run_id, ("strict", "lenient", "unparsed"), label=self.label,
+                             template=self.template.name, settings=self.settings)
+
+    def dispatch(self, job: GenerationJob, units: list[Unit], todo: list[Unit], engine, client) -> float:
+        """The backend asks; Ctrl-C says where the run stands (spent, left, the cap), not a bare
+        "Aborted!". Returns the seconds it took."""
+        o = self.options
+        job.bar = self.progress(len(todo), "answer", f"generate {self.label}")
+        start = time.perf_counter()
+        try:
+            if self.backend == "local":
+                run_local(job, local_batches(job, todo, engine, o), job.store)
+            else:
+                run_claude(job, todo, self.model, client, o)
+        except KeyboardInterrupt:
+            if self.backend == "anthropic":
+                from curate.anthropic_api import spend
+                job.bar.close()
+                stored = done_keys(job.ws, self.label, self.template.name, self.settings)
+                print(spend.interrupted(o.max_cost, LEDGER.totals(job.ws, job.run_id), unit="answers", held=job.held,
+                                        left=sum(1 for u in units if u.done_key not in stored)), file=sys.stderr)
+            raise
+        finally:
+            job.bar.close()
+        return time.perf_counter() - start
+
+    def summary(self, ws, job: GenerationJob, items, units, todo, left, seconds: float) -> dict:
+        o = self.options
+        cost = LEDGER.totals(ws, job.run_id)
+        stored = done_keys(ws, self.label, self.template.name, self.settings)
+        computed = sum(job.counts[s] for s in ("strict", "lenient", "unparsed"))
+        if job.over_budget is not None and job.stopped is None:
+            from curate.anthropic_api import spend
+            rest = [u for u in units if u.done_key not in stored]
+            job.stopped = spend.cap_reached(o.max_cost, job.over_budget, cost, left=len(rest), unit="answers",
+                                            done=computed, worst_left=worst_left(rest, self.model, o.max_new_tokens,
+                                                                                 o.parse_retries))
+        return {"run_id": job.run_id, "model": self.label, "backend": self.backend, "template": self.template.name,
+                "settings": self.settings, "items": len(items), "modes": list(o.modes), "seeds": o.seeds,
+                "units": len(units), "cached": len(units) - len(todo), "computed": computed,
+                **{s: job.counts[s] for s in ("strict", "lenient", "unparsed", "failed")},
+                "remaining": sum(1 for u in units if u.done_key not in stored), "stopped": job.stopped,
+                "last_error": job.last_error, "cost": cost, "left_in_flight": left,
+                "generate_seconds": round(seconds, 3),
+                "answers_per_second": round(computed / seconds, 3) if computed and seconds else None}
 
 
 # --- local: length-sorted batches, one transaction per batch ---------------------------------
 
-def run_local(job: Job, todo: list[Unit], engine, *, temperature: float, top_p: float, max_new_tokens: int,
-              batch_size: int) -> None:
-    from scoring.models import max_length
-
+def local_batches(job: GenerationJob, todo: list[Unit], engine, o: GenerateOptions):
+    """The local model's answers, a length-sorted batch at a time (longest first: the ETA errs
+    long), each batch's records together (``curate.asking.local.run_local`` stores each in one
+    transaction)."""
     if not todo:
         return
     encoded = engine.encode([engine.prompt(load_template(job.template), u.instructions, u.user) for u in todo])
     window = max_length(engine.model, engine.tokenizer)
-    if max_new_tokens >= window:  # the option is at fault, not any item
-        raise CurateError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the model's window of "
+    if o.max_new_tokens >= window:  # the option is at fault, not any item
+        raise CurateError(f"--max-new-tokens {o.max_new_tokens} leaves no room for a prompt in the model's window of "
                           f"{window} tokens; a reply needs a few tokens (the default is 8)")
-    room = window - max_new_tokens
+    room = window - o.max_new_tokens
     too_long = [i for i, ids in enumerate(encoded) if len(ids) > room]
     if too_long:
         u = todo[too_long[0]]
         raise CurateError(f"item {u.item['item_id']} ({u.mode} mode): the prompt has {len(encoded[too_long[0]])} "
-                          f"tokens, more than the model's {room + max_new_tokens} minus --max-new-tokens")
+                          f"tokens, more than the model's {room + o.max_new_tokens} minus --max-new-tokens")
     prefix = engine.shared_prefix(encoded)
-    ordered = sorted(range(len(todo)), key=lambda i: (-len(encoded[i]), i))  # longest first: ETA errs long
-    for start in range(0, len(ordered), batch_size):
-        rows = ordered[start:start + batch_size]
-        outs = engine.generate([encoded[i] for i in rows], temperature=temperature, top_p=top_p,
-                               max_new_tokens=max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows],
+    ordered = sorted(range(len(todo)), key=lambda i: (-len(encoded[i]), i))
+    for start in range(0, len(ordered), o.batch_size):
+        rows = ordered[start:start + o.batch_size]
+        outs = engine.generate([encoded[i] for i in rows], temperature=o.temperature, top_p=o.top_p,
+                               max_new_tokens=o.max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows],
                                prefix=prefix)
-        records = [job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text,
-                              new_tokens=out.new_tokens, finish=out.finish, replies=[out.text])
-                   for i, out in zip(rows, outs)]
-        with job.ws.transaction():
-            write_generations(job.ws, records)
-        job.saved(records)
+        yield ([job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text, new_tokens=out.new_tokens,
+                           finish=out.finish, replies=[out.text]) for i, out in zip(rows, outs)],)
 
 
 # --- anthropic: one request per unit, bounded concurrency, spend reserved before sending ----------
 
-def run_claude(job: Job, todo: list[Unit], model: str, client, *, max_new_tokens: int,
-               concurrency: int, max_cost, retries: int, backoff: float, parse_retries: int) -> None:
-    """Units ``concurrency`` at a time, each sent once its worst case fits under ``max_cost``
-    (``curate.anthropic_api.spend``: every request is in the ledger before it is sent, and every reply paid
-    for as soon as it is read, even when a re-ask after it fails); each record right after."""
+def run_claude(job: GenerationJob, todo: list[Unit], model: str, client, o: GenerateOptions) -> None:
+    """Units ``concurrency`` at a time through ``curate.asking.claude``, each record stored right
+    after its reply."""
     from curate.anthropic_api import client as api, spend
+    from curate.asking.claude import send_messages
     from generate import claude
 
     counters = api.Counters()
-    spending = spend.Spending(job.ws, cap=max_cost, model=model, table="generation_ledger",
-                              add=lambda ws, **row: add_ledger(ws, run_id=job.run_id, **row))
+    spending = spend.Spending(job.ws, cap=o.max_cost, model=model, table=LEDGER.table,
+                              add=lambda ws, **row: LEDGER.add(ws, run_id=job.run_id, **row))
 
     def start(unit: Unit):
-        params = claude.request_params(model, unit.instructions, unit.user, max_new_tokens=max_new_tokens)
-        tab = spending.tab(claude.attempt_bounds(params, len(unit.order), parse_retries),
+        params = claude.request_params(model, unit.instructions, unit.user, max_new_tokens=o.max_new_tokens)
+        tab = spending.tab(claude.attempt_bounds(params, len(unit.order), o.parse_retries),
                            item_id=unit.item["item_id"], request_key=unit.key)
-        return tab, lambda: claude.ask(client, params, unit.options, tab=tab, parse_retries=parse_retries,
-                                       retries=retries, backoff=backoff, counters=counters)
+        return tab, lambda: claude.ask(client, params, unit.options, tab=tab, parse_retries=o.parse_retries,
+                                       retries=o.retries, backoff=o.backoff, counters=counters)
 
-    def finish(unit: Unit, tab: spend.Tab, future) -> None:
-        job.spent += tab.billed
-        try:
-            parsed, attempts = future.result()
-        except spend.OverBudget as exc:
-            job.over_budget = job.over_budget or exc.why
-            return
-        except api.Stop as exc:
-            job.stopped = job.stopped or str(exc)
-            return
-        except api.GaveUp as exc:
-            job.fail(str(exc))
-            return
+    def store(unit: Unit, reply) -> None:
+        parsed, attempts = reply
         last = attempts[-1]
-        rec = job.record(unit, parsed, raw=last["text"], new_tokens=last["usage"]["output_tokens"],
-                         finish=last["stop_reason"], replies=[a["text"] for a in attempts])
-        with job.ws.transaction():
-            write_generations(job.ws, [rec])
-        job.saved([rec])
+        job.store([job.record(unit, parsed, raw=last["text"], new_tokens=last["usage"]["output_tokens"],
+                              finish=last["stop_reason"], replies=[a["text"] for a in attempts])])
 
-    try:
-        kept_back = spending.send_all(todo, start, finish, concurrency=concurrency,
-                                      halted=lambda: job.stopped is not None or job.over_budget is not None,
-                                      waiting=job.hold)
-    finally:
-        spending.close()
-    if kept_back is not None:
-        job.over_budget = spend.kept_back(kept_back)
+    send_messages(job, todo, spending=spending, start=start, store=store, concurrency=o.concurrency,
+                  counters=counters)
 
 
 def worst_left(units: list[Unit], model: str, max_new_tokens: int, parse_retries: int) -> float:

@@ -18,8 +18,7 @@ import json
 
 import pandas as pd
 
-from annotate import store as annotation_store
-from annotate.store import LEDGER_TOKENS
+from curate.asking.ledger import CostLedger
 from curate.core.clock import now
 from curate.core.secrets import redact, redact_data
 from curate.items.store import Workspace
@@ -158,18 +157,8 @@ def write_generations(ws: Workspace, records: list[dict]) -> None:
                         f"VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})", rows)
 
 
-def add_ledger(ws: Workspace, *, run_id: str, item_id: str, request_key: str, attempt: int,
-               model_snapshot: str | None, usage: dict, usd: float, state: str = "billed") -> int:
-    """Append what one reply cost, or (``state``) a request in flight or given up on; its rowid."""
-    return ws.conn.execute(
-        "INSERT INTO generation_ledger (run_id, item_id, request_key, attempt, model_snapshot, "
-        + ", ".join(LEDGER_TOKENS) + ", usd, created_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, item_id, request_key, attempt, redact(model_snapshot),
-         *(int(usage.get(k) or 0) for k in LEDGER_TOKENS), usd, now(), state)).lastrowid
-
-
-def ledger_totals(ws: Workspace, run_id: str) -> dict:
-    return annotation_store.ledger_totals(ws, run_id, table="generation_ledger")
+#: The one cost ledger (``curate.asking.ledger``), in this stage's table.
+LEDGER = CostLedger("generation_ledger")
 
 
 def done_keys(ws: Workspace, model: str, template: str, settings: str) -> set[tuple[str, str]]:

@@ -6,23 +6,7 @@ from pathlib import Path
 import click
 
 from curate.core.options import click_options
-from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions, label_of, modes_of
-
-
-def _label(ctx, param, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return label_of(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _modes(ctx, param, value: str) -> list[str]:
-    try:
-        return modes_of(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions
 
 
 @click.command()

@@ -242,7 +242,7 @@ def test_audit_plan_counts_k_shot_scoring_and_imports(tmp_path):
     [(_, message)] = plan(nothing, tmp_path, text.replace("sum}", "sum, fewshot: 0}"),
                           Scoring(imports=(ScoreImport("lm-eval-samples", run),)))
     assert "0-shot" not in message and "will have full 5-shot: byte, char, sum" in message
-    scored = Scoring(models=("smollm2-135m",), modes=("full",), fewshot="0,5")
+    scored = Scoring(models=("smollm2-135m",), modes=("full",), given={"fewshot": "0,5"})
     assert plan(nothing, tmp_path, five.replace("SmolLM2-135M", "smollm2-135m"), scored) == []
 
 

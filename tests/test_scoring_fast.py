@@ -126,7 +126,7 @@ def test_smollm2_loaded_without_transformers_models_scores_identically(dtype):
     from scoring.encode import build_unit
     from scoring.llama_folder import LlamaWeights
     from scoring.models import load, resolve
-    from scoring.run import tokenizer_hash
+    from scoring.models import tokenizer_hash
 
     ref = resolve("smollm2-135m")
     lean, lean_tok = load(ref, dtype=dtype, scoring_only=True)

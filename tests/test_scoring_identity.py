@@ -75,11 +75,11 @@ def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws, tiny):
 
 
 def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, tiny, monkeypatch, tmp_path):
-    import scoring.run
+    import scoring.backends.engine
     from curate.analyses.report import analyze_workspace
     from curate.core.errors import CurateError
     score(ws, tiny)
-    monkeypatch.setattr(scoring.run, "ENGINE_VERSION", 99)
+    monkeypatch.setattr(scoring.backends.engine, "ENGINE_VERSION", 99)
     partial = score(ws, tiny, limit=2)  # a re-score after an engine change, stopped half-way
     assert partial["computed"] == 2
     with pytest.raises(CurateError, match=rf"mode 'choice-only': stored scores come from engine versions "

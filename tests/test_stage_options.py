@@ -18,8 +18,7 @@ from schemas import SCHEMA_DIR
 def _stages():
     """(command, table, run function, {option: run keyword}, audit section, config dataclass)."""
     from annotate.cli import annotate
-    from annotate.options import ANNOTATE
-    from annotate.run import annotate_workspace
+    from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE
     from curate.analyses.report import analyze_workspace
@@ -31,8 +30,7 @@ def _stages():
     from curate.items.ingest import ingest
     from curate.items.ingest_options import INGEST
     from generate.cli import generate
-    from generate.options import GENERATE
-    from generate.run import generate_workspace
+    from generate.options import GENERATE, GenerateOptions
     from curate.plant.build import plant_workspace
     from curate.plant.cli import evaluate as plant_evaluate
     from curate.plant.cli import new as plant_new
@@ -49,8 +47,8 @@ def _stages():
         "release": (release_create, RELEASE, make_release, {}, "release", Release),
         "score": (score, SCORE, ScoreOptions, {}, "scoring", ScoreOptions),
         "text-scores": (text_scores, TEXT_SCORES, TextScoresOptions, {}, None, None),
-        "annotate": (annotate, ANNOTATE, annotate_workspace, {"quiet": None}, "annotator", Annotator),
-        "generate": (generate, GENERATE, generate_workspace, {"quiet": None, "seeds": None}, None, None),
+        "annotate": (annotate, ANNOTATE, AnnotateOptions, {}, "annotator", Annotator),
+        "generate": (generate, GENERATE, GenerateOptions, {}, None, None),
         "analyze": (analyze, ANALYZE, analyze_workspace, {}, None, None),
         "filter": (filter_command, FILTER, run_filter, {}, "filter", None),
         "plant": (plant_new, PLANT, plant_workspace, {}, None, None),
