@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 PIP_VERSION := 26.3
 
-.PHONY: install browser test test-slow demo docs clean lock schemas
+.PHONY: install browser test test-slow test-vllm vllm demo docs clean lock schemas
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,18 @@ test: $(STAMP) browser
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# vLLM's own environment for `curate score --backend vllm` (its pins differ from constraints.txt;
+# scripts/vllm_env.sh says how), and the tests that need it, run with it (tests/test_vllm_backend.py).
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed: scripts/vllm_env.sh scripts/vllm-constraints.txt
+	PYTHON=$(PYTHON) scripts/vllm_env.sh $(VLLM_VENV)
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed
+
+test-vllm: $(STAMP) $(VLLM_VENV)/.installed
+	BENCHCURATE_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(PY) -m pytest -q -m vllm tests/test_vllm_backend.py
 
 # The whole offline audit of the embedded demo benchmark (curate/demo/audit.yaml), then how many
 # of its planted defects each filter stage caught, and how to review the removed items.

@@ -105,11 +105,12 @@ def judge(answer: Answer) -> str | None:
     return None if answer.status in ("valid", "refused") else answer.problem
 
 
-def ask(client: anthropic.Anthropic, params: dict, item: dict, round: int, *, tab, retries: int, backoff: float,
-        parse_retries: int, counters: Counters) -> Reply:
+def ask(client: anthropic.Anthropic, params: dict, item: dict, round: int, *, tab, options, counters: Counters) -> Reply:
     """Annotate one item (``params`` from ``request_params``): ask, and when the reply cannot be
-    read, say why and ask again (bounded). Each request goes through ``tab.send``
-    (``curate.anthropic_api.spend.Tab``: the cap and the ledger)."""
+    read, say why and ask again (bounded by ``options.parse_retries``; ``options``: the run's
+    ``AnnotateOptions``). Each request goes through ``tab.send`` (``curate.anthropic_api.spend.Tab``:
+    the cap and the ledger)."""
+    retries, backoff, parse_retries = options.retries, options.backoff, options.parse_retries
     messages = list(params["messages"])
     attempts: list[dict] = []
     for k in range(parse_retries + 1):

@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from tqdm import tqdm
 
@@ -69,6 +70,15 @@ def done_keys(ws: Workspace, annotator: str, round: int) -> set[tuple[str, str]]
         "AND status IN ('valid', 'refused')", (annotator, round))}
 
 
+class LocalReply(NamedTuple):
+    """A local model's answer as ``AnnotationJob.save`` stores it (no attempts to bill)."""
+    status: str
+    result: dict | None
+    raw: str
+    model_snapshot: str | None
+    attempts: tuple = ()
+
+
 @dataclass
 class AnnotationJob(Job):
     """One annotation run's state (``curate.asking.job.Job``), and how it stores a record and its
@@ -78,11 +88,13 @@ class AnnotationJob(Job):
     prompt_version: dict = None              # item kind -> prompt version
     keys: dict = None                        # item_id -> request key
 
-    def save(self, item: dict, status: str, result, raw: str | None, snapshot: str | None,
-             attempts: list[dict] = (), *, batch: bool = False, ledgered: int = 0,
+    def save(self, item: dict, reply, *, batch: bool = False, ledgered: int = 0,
              batch_request: tuple[str, str] | None = None) -> None:
-        """One record plus ledger rows for the replies not yet entered (``ledgered`` already are);
-        ``batch_request`` (batch_id, custom_id): the batch result this is, marked stored."""
+        """One record of ``reply`` (``annotate.claude.Reply``: status, result, raw text, model
+        snapshot, priced attempts) plus ledger rows for the replies not yet entered (``ledgered``
+        already are); ``batch_request`` (batch_id, custom_id): the batch result this is, marked stored."""
+        status, result, raw, snapshot, attempts = (reply.status, reply.result, reply.raw, reply.model_snapshot,
+                                                    reply.attempts)
         costs = [a.get("usd", 0.0) for a in attempts]
         cost = {k: sum(a["usage"][k] for a in attempts) for k in LEDGER_TOKENS} if attempts else {}
         cost.update(usd=round(sum(costs), 8), replies=len(attempts), batch=batch)
@@ -191,7 +203,7 @@ class Annotate(Stage):
         try:
             if work.backend == "local":
                 run_local(job, work.local.annotate_all(work.todo, o.round),
-                          lambda item, result, raw: job.save(item, "valid", result, raw, work.local.snapshot))
+                          lambda item, result, raw: job.save(item, LocalReply("valid", result, raw, work.local.snapshot)))
             elif o.batch:
                 BatchRun(job, work.todo, work.model, client, cache=cache, options=o).run()
             else:
@@ -352,12 +364,10 @@ def run_messages(job: AnnotationJob, todo: list[dict], model: str, client, *, ca
         params = claude.request_params(model, item, job.round, cache=cache)
         bounds = claude.attempt_bounds(params, api.input_bound(params), attempts=o.parse_retries + 1, batch=False)
         tab = spending.tab(bounds, item_id=item["item_id"], request_key=job.keys[item["item_id"]])
-        return tab, lambda: claude.ask(client, params, item, job.round, tab=tab, retries=o.retries, backoff=o.backoff,
-                                       parse_retries=o.parse_retries, counters=counters)
+        return tab, lambda: claude.ask(client, params, item, job.round, tab=tab, options=o, counters=counters)
 
     def store(item: dict, reply) -> None:
-        job.save(item, reply.status, reply.result, reply.raw, reply.model_snapshot, priced(model, reply.attempts),
-                 ledgered=len(reply.attempts))
+        job.save(item, replace(reply, attempts=priced(model, reply.attempts)), ledgered=len(reply.attempts))
 
     send_messages(job, todo, spending=spending, start=start, store=store, concurrency=o.concurrency,
                   counters=counters)
@@ -492,8 +502,7 @@ class BatchRun:
             if res.custom_id in saved:  # stored by a run killed before it closed this batch
                 requeue_unfinished(job, item_id, key, self.by_id, self.queue)
                 continue
-            handle_result(job, self.item(item_id), res, self.model, self.replies, self.resubmits, self.queue,
-                          self.o.retries, self.o.parse_retries, client, (batch_id, res.custom_id))
+            self.result(self.item(item_id), res, (batch_id, res.custom_id))
         for cid, (item_id, _) in mapping.items():  # a request with no result line: ask again
             if cid not in seen and item_id in self.by_id:
                 self.queue.append(self.by_id[item_id])
@@ -502,6 +511,35 @@ class BatchRun:
         self.reserved.pop(batch_id, None)
         return True
 
+
+
+    def result(self, item: dict, res, request: tuple[str, str]) -> None:
+        """One batch result: stored, billed and asked again (an unusable reply), or resubmitted
+        (a request that did not succeed), within the run's retries."""
+        job, model, o = self.job, self.model, self.o
+        kind = res.result.type
+        if kind != "succeeded":
+            self.resubmits[item["item_id"]] += 1
+            if self.resubmits[item["item_id"]] <= o.retries:
+                self.queue.append(item)
+            else:
+                job.fail(f"batch request for {item['item_id']} ended {kind} {o.retries + 1} times")
+            return
+        message = api.checked_message(self.client, res.result.message)
+        blocks = api.content_blocks(message)
+        answer = read_answer(blocks, message.stop_reason, job.round, item)
+        usage = api.usage_of(message)
+        attempt = {"content": blocks, "stop_reason": message.stop_reason, "problem": claude.judge(answer),
+                   "usage": usage, "model": message.model, "usd": prices.usd(model, batch=True, **usage)}
+        mine = self.replies.setdefault(item["item_id"], [])
+        mine.append(attempt)
+        if answer.status == "unusable" and len(mine) <= o.parse_retries:
+            job.bill(item, [attempt], batch=True, batch_request=request, first=len(mine))
+            self.queue.append(item)
+            return
+        status = "invalid" if answer.status == "unusable" else answer.status
+        reply = claude.Reply(status, answer.result, mine, message.model)
+        job.save(item, reply, batch=True, ledgered=len(mine) - 1, batch_request=request)
 
 def batch_status(client, batch) -> str:
     """A message batch's processing status; Stop when the reply is not a message batch."""
@@ -519,30 +557,3 @@ def requeue_unfinished(job: AnnotationJob, item_id: str, key: str, by_id: dict, 
     if not stored and item_id in by_id:
         queue.append(by_id[item_id])
 
-
-def handle_result(job: AnnotationJob, item: dict, res, model: str, replies: dict, resubmits: Counter, queue: list,
-                  retries: int, parse_retries: int, client, request: tuple[str, str]) -> None:
-    kind = res.result.type
-    if kind != "succeeded":
-        resubmits[item["item_id"]] += 1
-        if resubmits[item["item_id"]] <= retries:
-            queue.append(item)
-        else:
-            job.fail(f"batch request for {item['item_id']} ended {kind} {retries + 1} times")
-        return
-    message = api.checked_message(client, res.result.message)
-    blocks = api.content_blocks(message)
-    answer = read_answer(blocks, message.stop_reason, job.round, item)
-    usage = api.usage_of(message)
-    attempt = {"content": blocks, "stop_reason": message.stop_reason, "problem": claude.judge(answer),
-               "usage": usage, "model": message.model, "usd": prices.usd(model, batch=True, **usage)}
-    mine = replies.setdefault(item["item_id"], [])
-    mine.append(attempt)
-    if answer.status == "unusable" and len(mine) <= parse_retries:
-        job.bill(item, [attempt], batch=True, batch_request=request, first=len(mine))
-        queue.append(item)
-        return
-    status = "invalid" if answer.status == "unusable" else answer.status
-    reply = claude.Reply(status, answer.result, mine, message.model)
-    job.save(item, status, answer.result, reply.raw, message.model, mine, batch=True, ledgered=len(mine) - 1,
-             batch_request=request)

@@ -20,6 +20,31 @@ from curate.core.secrets import redact, redact_data
 from curate.asking.ledger import CostLedger
 from curate.items.store import Workspace
 
+def _annotations_table(name: str, key: str = "") -> str:
+    """The annotations table as a migration creates it (``key``: the request key's constraint; the
+    first table had it UNIQUE across items, ``annotations-005`` rebuilt it without)."""
+    return f"""
+        CREATE TABLE {name} (
+            annotator      TEXT NOT NULL,
+            round          INTEGER NOT NULL,
+            item_id        TEXT NOT NULL REFERENCES items(item_id),
+            status         TEXT NOT NULL CHECK (status IN ('valid', 'invalid', 'refused')),
+            result_json    TEXT,
+            raw            TEXT,
+            prompt_version TEXT,
+            model_snapshot TEXT,
+            request_key    TEXT NOT NULL{key},
+            content_hash   TEXT NOT NULL,
+            cost_json      TEXT,               -- tokens and USD of the request(s) behind this record
+            run_id         TEXT REFERENCES annotation_runs(run_id),
+            created_at     TEXT NOT NULL,
+            PRIMARY KEY (annotator, round, item_id)
+        );
+"""
+
+
+LEDGER = CostLedger("annotation_ledger", batch=True, runs="annotation_runs")
+
 MIGRATIONS = [
     ("annotations-001-tables", """
         CREATE TABLE annotation_runs (
@@ -29,40 +54,8 @@ MIGRATIONS = [
             info_json  TEXT NOT NULL,     -- backend, parameters, prompt files; never secrets
             created_at TEXT NOT NULL
         );
-        CREATE TABLE annotations (
-            annotator      TEXT NOT NULL,
-            round          INTEGER NOT NULL,
-            item_id        TEXT NOT NULL REFERENCES items(item_id),
-            status         TEXT NOT NULL CHECK (status IN ('valid', 'invalid', 'refused')),
-            result_json    TEXT,
-            raw            TEXT,
-            prompt_version TEXT,
-            model_snapshot TEXT,
-            request_key    TEXT NOT NULL UNIQUE,
-            content_hash   TEXT NOT NULL,
-            cost_json      TEXT,               -- tokens and USD of the request(s) behind this record
-            run_id         TEXT REFERENCES annotation_runs(run_id),
-            created_at     TEXT NOT NULL,
-            PRIMARY KEY (annotator, round, item_id)
-        );
-    """),
-    ("annotations-002-ledger", """
-        CREATE TABLE annotation_ledger (
-            run_id             TEXT NOT NULL REFERENCES annotation_runs(run_id),
-            item_id            TEXT NOT NULL,
-            request_key        TEXT NOT NULL,
-            attempt            INTEGER NOT NULL,   -- 1 for the first reply, 2.. for re-asks
-            batch              INTEGER NOT NULL,   -- 1 when sent through the Message Batches API
-            model_snapshot     TEXT,
-            input_tokens       INTEGER NOT NULL,
-            output_tokens      INTEGER NOT NULL,
-            cache_write_tokens INTEGER NOT NULL,
-            cache_read_tokens  INTEGER NOT NULL,
-            usd                REAL NOT NULL,
-            created_at         TEXT NOT NULL
-        );
-        CREATE INDEX annotation_ledger_run ON annotation_ledger(run_id);
-    """),
+    """ + _annotations_table("annotations", key=" UNIQUE")),
+    ("annotations-002-ledger", LEDGER.create_sql()),
     ("annotations-003-batches", """
         CREATE TABLE annotation_batches (
             batch_id   TEXT PRIMARY KEY,
@@ -100,23 +93,7 @@ MIGRATIONS = [
     # so the key is unique per (annotator, round, item), not across items: with the old UNIQUE,
     # writing one item's record deleted its twin's. SQLite cannot drop a constraint, so the table
     # is rebuilt with every row; the keys stay as they were, so nothing is asked again.
-    ("annotations-005-key-per-item", """
-        CREATE TABLE annotations_new (
-            annotator      TEXT NOT NULL,
-            round          INTEGER NOT NULL,
-            item_id        TEXT NOT NULL REFERENCES items(item_id),
-            status         TEXT NOT NULL CHECK (status IN ('valid', 'invalid', 'refused')),
-            result_json    TEXT,
-            raw            TEXT,
-            prompt_version TEXT,
-            model_snapshot TEXT,
-            request_key    TEXT NOT NULL,
-            content_hash   TEXT NOT NULL,
-            cost_json      TEXT,
-            run_id         TEXT REFERENCES annotation_runs(run_id),
-            created_at     TEXT NOT NULL,
-            PRIMARY KEY (annotator, round, item_id)
-        );
+    ("annotations-005-key-per-item", _annotations_table("annotations_new") + """
         INSERT INTO annotations_new (annotator, round, item_id, status, result_json, raw, prompt_version,
                                      model_snapshot, request_key, content_hash, cost_json, run_id, created_at)
             SELECT annotator, round, item_id, status, result_json, raw, prompt_version, model_snapshot,
@@ -243,7 +220,6 @@ def read_history(ws: Workspace, *, annotator: str | None = None, item_id: str | 
 # --- cost ledger -------------------------------------------------------------------------------
 
 #: The one cost ledger (``curate.asking.ledger``), in this stage's table (with the Message Batches flag).
-LEDGER = CostLedger("annotation_ledger", batch=True)
 
 
 def read_ledger(ws: Workspace) -> pd.DataFrame:

@@ -71,12 +71,17 @@ def detector_scores(responses) -> dict[str, np.ndarray]:
 
 def ablations(responses, rate: float = 0.02, seed: int = 0) -> str:
     """The parts of label_error_score alone, on one planting: equal model weights (naive Bayes),
-    the ability-weighted log-odds without the discrimination term, and the whole score."""
-    from curate.validity.suspects import ability_weights, pooled_log_odds
+    the ability-weighted log-odds, less the discrimination term, and the whole score (plus the
+    preference discrimination)."""
+    from curate.validity.item_stats import corrected_item_total
+    from curate.validity.suspects import DISCRIMINATION_WEIGHT, ability_weights, pooled_log_odds
     moved, planted = plant_gold_moves(responses, rate, seed)
+    weighted = pooled_log_odds(moved, ability_weights(moved))[0]
+    disc = np.nan_to_num(corrected_item_total(moved.correct), nan=0.0)
     parts = {"equal weights": pooled_log_odds(moved, np.ones(len(moved.models)))[0],
-             "ability-weighted": pooled_log_odds(moved, ability_weights(moved))[0],
-             "+ discrimination": detector_scores(moved)["label_error_score"]}
+             "ability-weighted": weighted,
+             "+ discrimination": weighted - DISCRIMINATION_WEIGHT * disc,
+             "+ preference disc.": detector_scores(moved)["label_error_score"]}
     lines = [f"parts of label_error_score at {rate:.0%}, seed {seed}:"]
     for name, score in parts.items():
         m = measure(score, planted)

@@ -16,6 +16,7 @@ from curate.core.atomic import disk_full
 from curate.core.errors import CurateError
 from curate.items.ingest_options import INGEST
 from curate.core.options import click_options
+from scoring.answer_imports import names as answer_formats
 from scoring.imports import names as import_formats
 
 
@@ -139,7 +140,8 @@ def init(workspace, benchmark, data, columns, **options):
     """Create WORKSPACE by ingesting a benchmark split into canonical items."""
     from curate.items.adapters import get_adapter
     from curate.items.adapters.columns import adapter_keywords
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     column_flags = {k: options.pop(k) for k in list(options) if k.startswith("column_")}
     if benchmark == "generic":
@@ -151,7 +153,7 @@ def init(workspace, benchmark, data, columns, **options):
         raise click.UsageError(f"the {benchmark} adapter takes no column mapping (--columns is for generic)")
     else:
         adapter = get_adapter(benchmark)
-    root = ingest(workspace, adapter=adapter, data=data, **options)
+    root = Ingest(workspace, IngestOptions(data=data, **options), adapter).run()
     click.echo(f"created {root} with {_summary(root)}")
 
 
@@ -240,6 +242,30 @@ def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
     unit = "file" if fmt == "study-csv" else "part"
     click.echo(f"imported {len(summary)} {unit}{'' if len(summary) == 1 else 's'}: {len(pairs)} (model, mode) "
                f"pair{'' if len(pairs) == 1 else 's'}")
+
+
+@main.command("import-answers")
+@click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(answer_formats()), required=True,
+              help="inspect: Inspect AI eval logs; lm-eval-generate: lm-eval --log_samples files of a generate_until "
+                   "task; table: a CSV/JSONL/parquet of model, item, choice (and run).")
+@click.option("--model", default=None,
+              help="Store under this model name (default: the log's or results file's; a table's model column).")
+@click.option("--filter", "filter_", default=None,
+              help="lm-eval-generate: the filter whose answers to read, when the samples hold several.")
+def import_answers(workspace, paths, fmt, model, filter_):
+    """Import which option models chose (answers without probabilities) from PATHS into WORKSPACE:
+    all are stored or none; importing the same files again replaces their answers."""
+    from scoring.answer_imports import import_answers as read_and_store
+
+    summary = read_and_store(workspace, fmt, paths, model=model, filter=filter_)
+    for s in summary:
+        click.echo(f"  {s['model']:<45} {s['answers']} answers ({s['unreadable']} unreadable), "
+                   f"{s['runs']} run{'' if s['runs'] == 1 else 's'}")
+    total = sum(s["answers"] for s in summary)
+    click.echo(f"imported {total} answer{'' if total == 1 else 's'} of {len(summary)} "
+               f"model{'' if len(summary) == 1 else 's'} ({fmt})")
 
 
 from curate.filter.cli import filter_command  # noqa: E402

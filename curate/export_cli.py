@@ -2,19 +2,19 @@
 
 A stage adds a kind as one entry of ``EXPORTS``: the function giving its records from the
 workspace folder and the module whose ``COLUMNS`` an empty table still has; the command writes
-the records by the file extension of ``--out``. The one other kind, ``review``, writes a
-review queue in an external tool's shape (``curate.review.exchange``).
+the records by the file extension of ``--out``. Two other kinds write something else: ``review``
+a review queue in an external tool's shape (``curate.review.exchange``), ``lm-eval-tasks`` a folder
+of lm-eval tasks, one per prompt mode x formulation x shot count (``curate.release.lm_eval_ablations``).
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from curate.core.options import Option, click_options, options_class
 from curate.validity.item_options import FEWSHOT
-from curate.core.options import click_options
 
 #: kind -> (``module:function`` giving the table's records from the workspace folder, the module
 #: whose ``COLUMNS`` names its columns, which an empty table still has). A stage adds a kind here.
@@ -28,6 +28,10 @@ EXPORTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The kinds that are not a table (written by their own code, below).
+OTHERS = ("review", "lm-eval-tasks")
+
+
 def table(kind: str, workspace: Path, **options) -> tuple[list[dict], list[str]]:
     """The records of table ``kind`` of ``workspace`` (``options``: the kind's own, such as
     item-stats' ``fewshot``), and its columns."""
@@ -37,24 +41,49 @@ def table(kind: str, workspace: Path, **options) -> tuple[list[dict], list[str]]
     return records, importlib.import_module(columns_in).COLUMNS
 
 
+#: The command's options; ``review`` and ``lm-eval-tasks`` have their own (refused with another KIND).
+EXPORT = [
+    Option("out", path="write", metavar="PATH",
+           help="Output file (.parquet, .csv or .jsonl); default WORKSPACE/exports/KIND.parquet. review: a folder "
+                "(argilla) or a .jsonl file. lm-eval-tasks: a new folder (default WORKSPACE/exports/lm-eval-tasks)."),
+    Option("fmt", flag="--format", choices=("argilla", "jsonl"),
+           help="review: Argilla 2.x settings.json + records.json, or plain JSON lines."),
+    Option("queue", help="review: the queue to export (as `curate review --queue`; default removed with "
+                         "--decisions, else all)."),
+    Option("decisions", path="folder", multiple=True, default=(),
+           help="review: a `curate filter --out` folder (for the removed queues)."),
+    Option("fewshot", metavar="K[,K...]", help="item-stats: " + FEWSHOT.help[0].lower() + FEWSHOT.help[1:] +
+           " lm-eval-tasks: the shot counts, a task each (e.g. 0,5) [default: 0]."),
+    Option("modes", metavar="MODE[,MODE...]", help="lm-eval-tasks: the prompt modes, a task each [default: all four]."),
+    Option("formulations", metavar="NAME[,NAME...]",
+           help="lm-eval-tasks: cloze, letters, letters+rK or letters+rotations, a task each [default: the "
+                "workspace's]."),
+    Option("fewshot_pool", metavar="FILE|evaluated",
+           help="lm-eval-tasks: where the shots come from, as curate score --fewshot-pool."),
+    Option("name", help="lm-eval-tasks: the task group's name, the prefix of its tasks' [default: curate_BENCHMARK]."),
+]
+ExportOptions = options_class("ExportOptions", EXPORT)
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("kind", type=click.Choice(sorted([*EXPORTS, "review"]), case_sensitive=False), metavar="KIND")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Output file (.parquet, .csv or .jsonl); default WORKSPACE/exports/KIND.parquet. review: a folder "
-                   "(argilla) or a .jsonl file.")
-@click.option("--format", "fmt", type=click.Choice(["argilla", "jsonl"]), default=None,
-              help="review: Argilla 2.x settings.json + records.json, or plain JSON lines.")
-@click.option("--queue", default=None, help="review: the queue to export (as `curate review --queue`; default "
-                                            "removed with --decisions, else all).")
-@click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="review: a `curate filter --out` folder (for the removed queues).")
-@click_options([replace(FEWSHOT, help="item-stats: " + FEWSHOT.help[0].lower() + FEWSHOT.help[1:])])
-def export(workspace, kind, out, fmt, queue, decisions, fewshot):
-    """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, item-stats, or
-    review: a review queue)."""
+@click.argument("kind", type=click.Choice(sorted([*EXPORTS, *OTHERS]), case_sensitive=False), metavar="KIND")
+@click_options(EXPORT, into=ExportOptions)
+def export(workspace, kind, options):
+    """Export a table of WORKSPACE (KIND: scores, text-scores, annotations, generations, duplicates, item-stats),
+    review: a review queue, or lm-eval-tasks: every ablation as an lm-eval task."""
+    o = options
+    out, fmt, queue, decisions, fewshot = o.out, o.fmt, o.queue, o.decisions, o.fewshot
+    modes, formulations, fewshot_pool, name = o.modes, o.formulations, o.fewshot_pool, o.name
     from curate.core.exports import write_records
 
+    if kind != "lm-eval-tasks" and any(v is not None for v in (modes, formulations, fewshot_pool, name)):
+        raise click.UsageError("--modes, --formulations, --fewshot-pool and --name apply to KIND lm-eval-tasks only")
+    if kind == "lm-eval-tasks":
+        if fmt or queue or decisions:
+            raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
+        _lm_eval_tasks(workspace, out, modes, formulations, fewshot, fewshot_pool, name)
+        return
     if kind == "review":
         from curate.review.data import ReviewData
         from curate.review.exchange import export_review
@@ -69,7 +98,9 @@ def export(workspace, kind, out, fmt, queue, decisions, fewshot):
     if fmt or queue or decisions:
         raise click.UsageError("--format, --queue and --decisions apply to KIND review only")
     if fewshot is not None and kind != "item-stats":
-        raise click.UsageError("--fewshot applies to KIND item-stats only")
+        raise click.UsageError("--fewshot applies to KIND item-stats and lm-eval-tasks only")
+    if fewshot is not None:
+        fewshot = _shots(fewshot, one=True)
     records, columns = table(kind, workspace, **({} if fewshot is None else {"fewshot": fewshot}))
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")
@@ -80,3 +111,36 @@ def export(workspace, kind, out, fmt, queue, decisions, fewshot):
             click.echo(f"note: {note}", err=True)
         if records[0]["set_apart"]:
             click.echo(f"note: set apart from the item statistics: {records[0]['set_apart']}", err=True)
+
+
+def _shots(value: str, one: bool = False):
+    """``--fewshot``'s shot counts (item-stats: exactly one)."""
+    from scoring.options import shot_counts
+
+    try:
+        counts = shot_counts(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"--fewshot {value!r}: "), param_hint="--fewshot") from None
+    if one and len(counts) != 1:
+        raise click.BadParameter(f"{value!r}: item-stats reads one shot count", param_hint="--fewshot")
+    return counts[0] if one else counts
+
+
+def _lm_eval_tasks(workspace, out, modes, formulations, fewshot, fewshot_pool, name):
+    """Write the task folder and say how to run it and bring its samples back."""
+    from curate.release.lm_eval_ablations import export_tasks
+    from scoring.options import formulations_of, modes_of
+
+    try:
+        modes = modes_of(modes) if modes is not None else None
+        formulations = formulations_of(formulations) if formulations is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--modes/--formulations") from None
+    out = out or workspace / "exports" / "lm-eval-tasks"
+    done = export_tasks(workspace, out, **({"modes": modes} if modes else {}), formulations=formulations,
+                        fewshot=_shots(fewshot) if fewshot is not None else [0], fewshot_pool=fewshot_pool, name=name)
+    for t in done["tasks"]:
+        click.echo(f"  {t['task']:<50} {t['items']} items")
+    click.echo(f"wrote {len(done['tasks'])} lm-eval tasks of group {done['group']} to {out}")
+    click.echo(f"run: {done['run']}")
+    click.echo(f"then: curate import-scores {workspace} --format lm-eval-samples OUT")

@@ -30,7 +30,8 @@ from curate.items.stage import Stage
 from generate.options import DEFAULTS, GenerateOptions
 from generate.parse import Parsed, parse_reply
 from generate.prompts import load_template, render, shown_options, shuffle_order
-from generate.store import LEDGER, add_run, done_keys, open_generations, settings_label, write_generations
+from generate.store import (LEDGER, add_run, delete_generations, done_keys, open_generations, settings_label,
+                            write_generations)
 from scoring import model_spec
 from scoring.models import max_length
 
@@ -109,16 +110,6 @@ def fewshot_examples(ws, items: list[dict], k: int, pool: str | None) -> tuple[l
     return shots[k], {"fewshot": k, "fewshot_key": info["fewshot_key"]}
 
 
-def record(unit: Unit, *, label: str, template: str, settings: str, run_id: str, parsed: Parsed, raw: str,
-           new_tokens: int | None, finish: str | None, replies: list[str]) -> dict:
-    pred = unit.order[parsed.shown - 1] if parsed.shown is not None else None
-    return {"model": label, "template": template, "settings": settings, "mode": unit.mode, "seed": unit.seed,
-            "item_id": unit.item["item_id"], "order": unit.order, "raw": raw, "status": parsed.status,
-            "method": parsed.method, "detail": parsed.detail, "shown": parsed.shown, "pred": pred,
-            "new_tokens": new_tokens, "finish": finish, "attempts": len(replies), "replies": replies,
-            "request_key": unit.key, "content_hash": unit.item["content_hash"], "run_id": run_id}
-
-
 def _check_one_source(ws, units: list[Unit], label: str, template: str, settings: str, *, replace: bool) -> None:
     """Refuse to store this run's answers under ``label`` where it holds answers to the same
     (item, mode, seed) from another model, dtype or template version (another request key): they
@@ -139,8 +130,7 @@ def _check_one_source(ws, units: list[Unit], label: str, template: str, settings
             f"{unit.item['item_id']} {unit.mode} seed {unit.seed}). Use another --label to keep both, or --replace "
             f"to delete the stored answers of {label!r} for this template and settings first")
     with ws.transaction():
-        ws.conn.execute("DELETE FROM generations WHERE model = ? AND template = ? AND settings = ?",
-                        (label, template, settings))
+        delete_generations(ws, label, template, settings)
 
 
 def versions(backend: str) -> dict:
@@ -170,9 +160,16 @@ class GenerationJob(Job):
     template: str = ""
     settings: str = ""
 
-    def record(self, unit: Unit, parsed: Parsed, **kw) -> dict:
-        return record(unit, label=self.label, template=self.template, settings=self.settings, run_id=self.run_id,
-                      parsed=parsed, **kw)
+    def record(self, unit: Unit, parsed: Parsed, *, raw: str, new_tokens: int | None, finish: str | None,
+               replies: list[str]) -> dict:
+        """The stored answer of one unit: the reply, how it was read, the option it names."""
+        pred = unit.order[parsed.shown - 1] if parsed.shown is not None else None
+        return {"model": self.label, "template": self.template, "settings": self.settings, "mode": unit.mode,
+                "seed": unit.seed, "item_id": unit.item["item_id"], "order": unit.order, "raw": raw,
+                "status": parsed.status, "method": parsed.method, "detail": parsed.detail, "shown": parsed.shown,
+                "pred": pred, "new_tokens": new_tokens, "finish": finish, "attempts": len(replies),
+                "replies": replies, "request_key": unit.key, "content_hash": unit.item["content_hash"],
+                "run_id": self.run_id}
 
     def store(self, records: list[dict]) -> None:
         with self.ws.transaction():

@@ -11,6 +11,10 @@ Every text written here passes through ``curate.core.secrets.redact`` (as in ``a
 endpoint that echoes the API key, or a base URL with credentials, leaves ``[redacted]`` on disk.
 
 ``read_generations`` is the public read: analyses, filters, exports and the review app use it.
+
+Each record's answer (its original option, or none when unparsed) is also written to the
+workspace's answers (``scoring.answers``, source ``generate``, run ``generate_run``) in the same
+transaction, so item validity reads generated answers beside imported ones.
 """
 from __future__ import annotations
 
@@ -22,6 +26,9 @@ from curate.asking.ledger import CostLedger
 from curate.core.clock import now
 from curate.core.secrets import redact, redact_data
 from curate.items.store import Workspace
+from scoring import answers
+
+LEDGER = CostLedger("generation_ledger", runs="generation_runs")
 
 MIGRATIONS = [
     ("generations-001-tables", """
@@ -59,21 +66,7 @@ MIGRATIONS = [
             PRIMARY KEY (model, template, settings, mode, seed, item_id)
         );
         CREATE INDEX generations_run ON generations(run_id);
-        CREATE TABLE generation_ledger (
-            run_id             TEXT NOT NULL REFERENCES generation_runs(run_id),
-            item_id            TEXT NOT NULL,
-            request_key        TEXT NOT NULL,
-            attempt            INTEGER NOT NULL,
-            model_snapshot     TEXT,
-            input_tokens       INTEGER NOT NULL,
-            output_tokens      INTEGER NOT NULL,
-            cache_write_tokens INTEGER NOT NULL,
-            cache_read_tokens  INTEGER NOT NULL,
-            usd                REAL NOT NULL,
-            created_at         TEXT NOT NULL
-        );
-        CREATE INDEX generation_ledger_run ON generation_ledger(run_id);
-    """),
+    """ + LEDGER.create_sql()),
     # Items with the same content share a request key (it hashes the content, not the item id):
     # the key is unique per record's (model, template, settings, mode, seed, item), not across
     # items; with the old UNIQUE, writing one item's record deleted its twin's. SQLite cannot drop
@@ -125,7 +118,12 @@ RECORD_COLUMNS = ("model", "template", "settings", "mode", "seed", "item_id", "o
 
 def open_generations(root) -> Workspace:
     ws = Workspace.open(root)
-    ws.migrate(MIGRATIONS)
+    try:
+        ws.migrate(MIGRATIONS)
+        answers.prepare(ws)  # where the answers go too (older generations copied there once)
+    except BaseException:
+        ws.close()
+        raise
     return ws
 
 
@@ -155,10 +153,32 @@ def write_generations(ws: Workspace, records: list[dict]) -> None:
         rows.append([r.get(c) for c in RECORD_COLUMNS] + [stamp])
     ws.conn.executemany(f"INSERT OR REPLACE INTO generations ({', '.join(RECORD_COLUMNS)}, created_at) "
                         f"VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})", rows)
+    write_answers(ws, records)
+
+
+def write_answers(ws: Workspace, records: list[dict]) -> None:
+    """The records' answers into ``scoring.answers`` (each generation run recorded there too)."""
+    ws.conn.executemany("INSERT OR IGNORE INTO answer_runs (run_id, model, source, info_json, created_at) "
+                        "SELECT run_id, model, 'generate', info_json, created_at FROM generation_runs WHERE run_id = ?",
+                        ((rid,) for rid in sorted({r["run_id"] for r in records})))
+    answers.write_rows(ws, [{"model": r["model"], "item_id": r["item_id"], "source": "generate", "choice": r["pred"],
+                             "run": answers.generate_run(mode=r["mode"], seed=r["seed"], template=r["template"],
+                                                         settings=r["settings"]),
+                             "content_hash": r["content_hash"], "run_id": r["run_id"]} for r in records])
+
+
+def delete_generations(ws: Workspace, model: str, template: str, settings: str) -> None:
+    """Delete a label's records for a template and settings, and their answers (call inside a
+    transaction)."""
+    ws.conn.execute("DELETE FROM answers WHERE source = 'generate' AND model = ? AND run_id IN (SELECT run_id FROM "
+                    "generation_runs WHERE model = ? AND template = ? AND settings = ?)",
+                    (model, model, template, settings))
+    answers.drop_empty_runs(ws, "generate")
+    ws.conn.execute("DELETE FROM generations WHERE model = ? AND template = ? AND settings = ?",
+                    (model, template, settings))
 
 
 #: The one cost ledger (``curate.asking.ledger``), in this stage's table.
-LEDGER = CostLedger("generation_ledger")
 
 
 def done_keys(ws: Workspace, model: str, template: str, settings: str) -> set[tuple[str, str]]:

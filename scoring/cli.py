@@ -58,8 +58,7 @@ def verify_lines(workspace, summary: dict, options) -> None:
 
     first = summary["formulations"][0]  # the first formulation scored (a rotation request: its unrotated list)
     for mode in options.modes:
-        check = verify_batch_invariance(workspace, options.model, mode, options.verify_batch_invariance,
-                                        dtype=options.dtype, device=options.device, label=summary["label"],
+        check = verify_batch_invariance(workspace, options, mode, label=summary["label"],
                                         formulation="letters" if first == "letters+rotations" else first)
         diff = check["max_abs_diff"]
         click.echo(f"batch invariance ({mode}, {check['items']} items one at a time): max |diff| "

@@ -184,15 +184,16 @@ def encode_pair(encode, context: str, continuation: str) -> tuple[list[int], lis
 
 
 def build_unit(encode, item_index: int, mode: str, context: str | list[str], options: list[str], *,
-               max_length: int, seq_mean: bool = True, delimiter: str = " ", formulation: str = "cloze",
-               fewshot: int = 0) -> Unit:
+               max_length: int, seq_mean: bool = True, **spec) -> Unit:
     """The requests that score every option of one item in one mode and formulation: option j
     is ``delimiter + options[j]`` after ``context`` (or after ``context[j]``, one per option).
-    ``encode``: an Encoder or a tokenizer."""
+    ``encode``: an Encoder or a tokenizer; ``spec``: ``Spec``'s other fields (delimiter,
+    formulation, fewshot)."""
     if not isinstance(encode, Encoder):
         encode = Encoder(encode)
+    delimiter = Spec(item_index, mode, context, options, **spec).delimiter
     contexts = per_option(context, len(options))
-    unit = Unit(item_index, mode, options, formulation=formulation, fewshot=fewshot)
+    unit = Unit(item_index, mode, options, formulation=spec.get("formulation", "cloze"), fewshot=spec.get("fewshot", 0))
     groups: dict[tuple, Request] = {}
     pairs = []
     for j, (context, option) in enumerate(zip(contexts, options)):

@@ -23,6 +23,7 @@ from pathlib import Path
 from curate.core.atomic import file_mode, temp_folder
 from curate.core.errors import CurateError
 from curate.core.reading import read_json
+from curate.items.stage import Stage
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.sources import file_sha256
 
@@ -464,3 +465,17 @@ def max_length(model, tokenizer) -> int:
             return int(value)
     limit = getattr(tokenizer, "model_max_length", None)
     return int(limit) if limit and limit < 10**9 else 2048
+
+
+class ModelStage(Stage):
+    """A stage that runs one model and stores its numbers under a label (``options.label``, default
+    the model's name): the device checked before anything loads, and the work one label's writer
+    (``scoring.store.label_lock``: two runs under one label would both score what is pending)."""
+
+    def __init__(self, root, options):
+        super().__init__(root, options)
+        check_device(options.device)
+        self.label = options.label or options.model
+
+    def work(self) -> str:
+        return f"{self.name} {self.label}"

@@ -74,6 +74,15 @@ def backend_of(value: str) -> str:
     return value
 
 
+def true_or_false(value) -> bool:
+    """A setting whose default is true, given as ``-o NAME true|false`` (a flag can only turn on)."""
+    if isinstance(value, bool):
+        return value
+    if value not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return value == "true"
+
+
 SCORE = [
     Option("model", required=True, help="Built-in name (smollm2-135m), local model folder, GGUF file or Hub id."),
     Option("modes", default=",".join(MODES), convert=modes_of, help="Comma-separated prompt modes."),
@@ -83,8 +92,8 @@ SCORE = [
     Option("label", convert=label_of, help="Model name stored with the scores (default: --model)."),
     Option("backend", default="engine", convert=backend_of, metavar="NAME",
            help="What computes the log-likelihoods (scoring/backends/): engine (benchcurate's own forward, shared "
-                "prefixes computed once) or reference (the model's own transformers forward, one row at a time: "
-                "slow, exact by definition).",
+                "prefixes computed once), reference (the model's own transformers forward, one row at a time: "
+                "slow, exact by definition) or vllm (vLLM in its own environment, or a vLLM server).",
            config="What computes the log-likelihoods: engine, or reference (the model's own transformers forward)."),
     Option("dtype", choices=DTYPES, default="float32", config=""),
     Option("device", default="cpu", pattern="^(cpu|cuda(:[0-9]+)?|mps|auto)$",
@@ -103,6 +112,26 @@ SCORE = [
                 "row, never dropped (0: no cache).",
            config="Memory (MB) for the keys and values of prefixes many rows share, each computed once; a larger "
                   "shared prefix is computed in full for every row (0: no cache)."),
+    Option("python", metavar="PATH", backend="vllm",
+           help="The Python of vLLM's own environment, which runs the vLLM worker (scoring/vllm_worker.py) "
+                "[default: $BENCHCURATE_VLLM_PYTHON, else the project's .venv-vllm (`make vllm`), else this one]."),
+    Option("server", metavar="URL", backend="vllm", pattern="^https?://.+",
+           help="Score through a running vLLM OpenAI-compatible server (vllm serve) at URL instead of starting a "
+                "worker; $VLLM_API_KEY, when set, is its --api-key."),
+    Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size."),
+    Option("gpu_memory_utilization", float, 0.92, min=0, max=1, min_open=True, backend="vllm",
+           help="vllm.LLM's gpu_memory_utilization (on a CPU, $VLLM_CPU_KVCACHE_SPACE sizes the cache instead)."),
+    Option("max_model_len", int, min=2, backend="vllm",
+           help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item."),
+    Option("enable_prefix_caching", bool, False, backend="vllm",
+           help="vllm.LLM's enable_prefix_caching: vLLM reads no cached prefix for a prompt that asks its own "
+                "log-probabilities (a multi-token option), only for one-token options (letters)."),
+    Option("enforce_eager", default="true", choices=("true", "false"), convert=true_or_false, backend="vllm",
+           help="vllm.LLM's enforce_eager: no compiled graphs (scoring is prefill only, and compiling took minutes "
+                "on a CPU)."),
+    Option("tokens_per_call", int, 65536, min=1, backend="vllm",
+           help="Tokens sent to vLLM per call (its scheduler batches within a call); each call's scores are "
+                "stored when it returns, so a killed run loses one call at most."),
     Option("limit", int, min=1, help="Score only the first N items."),
     Option("self_check", int, 2, min=0, metavar="N",
            help="Before storing anything, score N units (an item in one mode) also by the model's own plain "

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from curate.core.errors import CurateError
-from curate.items.stage import Stage
 from curate.items import fewshot as shots_of
 from curate.items import formulations as forms
 from curate.items.fewshot_pool import fewshot_plan
@@ -35,7 +34,7 @@ from scoring import prefix_cache
 from scoring.backends import get as get_backend
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import score_requests
-from scoring.models import check_device, load, max_length, resolve
+from scoring.models import ModelStage, load, max_length, resolve
 from scoring.options import DEFAULTS, ScoreOptions, wants_seq_mean
 from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
@@ -177,7 +176,7 @@ class Work:
     checked: dict = field(default_factory=lambda: {"items": 0, "note": "nothing to compute"})
 
 
-class Score(Stage):
+class Score(ModelStage):
     """`curate score`: every option of every item (the first ``limit``) of the workspace under each
     mode, formulation and shot count, by a scoring backend (``scoring.backends``), stored item by
     item, batch by batch. ``label`` (default ``model``) must not hold scores of another model,
@@ -196,12 +195,7 @@ class Score(Stage):
 
     def __init__(self, root, options):
         super().__init__(root, options)
-        check_device(options.device)
-        self.label = options.label or options.model
         self.rank, self.world, self.state = 0, 1, None
-
-    def work(self) -> str:
-        return f"score {self.label}"  # scoring.store.label_lock: every writer of this label's scores
 
     def locked(self):
         return super().locked() if self.rank == 0 else nullcontext()  # process 0 holds it for them all
@@ -265,8 +259,7 @@ class Score(Stage):
         if work.stale and not o.replace:
             check_label(ws, self.label, source)
         if o.text_scores:
-            work.texts, work.text_other = text_plan(ws, items, mine, self.label, key, o.modes, formulations,
-                                                    o.fewshot, replace=o.replace)
+            work.texts, work.text_other = self.text_plan(ws, items, mine, key, formulations)
         done = {}
         for k in o.fewshot:
             for mode in o.modes:
@@ -281,6 +274,20 @@ class Score(Stage):
         if work.missing or work.texts:
             self.batch(work, backend, shots, settings)
         return work
+
+    def text_plan(self, ws, items, mine, key: dict, formulations) -> tuple:
+        """(keys of the units whose gold row gives text scores this run, stored text rows of another
+        source that ``replace`` deletes). The text is the full-mode cloze 0-shot gold row, so the run
+        must score that; a label holding another source's text scores is refused (``pending``)."""
+        o = self.options
+        if "full" not in o.modes or "cloze" not in formulations or 0 not in o.fewshot:
+            raise CurateError("--text-scores reads each item's text off its full-mode cloze 0-shot row, which this "
+                              "run does not score: add full to --modes, cloze to --formulations and 0 to --fewshot, "
+                              "or run `curate text-scores` on its own")
+        chosen = [items[i] for i in mine]
+        todo, other = pending(ws, self.label, (key["model_hash"], key["tokenizer_hash"], key["dtype"]), chosen,
+                              replace=o.replace)
+        return {(i, "full", "cloze", 0) for i in mine if items[i]["item_id"] in todo}, other
 
     def batch(self, work: Work, backend, shots, settings) -> None:
         """The run's batches (the backend's plan over every unit, kept where any unit is to do),
@@ -355,28 +362,15 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def text_plan(ws, items, mine, label: str, key: dict, modes, formulations, counts, *, replace: bool) -> tuple:
-    """(keys of the units whose gold row gives text scores this run, stored text rows of another
-    source that ``replace`` deletes). The text is the full-mode cloze 0-shot gold row, so the run
-    must score that; a label holding another source's text scores is refused (``pending``)."""
-    if "full" not in modes or "cloze" not in formulations or 0 not in counts:
-        raise CurateError("--text-scores reads each item's text off its full-mode cloze 0-shot row, which this run "
-                          "does not score: add full to --modes, cloze to --formulations and 0 to --fewshot, or "
-                          "run `curate text-scores` on its own")
-    chosen = [items[i] for i in mine]
-    todo, other = pending(ws, label, (key["model_hash"], key["tokenizer_hash"], key["dtype"]), chosen,
-                          replace=replace)
-    return {(i, "full", "cloze", 0) for i in mine if items[i]["item_id"] in todo}, other
-
-
-def verify_batch_invariance(root, model: str, mode: str, k: int, *, dtype: str = "float32", device: str = "cpu",
-                            label: str | None = None, seed: int = 0, formulation: str | None = None) -> dict:
-    """Re-score ``k`` random stored items of (label, mode, formulation) one at a time and compare
-    with the stored (batched) numbers: the largest absolute differences of logprob_sum and
-    seq_mean. ``formulation`` defaults to the workspace's."""
-    ref = resolve(model)
-    lm, tokenizer = load(ref, dtype=dtype, device=device, scoring_only=True)
-    label = label or model
+def verify_batch_invariance(root, options, mode: str, *, label: str | None = None, seed: int = 0,
+                            formulation: str | None = None) -> dict:
+    """Re-score ``options.verify_batch_invariance`` random stored items of (label, mode,
+    formulation) one at a time (``options``: the run's ``ScoreOptions``) and compare with the
+    stored (batched) numbers: the largest absolute differences of logprob_sum and seq_mean.
+    ``formulation`` defaults to the workspace's."""
+    ref, k = resolve(options.model), options.verify_batch_invariance
+    lm, tokenizer = load(ref, dtype=options.dtype, device=options.device, scoring_only=True)
+    label = label or options.model
     ws = open_scores(root)
     try:
         formulation = formulation or ws.meta("formulation", "cloze")

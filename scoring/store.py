@@ -125,9 +125,17 @@ def open_scores(root) -> Workspace:
     return ws
 
 
-def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, model_hash=None,
-            tokenizer_hash=None, dtype=None, device=None, engine=None) -> None:
-    """Record a run (idempotent: an existing run id keeps its first record)."""
+#: What a run's numbers depend on besides the items (a scoring backend's ``identity()``), as stored.
+IDENTITY = ("model_hash", "tokenizer_hash", "dtype", "engine")
+
+
+def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, device=None, **identity) -> None:
+    """Record a run (idempotent: an existing run id keeps its first record); ``identity``: its
+    ``IDENTITY`` fields (those not given are unknown: an import's, say)."""
+    unknown = set(identity) - set(IDENTITY)
+    if unknown:
+        raise TypeError(f"add_run: no field {', '.join(sorted(unknown))}")
+    model_hash, tokenizer_hash, dtype, engine = (identity.get(k) for k in IDENTITY)
     ws.conn.execute(
         "INSERT OR IGNORE INTO score_runs (run_id, model, origin, model_hash, tokenizer_hash, dtype, device, "
         "info_json, created_at, engine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

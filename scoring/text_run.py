@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import time
 
-from curate.items.stage import Stage
 from scoring import ENGINE_VERSION, heap, prefix_cache
 from scoring.encode import build_units
 from scoring.engine import architecture, refuse_inexact, refuse_unscorable, runner_for, score_requests
 from scoring.logits import input_device
-from scoring.models import check_device, load, max_length, resolve, tokenizer_hash
+from scoring.models import ModelStage, load, max_length, resolve, tokenizer_hash
 from scoring.options import TextScoresOptions
 from scoring.text import K, RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row, text_spec
 
@@ -24,21 +23,13 @@ def text_score_workspace(root, model: str, show_progress: bool = True, **options
     return TextScores.with_options(root, model=model, quiet=not show_progress, **options).run()
 
 
-class TextScores(Stage):
+class TextScores(ModelStage):
     """Store the text scores of every item (the first ``limit``) of the workspace under ``label``
     (default ``model``): each item's full-mode gold row scored on its own, for a workspace scored
     without `curate score --text-scores`. Resumable as that is (``scoring.text.pending``); each
     batch commits on its own."""
     name = "text-scores"
     Options = TextScoresOptions
-
-    def __init__(self, root, options):
-        super().__init__(root, options)
-        check_device(options.device)
-        self.label = options.label or options.model
-
-    def work(self) -> str:
-        return f"text-scores {self.label}"
 
     def execute(self) -> dict:
         from scoring.self_check import self_check

@@ -86,6 +86,21 @@ def small_workspace(root: Path, n: int = 40) -> Path:
     return ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
 
 
+def study_slice(root: Path, n: int) -> Path:
+    """The first ``n`` HellaSwag items with the first ``n`` rows of the study's full-prompt files,
+    imported by `curate import-scores --format study-csv`'s function (in process: the command's
+    start-up would double the time)."""
+    from scoring.study_csv import import_study_csv
+
+    ws, scores = small_workspace(root / "ws", n), root / "scores" / "full_prompt"
+    scores.mkdir(parents=True)
+    for path in sorted((PAPER_SCORES / "full_prompt").glob("*.csv")):
+        lines = path.read_text().splitlines()[:n + 1]
+        (scores / path.name).write_text("\n".join(lines) + "\n")
+    import_study_csv(ws, root / "scores")
+    return ws
+
+
 def copy_ws(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst

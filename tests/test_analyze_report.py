@@ -265,10 +265,10 @@ def test_items_most_likely_broken_of_the_study(paper_report):
     s = m["suspects"]
     assert (s["mode"], s["normalization"], len(s["models"]), s["n_items"]) == ("full", "seq_mean", 10, 10042)
     assert {r["signal"]: r["items"] for r in s["signals"]} == {
-        "models prefer another option": 371, "two options preferred": 334, "no option preferred": 148,
+        "models prefer another option": 698, "two options preferred": 334, "no option preferred": 148,
         "negative discrimination": 230, "easy": 10}
     top = s["top"][0]
     assert (top["item_id"], top["gold"], top["suspected_option"]) == ("hellaswag/validation/1845", 1, 0)
     assert len(top["evidence"]["models"]) == 10 and all((out / r["page"]).is_file() for r in s["top"])
     stats = pd.read_csv(out / s["stats_file"])
-    assert len(stats) == 10042 and (stats["label_error_score"] > np.log(9)).sum() == 371
+    assert len(stats) == 10042 and (stats["label_error_score"] > np.log(9)).sum() == 698

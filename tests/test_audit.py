@@ -160,11 +160,11 @@ def test_each_annotation_round_prints_its_own_time(tmp_path, monkeypatch):
     from curate.audit.run import run_audit
     from curate.audit.config import load_config
 
-    def stand_in(root, round, annotator, **kw):
-        time.sleep(0.2 if round == 1 else 0.8)
+    def stand_in(stage):
+        time.sleep(0.2 if stage.options.round == 1 else 0.8)
         return {"valid": 6, "invalid": 0, "refused": 0, "skipped": 0, "cost": {}}
 
-    monkeypatch.setattr(annotate.run, "annotate_workspace", stand_in)
+    monkeypatch.setattr(annotate.run.Annotate, "run", stand_in)
     config = tmp_path / "audit.yaml"
     config.write_text(yaml.safe_dump({
         "workspace": str(tmp_path / "ws"),

@@ -9,14 +9,13 @@ import pandas as pd
 import pytest
 
 from benchmarks.detectors_gold_moves import measure, plant_gold_moves, read_responses
-from conftest import PAPER_SCORES, small_workspace
+from conftest import study_slice
 from curate.analyses.accuracy import all_predictions
 from curate.validity.irt import MAX_B, fit_2pl
 from curate.validity.item_stats import IRT_COLUMNS, IRT_MIN_MODELS, corrected_item_total, irt_note, item_statistics
 from curate.validity.responses import Responses, response_matrix, softmax_options
 from curate.validity.suspects import suspects, two_best_baseline
 from scoring.store import open_scores, read_scores
-from scoring.study_csv import import_study_csv
 
 SLICE = 2000
 
@@ -120,17 +119,8 @@ def test_corrected_item_total_is_negative_for_a_reversed_item():
 
 @pytest.fixture(scope="module")
 def slice_ws(tmp_path_factory):
-    """The first 2000 HellaSwag items with the first 2000 rows of the study's full-prompt files,
-    imported by `curate import-scores --format study-csv`'s function (in process: the command's
-    start-up would double the time)."""
-    root = tmp_path_factory.mktemp("slice")
-    ws, scores = small_workspace(root / "ws", SLICE), root / "scores" / "full_prompt"
-    scores.mkdir(parents=True)
-    for path in sorted((PAPER_SCORES / "full_prompt").glob("*.csv")):
-        lines = path.read_text().splitlines()[:SLICE + 1]
-        (scores / path.name).write_text("\n".join(lines) + "\n")
-    import_study_csv(ws, root / "scores")
-    return ws
+    """The first 2000 HellaSwag items with the first 2000 rows of the study's full-prompt files."""
+    return study_slice(tmp_path_factory.mktemp("slice"), SLICE)
 
 
 @pytest.fixture(scope="module")

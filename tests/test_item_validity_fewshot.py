@@ -88,7 +88,7 @@ def test_item_stats_export_reads_the_shot_count_with_most_models(ws, tmp_path):
     one_line_error(run_cli("export", ws, "item-stats", "--fewshot", "3", "--out", tmp_path / "x.csv", check=False),
                    "3-shot")
     proc = run_cli("export", ws, "scores", "--fewshot", "5", check=False)
-    assert proc.returncode == 2 and "--fewshot applies to KIND item-stats only" in proc.stderr
+    assert proc.returncode == 2 and "--fewshot applies to KIND item-stats and lm-eval-tasks only" in proc.stderr
 
 
 def rules(models: list[str], fewshot: str = "") -> str:

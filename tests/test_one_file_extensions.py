@@ -4,9 +4,14 @@ here as one file and taken by everything that reads its kind. (Condition kinds a
 sections: tests/test_filter_kinds.py and tests/test_report_sections.py.)"""
 from __future__ import annotations
 
-import yaml
+import sqlite3
 
-from conftest import SHARED
+import click
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import HELLASWAG, SHARED
 from plugin_helpers import module_in
 
 ARC_EASY = SHARED / "benchmarks" / "arc_easy" / "validation.jsonl.gz"
@@ -63,3 +68,73 @@ def test_a_built_in_benchmark_is_one_file(tmp_path):
         task = yaml.safe_load((tmp_path / "release" / "lm_eval_task" / "arc-letters.yaml").read_text()
                               .replace("!function", ""))
         assert task["doc_to_choice"] == "{{choices.label}}" and task["validation_split"] == "validation"
+
+
+def test_a_stage_option_is_one_table_entry():
+    """An option added to a stage's table alone (here a new engine knob of `curate score`) is a
+    flag of the command (a backend's: `-o NAME VALUE`), a checked field of the options object, a
+    config key of the audit schema, and reaches the stage inside the options object."""
+    from curate.core.options import Option, click_options, options_class, schema_properties
+    from scoring.options import SCORE
+
+    table = [*SCORE, Option("warmup_batches", int, 2, min=0, backend="engine",
+                            config="Batches run and thrown away before timing starts.")]
+    Options = options_class("ScoreOptions", table)
+
+    @click.command()
+    @click_options(table, into=Options)
+    def score(options):
+        click.echo(f"{options.warmup_batches} {options.model}")
+
+    runner = CliRunner()
+    assert runner.invoke(score, ["--model", "smollm2-135m"]).output == "2 smollm2-135m\n"
+    assert runner.invoke(score, ["--model", "smollm2-135m", "-o", "warmup-batches", "5"]).output == "5 smollm2-135m\n"
+    refused = runner.invoke(score, ["--model", "smollm2-135m", "-o", "warmup-batches", "-1"])
+    assert refused.exit_code == 2 and "-1 is not in the range x>=0" in refused.output
+    assert schema_properties(table)["warmup_batches"] == {
+        "description": "Batches run and thrown away before timing starts.", "type": "integer", "minimum": 0,
+        "default": 2}
+    assert Options(model="m").warmup_batches == 2
+    with pytest.raises(Exception, match="--warmup-batches -3: is not in the range 0 <= x"):
+        Options(model="m", warmup_batches=-3)
+
+
+#: A scoring backend written as one file: the reference forward under its own name and version.
+PLAIN_BACKEND = '''
+from scoring.backends import reference
+
+
+class Backend(reference.Backend):
+    """The model's own forward, as a backend of its own (its scores are its own, not the reference's)."""
+    name = "plain"
+
+    def identity(self) -> dict:
+        return {**super().identity(), "engine": "plain-1"}
+'''
+
+
+def test_a_scoring_backend_is_one_file(tmp_path):
+    """Its file is all it takes: `--backend` takes its name, the score stage runs on it, the
+    stored rows and the run record carry its identity, its numbers are the model's own forward
+    (the engine's within 1e-4), and a rerun on it reuses them."""
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    from scoring import backends
+    from scoring.options import ScoreOptions
+    from scoring.run import score_workspace
+    from scoring.store import open_scores, read_scores
+
+    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=3)
+    with module_in(backends, "plain", PLAIN_BACKEND, tmp_path / "added"):
+        assert "plain" in backends.names() and ScoreOptions(model="m", backend="plain").backend == "plain"
+        first = score_workspace(ws, "smollm2-135m", ["full"], backend="plain", label="plain", show_progress=False)
+        again = score_workspace(ws, "smollm2-135m", ["full"], backend="plain", label="plain", show_progress=False)
+    score_workspace(ws, "smollm2-135m", ["full"], label="engine", show_progress=False)
+    assert first["computed"] == 3 and again["computed"] == 0
+    with sqlite3.connect(ws / "workspace.db") as c:
+        engines = dict(c.execute("SELECT model, engine FROM score_runs"))
+        info = [v for (v,) in c.execute("SELECT info_json FROM score_runs WHERE model = 'plain'")]
+    assert engines["plain"] == "plain-1" and '"backend": "plain"' in info[0]
+    with open_scores(ws) as w:
+        rows = read_scores(w).pivot_table(index=["item_id", "option_index"], columns="model", values="logprob_sum")
+    assert (rows["plain"] - rows["engine"]).abs().max() <= 1e-4

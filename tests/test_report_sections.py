@@ -70,13 +70,13 @@ def test_a_new_report_section_is_one_new_file(example_section, ws, tmp_path):
     from curate.analyses.report import analyze_workspace
 
     out = tmp_path / "report"
-    metrics = analyze_workspace(ws, out, n_resamples=50)
+    metrics = analyze_workspace(ws, out, n_resamples=100)
     assert metrics["option_counts"] == [{"options": 4, "items": 12}]
     assert json.loads((out / "metrics.json").read_text())["about"]["option_counts"].startswith("rows (options, items)")
     assert headings(out)[-2:] == ["## 8. Position audit", "## 9. Option counts"]
     assert "| 4 | 12 |" in (out / "report.md").read_text()
     assert (out / "option_counts.csv").read_text() == "options,items\n4,12\n"
-    analyze_workspace(ws, out, n_resamples=50)  # its file is the report's own: the folder is replaced, not refused
+    analyze_workspace(ws, out, n_resamples=100)  # its file is the report's own: the folder is replaced, not refused
 
 
 def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
@@ -86,7 +86,7 @@ def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
     names = [sections.name(s) for s in sections.registry()]
     assert names == ["accuracy", "suspects", "agreement", "core", "length", "annotations", "comparisons", "fewshot",
                      "position", "generation", "duplicates", "contamination", "filter"]
-    analyze_workspace(ws, tmp_path / "report", n_resamples=50, core_threshold=2)
+    analyze_workspace(ws, tmp_path / "report", n_resamples=100, core_threshold=2)
     assert headings(tmp_path / "report") == [
         "## What this audit found", "## About this report", "## 1. Accuracy",
         "## 2. Item validity: the models against the key", "## 3. Agreement between prompt modes",
@@ -116,7 +116,7 @@ def test_the_decisions_folder_is_read_once(ws, tmp_path, monkeypatch):
     run_filter(ws, rules, tmp_path / "decisions")
     reads, real = [], Decisions.read.__func__
     monkeypatch.setattr(Decisions, "read", classmethod(lambda cls, folder: reads.append(folder) or real(cls, folder)))
-    metrics = analyze_workspace(ws, tmp_path / "report", n_resamples=50, decisions=tmp_path / "decisions")
+    metrics = analyze_workspace(ws, tmp_path / "report", n_resamples=100, decisions=tmp_path / "decisions")
     f = metrics["filter"]
     assert f["present"] and f["rules"] == "both-right" and f["items"] == 12 and f["kept"] + f["removed"] == 12
     assert reads == [tmp_path / "decisions"]

@@ -719,12 +719,18 @@ def test_server_answers_malformed_verdicts_with_a_json_error(plain, tmp_path, ca
                                  ({"note": None}, "note must be text")):
             status, body = request(port, "POST", "/api/verdict", body=verdict | change, headers=ok)
             assert status == 400 and expected in json.loads(body)["error"], (change, body)
-        deep = b"[" * 30000 + b"]" * 30000  # under the size limit, deeper than Python's JSON reader goes
-        status, body = request(port, "POST", "/api/verdict", body=deep, headers=ok)
-        assert status == 400 and "nests values too deeply" in json.loads(body)["error"]
-        status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
-        assert status == 200 and json.loads(body)["version"] == 1
+        deep_is_refused_and_the_verdict_saves(port, verdict, ok)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def deep_is_refused_and_the_verdict_saves(port, verdict: dict, headers: dict) -> None:
+    """A body nested deeper than Python's JSON reader goes (under the size limit) is a 400; then
+    ``verdict`` saves as version 1."""
+    deep = b"[" * 30000 + b"]" * 30000
+    status, body = request(port, "POST", "/api/verdict", body=deep, headers=headers)
+    assert status == 400 and "nests values too deeply" in json.loads(body)["error"]
+    status, body = request(port, "POST", "/api/verdict", body=verdict, headers=headers)
+    assert status == 200 and json.loads(body)["version"] == 1
 
 
 def test_a_verdict_the_workspace_cannot_take_is_a_503_and_the_next_one_saves(plain, tmp_path, monkeypatch, capfd):
@@ -749,11 +755,7 @@ def test_a_verdict_the_workspace_cannot_take_is_a_503_and_the_next_one_saves(pla
         assert request(port, "GET", "/api/config", headers=ok)[0] == 200  # reads go on meanwhile
         other.execute("ROLLBACK")
         other.close()
-        deep = b"[" * 30000 + b"]" * 30000  # under the size limit, deeper than Python's JSON reader goes
-        status, body = request(port, "POST", "/api/verdict", body=deep, headers=ok)
-        assert status == 400 and "nests values too deeply" in json.loads(body)["error"]
-        status, body = request(port, "POST", "/api/verdict", body=verdict, headers=ok)
-        assert status == 200 and json.loads(body)["version"] == 1
+        deep_is_refused_and_the_verdict_saves(port, verdict, ok)
     assert "Traceback" not in capfd.readouterr().err
 
 

@@ -20,38 +20,36 @@ def _stages():
     from annotate.cli import annotate
     from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
-    from curate.analyses.options import ANALYZE
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.options import ANALYZE, AnalyzeOptions
     from curate.audit.config import Annotator, Benchmark, Release
     from curate.cli import init
     from curate.filter.cli import filter_command
-    from curate.filter.engine import run_filter
-    from curate.filter.options import FILTER
-    from curate.items.ingest import ingest
-    from curate.items.ingest_options import INGEST
+    from curate.filter.options import FILTER, FilterOptions
+    from curate.items.duplicates.cli import duplicates
+    from curate.items.duplicates.options import DUPLICATES, DuplicatesOptions
+    from curate.items.ingest_options import INGEST, IngestOptions
     from generate.cli import generate
     from generate.options import GENERATE, GenerateOptions
-    from curate.plant.build import plant_workspace
     from curate.plant.cli import evaluate as plant_evaluate
     from curate.plant.cli import new as plant_new
     from curate.plant.evaluate import evaluate_workspace
-    from curate.plant.options import EVALUATE, PLANT
-    from curate.release import make_release
+    from curate.plant.options import EVALUATE, PLANT, PlantOptions
     from curate.release.cli import create as release_create
-    from curate.release.options import RELEASE
+    from curate.release.options import RELEASE, ReleaseOptions
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions
 
     return {
-        "init": (init, INGEST, ingest, {}, "benchmark", Benchmark),
-        "release": (release_create, RELEASE, make_release, {}, "release", Release),
+        "init": (init, INGEST, IngestOptions, {}, "benchmark", Benchmark),
+        "release": (release_create, RELEASE, ReleaseOptions, {}, "release", Release),
         "score": (score, SCORE, ScoreOptions, {}, "scoring", ScoreOptions),
         "text-scores": (text_scores, TEXT_SCORES, TextScoresOptions, {}, None, None),
         "annotate": (annotate, ANNOTATE, AnnotateOptions, {}, "annotator", Annotator),
         "generate": (generate, GENERATE, GenerateOptions, {}, None, None),
-        "analyze": (analyze, ANALYZE, analyze_workspace, {}, None, None),
-        "filter": (filter_command, FILTER, run_filter, {}, "filter", None),
-        "plant": (plant_new, PLANT, plant_workspace, {}, None, None),
+        "duplicates": (duplicates, DUPLICATES, DuplicatesOptions, {}, None, None),
+        "analyze": (analyze, ANALYZE, AnalyzeOptions, {}, None, None),
+        "filter": (filter_command, FILTER, FilterOptions, {}, "filter", None),
+        "plant": (plant_new, PLANT, PlantOptions, {}, None, None),
         "plant evaluate": (plant_evaluate, EVALUATE, evaluate_workspace, {"json_output": None}, None, None),
     }
 

@@ -1,6 +1,6 @@
 """`curate analyze`: run every analysis on a workspace and write the report.
 
-``analyze_workspace(root, out_dir, **options)`` reads the items, the scores
+``Analyze`` (``analyze_workspace(root, out_dir, **options)``) reads the items, the scores
 (``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``) and
 generations once, runs the report's sections in their order (``curate.analyses.sections``, one
 module each, computing with the pure analyses of this package) and writes into ``out_dir``:
@@ -35,10 +35,11 @@ import curate
 from annotate.store import open_annotations, read_annotations
 from curate.items import formulations as forms
 from curate.analyses import accuracy, length, outdir, render, sections
-from curate.analyses.options import DEFAULTS
+from curate.analyses.options import AnalyzeOptions
 from curate.core.atomic import write_text
 from curate.core.errors import CurateError
 from curate.items.canonical import MODES
+from curate.items.stage import Stage
 from curate.core.lock import folder_lock
 from generate.store import open_generations, read_generations
 from generate.store import read_runs as read_generation_runs
@@ -58,36 +59,103 @@ ABOUT = {
 PLOTS_ABOUT = {"plots": "file names of the PNG figures in the output folder"}
 
 
-def analyze_workspace(root, out_dir, *, normalization: str | None = DEFAULTS["normalization"], models=None,
-                      modes=None, length_units=("chars",), core_mode: str = DEFAULTS["core_mode"],
-                      core_threshold: int | None = DEFAULTS["core_threshold"], alpha: float = DEFAULTS["alpha"],
-                      n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"],
-                      decisions=DEFAULTS["decisions"]) -> dict:
+def analyze_workspace(root, out_dir, **options) -> dict:
     """Run every analysis on the workspace at ``root``; write the report into ``out_dir``;
-    return the metrics. ``normalization`` (default: the first of ``scoring.normalize.PREFERENCE`` all
-    (model, mode) pairs have) drives agreement, core, length, annotation and comparison
-    results; accuracy is given under every normalization available."""
-    out = Path(out_dir)
-    for unit in length_units:  # refuse a bad unit or tokenizer before any work is done
-        kind, name = length.parse_unit(unit)
-        if kind == "tokens":
-            tokenizer(name)
-    outdir.check_report_dir(out)
-    if decisions is not None:  # refuse decisions that are not this workspace's before any work is done
-        decisions = _checked_decisions(root, decisions)
-    # One run at a time writes a report folder: two would mix their plots and reports.
-    # Steps: reading, each section, writing the report.
-    steps = 2 + len(sections.registry())
-    with folder_lock(out, command="analyze"), tqdm(total=steps, desc="analyze", unit="step") as bar:
-        built = outdir.staging(out)
-        try:
-            metrics = _analyze(bar, root, built, normalization=normalization, models=models, modes=modes,
-                               length_units=length_units, core_mode=core_mode, core_threshold=core_threshold,
-                               alpha=alpha, n_resamples=n_resamples, seed=seed, decisions=decisions)
-            outdir.publish(built, out)
-        finally:
-            shutil.rmtree(built, ignore_errors=True)
+    return the metrics (``options``: ``AnalyzeOptions``'s, by name)."""
+    return Analyze(root, AnalyzeOptions(out=out_dir, **options)).run()
+
+
+class Analyze(Stage):
+    """The report: read the workspace once, run the sections in their order, write the report.
+    ``normalization`` (default: the first of ``scoring.normalize.PREFERENCE`` all (model, mode)
+    pairs have) drives agreement, core, length, annotation and comparison results; accuracy is
+    given under every normalization available."""
+    name = "analyze"
+    Options = AnalyzeOptions
+    timed = False  # the summary is metrics.json itself
+
+    def locked(self):
+        # One run at a time writes a report folder: two would mix their plots and reports.
+        return folder_lock(self.options.out, command="analyze")
+
+    def run(self) -> dict:
+        o = self.options
+        for unit in o.length_units:  # refuse a bad unit or tokenizer before any work is done
+            kind, name = length.parse_unit(unit)
+            if kind == "tokens":
+                tokenizer(name)
+        outdir.check_report_dir(o.out)
+        # Decisions that are not this workspace's are refused before any work is done.
+        self.decisions = _checked_decisions(self.root, o.decisions) if o.decisions is not None else None
+        return super().run()
+
+    def execute(self) -> dict:
+        # Steps: reading, each section, writing the report.
+        with tqdm(total=2 + len(sections.registry()), desc="analyze", unit="step") as bar:
+            built = outdir.staging(self.options.out)
+            try:
+                with _stage(bar, "reading scores and annotations"):
+                    read = self.read()
+                ctx, metrics = self.context(read, built)
+                for section in sections.registry():
+                    with _stage(bar, sections.name(section)):
+                        if sections.runs_for(ctx, section):
+                            metrics.update(section.compute(ctx))
+                metrics["plots"] = ctx.plots
+                metrics = _write_report(bar, built, metrics)
+                outdir.publish(built, self.options.out)
+            finally:
+                shutil.rmtree(built, ignore_errors=True)
         return metrics
+
+    def read(self) -> dict:
+        """Everything the sections read of the workspace, read once, the asked models and modes
+        checked against it (a typo is an error, not a smaller report)."""
+        root, o = self.root, self.options
+        models, modes = list(o.models) if o.models else None, list(o.modes) if o.modes else None
+        with open_scores(root) as ws:
+            read = {"items": ws.items(), "scores": read_scores(ws, models=models, modes=modes), "runs": read_runs(ws),
+                    "meta": {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"),
+                             "source": ws.meta("source", {}), "formulation": ws.meta("formulation", "cloze")}}
+        with open_annotations(root) as ws:
+            read["round1"], read["round2"] = read_annotations(ws, round=1), read_annotations(ws, round=2)
+        with open_generations(root) as ws:
+            read["gens"], read["gen_runs"] = read_generations(ws, models=models, modes=modes), read_generation_runs(ws)
+        scores, gens = read["scores"], read["gens"]
+        if scores.empty and gens.empty and not (models or modes):
+            raise CurateError(f"{root}: no scores or generations; score, import (curate import-scores) or generate "
+                              "(curate generate) some first")
+        _check_asked(root, "--model", models, set(scores["model"].unique()) | set(gens["model"].unique()),
+                     set(read["runs"]["model"]) | set(read["gen_runs"]["model"]))
+        _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()),
+                     lambda: _stored_modes(root))
+        if o.core_mode != "none" and o.core_mode not in MODES and o.core_mode not in set(scores["mode"].unique()):
+            raise CurateError(f"--core-mode {o.core_mode!r} is not a prompt mode (one of {', '.join(MODES)}, or none)")
+        return read
+
+    def context(self, read: dict, out: Path) -> tuple[sections.Context, dict]:
+        """What every section reads (``sections.Context``), and metrics.json's opening keys."""
+        o, items, scores = self.options, read["items"], read["scores"]
+        ctx = sections.Context(root=self.root, out=out, items=items,
+                               gold=pd.Series({it["item_id"]: it["gold"] for it in items}),
+                               round1=read["round1"], round2=read["round2"], gens=read["gens"],
+                               gen_runs=read["gen_runs"], alpha=o.alpha, n_resamples=o.n_resamples, seed=o.seed,
+                               length_units=tuple(o.length_units), core_mode=o.core_mode,
+                               core_threshold=o.core_threshold, decisions=self.decisions)
+        out.mkdir(parents=True, exist_ok=True)
+        if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
+            sources = pd.DataFrame(columns=SOURCE_COLUMNS)
+        else:
+            sources = require_one_source(score_sources(scores, read["runs"]))  # one source per label; names the runs read
+            ctx.fewshot_scores, scores = scores, one_shot_count(scores)
+            _with_scores(ctx, scores, o.normalization, read["meta"]["formulation"])
+        records = pd.concat([read["round1"], read["round2"]])
+        return ctx, {
+            "about": {**ABOUT, **sections.about(), **PLOTS_ABOUT}, "schema_version": SCHEMA_VERSION,
+            "toolkit_version": curate.__version__,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "provenance": _provenance(self.root, items, read["meta"], sources, records), "settings": _settings(ctx),
+        }
 
 
 def _checked_decisions(root, folder):
@@ -100,53 +168,6 @@ def _checked_decisions(root, folder):
     with Workspace.open(root) as ws:
         found.check_made_on(ws.meta("source"), [it["item_id"] for it in ws.items()])
     return found
-
-
-def _analyze(bar, root, out: Path, *, normalization, models, modes, length_units, core_mode, core_threshold,
-             alpha, n_resamples, seed, decisions) -> dict:
-    with _stage(bar, "reading scores and annotations"):
-        with open_scores(root) as ws:
-            items = ws.items()
-            scores = read_scores(ws, models=list(models) if models else None, modes=list(modes) if modes else None)
-            runs = read_runs(ws)
-            meta = {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"), "source": ws.meta("source", {}),
-                    "formulation": ws.meta("formulation", "cloze")}
-        with open_annotations(root) as ws:
-            round1, round2 = read_annotations(ws, round=1), read_annotations(ws, round=2)
-        with open_generations(root) as ws:
-            gens = read_generations(ws, models=list(models) if models else None, modes=list(modes) if modes else None)
-            gen_runs = read_generation_runs(ws)
-    if scores.empty and gens.empty and not (models or modes):
-        raise CurateError(f"{root}: no scores or generations; score, import (curate import-scores) or generate "
-                          "(curate generate) some first")
-    _check_asked(root, "--model", models, set(scores["model"].unique()) | set(gens["model"].unique()),
-                 set(runs["model"]) | set(gen_runs["model"]))
-    _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()),
-                 lambda: _stored_modes(root))
-    if core_mode != "none" and core_mode not in MODES and core_mode not in set(scores["mode"].unique()):
-        raise CurateError(f"--core-mode {core_mode!r} is not a prompt mode (one of {', '.join(MODES)}, or none)")
-    ctx = sections.Context(root=root, out=out, items=items, gold=pd.Series({it["item_id"]: it["gold"] for it in items}),
-                           round1=round1, round2=round2, gens=gens, gen_runs=gen_runs, alpha=alpha,
-                           n_resamples=n_resamples, seed=seed, length_units=tuple(length_units), core_mode=core_mode,
-                           core_threshold=core_threshold, decisions=decisions)
-    out.mkdir(parents=True, exist_ok=True)
-    if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
-        sources = pd.DataFrame(columns=SOURCE_COLUMNS)
-    else:
-        sources = require_one_source(score_sources(scores, runs))  # one source per label; names the runs read
-        ctx.fewshot_scores, scores = scores, one_shot_count(scores)
-        _with_scores(ctx, scores, normalization, meta["formulation"])
-    metrics = {
-        "about": {**ABOUT, **sections.about(), **PLOTS_ABOUT}, "schema_version": SCHEMA_VERSION,
-        "toolkit_version": curate.__version__, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "provenance": _provenance(root, items, meta, sources, pd.concat([round1, round2])), "settings": _settings(ctx),
-    }
-    for section in sections.registry():
-        with _stage(bar, sections.name(section)):
-            if sections.runs_for(ctx, section):
-                metrics.update(section.compute(ctx))
-    metrics["plots"] = ctx.plots
-    return _write_report(bar, out, metrics)
 
 
 def one_shot_count(scores: pd.DataFrame) -> pd.DataFrame:

@@ -12,15 +12,37 @@ from curate.core.secrets import redact
 LEDGER_TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 
 
+#: What one ledger row says: which request (item, request key, attempt), what it cost.
+ROW = ("item_id", "request_key", "attempt", "model_snapshot", "usage", "usd")
+
+
 @dataclass(frozen=True)
 class CostLedger:
     """A stage's ledger table; ``batch``: it has the Message Batches column."""
     table: str
     batch: bool = False
+    runs: str = ""  # the stage's run table, which each row's run_id names
 
-    def add(self, ws, *, run_id: str, item_id: str, request_key: str, attempt: int, model_snapshot: str | None,
-            usage: dict, usd: float, batch: bool = False, state: str = "billed") -> int:
-        """Append what one reply cost, or (``state``) a request in flight or given up on; its rowid."""
+    def create_sql(self) -> str:
+        """The table (the stage's migration that made it runs this): a row per reply, re-ask
+        (``attempt`` 2..) or request in flight, its tokens and USD."""
+        batch = "            batch              INTEGER NOT NULL,   -- 1 when sent through the Message Batches API\n"
+        tokens = "".join(f"            {t:<18} INTEGER NOT NULL,\n" for t in LEDGER_TOKENS)
+        return (f"\n        CREATE TABLE {self.table} (\n"
+                f"            run_id             TEXT NOT NULL REFERENCES {self.runs}(run_id),\n"
+                "            item_id            TEXT NOT NULL,\n            request_key        TEXT NOT NULL,\n"
+                "            attempt            INTEGER NOT NULL,\n" + (batch if self.batch else "") +
+                "            model_snapshot     TEXT,\n" + tokens +
+                "            usd                REAL NOT NULL,\n            created_at         TEXT NOT NULL\n        );\n"
+                f"        CREATE INDEX {self.table}_run ON {self.table}(run_id);\n")
+
+    def add(self, ws, *, run_id: str, batch: bool = False, state: str = "billed", **row) -> int:
+        """Append what one reply cost, or (``state``) a request in flight or given up on; its rowid.
+        ``row``: the ``ROW`` fields (which request: item, key, attempt; what it cost: the model
+        snapshot, the usage's token counts, USD)."""
+        if set(row) != set(ROW):
+            raise TypeError(f"a ledger row has the fields {', '.join(ROW)}, not {', '.join(sorted(row))}")
+        item_id, request_key, attempt, model_snapshot, usage, usd = (row[k] for k in ROW)
         columns = ["run_id", "item_id", "request_key", "attempt", *(["batch"] if self.batch else []), "model_snapshot",
                    *LEDGER_TOKENS, "usd", "created_at", "state"]
         values = [run_id, item_id, request_key, attempt, *([int(batch)] if self.batch else []), redact(model_snapshot),

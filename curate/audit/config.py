@@ -24,7 +24,7 @@ from annotate.options import DEFAULTS as ANNOTATE_DEFAULTS
 from curate.core import strict_yaml
 from curate.items.adapters.columns import adapter_keywords
 from curate.core.errors import CurateError, InputError
-from curate.filter.options import DEFAULTS as FILTER_DEFAULTS
+from curate.filter.options import FILTER
 from curate.items.ingest_options import DEFAULTS as INGEST_DEFAULTS
 from curate.core.reading import CONFIG_LIMIT, read_text
 from scoring import model_spec
@@ -305,7 +305,7 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
         file=file, workspace=output(data["workspace"]), benchmark=benchmark, annotators=annotators,
         scoring=scoring, analyze_out=output(data["analyze"]["out"]) if data.get("analyze") else None,
         filter_rules=(here / f["rules"]).resolve() if f else None, filter_out=output(f["out"]) if f else None,
-        filter_options=_given(f, *FILTER_DEFAULTS) if f else {},  # as `curate filter` takes them
+        filter_options=_given(f, *(o.name for o in in_config(FILTER))) if f else {},  # as `curate filter` takes them
         release=release, raw=data)
 
 

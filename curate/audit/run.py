@@ -94,7 +94,8 @@ def mark(out: Path, stage: str, stamp: str) -> None:
 # --- stages ---------------------------------------------------------------------------------
 
 def ingest_stage(cfg: AuditConfig) -> Outcome:
-    from curate.items.ingest import ingest, same_adapter
+    from curate.items.ingest import Ingest, same_adapter
+    from curate.items.ingest_options import IngestOptions
 
     b = cfg.benchmark
     if (cfg.workspace / "workspace.db").is_file():
@@ -108,7 +109,7 @@ def ingest_stage(cfg: AuditConfig) -> Outcome:
             raise CurateError(f"{cfg.workspace}: was ingested from other data than {cfg.file} names ({changed}); "
                               f"use a new workspace directory, or restore the benchmark settings")
         return Outcome("ingest", "skipped", f"workspace exists ({n} items)", {"items": n})
-    ingest(cfg.workspace, adapter=b.make_adapter(), **b.source())
+    Ingest(cfg.workspace, IngestOptions(**b.source()), b.make_adapter()).run()
     with Workspace.open(cfg.workspace) as ws:
         n = ws.count_items()
     return Outcome("ingest", "ran", f"{n} items from {b.source()['data']}", {"items": n})
@@ -140,14 +141,15 @@ def source_changes(root: Path, want: dict) -> str:
 
 
 def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
-    from annotate.run import annotate_workspace
+    from annotate.options import AnnotateOptions
+    from annotate.run import Annotate
 
     outcomes = []
     for i, a in enumerate(cfg.annotators):
         for rnd in a.rounds:
             start = time.perf_counter()
-            s = annotate_workspace(cfg.workspace, rnd, a.annotator, batch=a.batch, concurrency=a.concurrency,
-                                   max_cost=a.max_cost)
+            s = Annotate(cfg.workspace, AnnotateOptions(round=rnd, annotator=a.annotator, batch=a.batch,
+                                                        concurrency=a.concurrency, max_cost=a.max_cost)).run()
             new = s["valid"] + s["invalid"] + s["refused"]
             status = "stopped" if s.get("stopped") else ("ran" if new else "skipped")
             # the cap is the config's key here, not the command's option
@@ -190,7 +192,8 @@ def score_stage(cfg: AuditConfig) -> list[Outcome]:
 
 
 def analyze_stage(cfg: AuditConfig, state: str) -> Outcome:
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.options import AnalyzeOptions
+    from curate.analyses.report import Analyze
     from curate.items.sources import file_sha256
 
     decisions = cfg.filter_out if cfg.filter_rules else None  # the report counts what the filter removed
@@ -199,13 +202,14 @@ def analyze_stage(cfg: AuditConfig, state: str) -> Outcome:
     with folder_lock(cfg.analyze_out, command="analyze"):  # the output checked and stamped is this run's own
         if up_to_date(cfg.analyze_out, "analyze", stamp):
             return Outcome("analyze", "skipped", f"report up to date in {cfg.analyze_out}")
-        metrics = analyze_workspace(cfg.workspace, cfg.analyze_out, decisions=decisions)
+        metrics = Analyze(cfg.workspace, AnalyzeOptions(out=cfg.analyze_out, decisions=decisions)).run()
         mark(cfg.analyze_out, "analyze", stamp)
     return Outcome("analyze", "ran", f"report in {cfg.analyze_out / 'report.html'}", {"metrics": metrics})
 
 
 def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
-    from curate.filter import run_filter
+    from curate.filter.engine import Filter
+    from curate.filter.options import FilterOptions
     from curate.items.sources import file_sha256
 
     stamp = fingerprint(state, {"stage": "filter", "rules": file_sha256(cfg.filter_rules), **cfg.filter_options})
@@ -213,7 +217,8 @@ def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
         if up_to_date(cfg.filter_out, "filter", stamp):
             summary = read_json(cfg.filter_out / "summary.json", "a decisions summary")
             return Outcome("filter", "skipped", f"decisions up to date in {cfg.filter_out}", summary)
-        summary = run_filter(cfg.workspace, cfg.filter_rules, cfg.filter_out, **cfg.filter_options)
+        summary = Filter(cfg.workspace, FilterOptions(rules=cfg.filter_rules, out=cfg.filter_out,
+                                                      **cfg.filter_options)).run()
         mark(cfg.filter_out, "filter", stamp)
     return Outcome("filter", "ran", f"decisions in {cfg.filter_out}", summary)
 
@@ -221,7 +226,8 @@ def filter_stage(cfg: AuditConfig, state: str) -> Outcome:
 def release_stage(cfg: AuditConfig) -> Outcome:
     import pandas as pd
 
-    from curate.release import make_release, parse_target, release_line
+    from curate.release import Release, parse_target, release_line
+    from curate.release.options import ReleaseOptions
     from curate.release.targets import VersionExists
 
     r = cfg.release
@@ -238,7 +244,8 @@ def release_stage(cfg: AuditConfig) -> Outcome:
             return Outcome("release", "skipped", f"{r.name} {r.version} already released at {r.spec}")
         raise CurateError(f"{r.name} {r.version} exists at {r.spec} with other items; releases are immutable: "
                           f"set a new release.version in {cfg.file}") from None
-    manifest = make_release(cfg.workspace, cfg.filter_out, r.name, r.version, r.spec, license=r.license)
+    manifest = Release(cfg.workspace, ReleaseOptions(decisions=cfg.filter_out, name=r.name, version=r.version,
+                                                     to=r.spec, license=r.license)).run()
     return Outcome("release", "ran", f"{r.name} {r.version}: {release_line(manifest)}", manifest)
 
 

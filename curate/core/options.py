@@ -16,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -47,13 +49,20 @@ class Option:
     nullable: bool = False      # the config may write null (= the default)
     metavar: str | None = None
     convert: Callable | None = None  # value -> the value the stage takes ("0,5" -> [0, 5]); ValueError if bad
+    #                                  (it checks the value in place of ``pattern``, which the config schema keeps)
     show_default: bool = True
+    path: str | None = None     # a path: "file" or "folder" that must exist, "out" a folder to write, "write"
+    #                             a file or folder to write (a Path)
+    multiple: bool = False      # repeatable on the command line (``--model a --model b``): a tuple, () when not given
 
     @property
     def spelling(self) -> str:
         return self.flag or "--" + self.name.replace("_", "-")
 
     def click_type(self):
+        if self.path:
+            return click.Path(exists=self.path in ("file", "folder"), dir_okay=self.path != "file",
+                              file_okay=self.path in ("file", "write"), path_type=Path)
         if self.choices:
             return click.Choice(list(self.choices))
         bounded = self.min is not None or self.max is not None
@@ -92,11 +101,19 @@ def checked(o: Option, value):
 
 
 def _checked(o: Option, value):
+    if o.multiple and value is not None and o.convert is None:
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ValueError("expected a list")
+        return tuple(_checked(dataclasses.replace(o, multiple=False), v) for v in value)
     if value is None:
         if o.required:
             raise ValueError("is required")
         return None
-    if o.type is str and o.pattern and isinstance(value, str) and not re.fullmatch(o.pattern, value):
+    if o.path:
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError("expected a path")
+        return Path(value)
+    if o.type is str and o.pattern and o.convert is None and isinstance(value, str) and not re.fullmatch(o.pattern, value):
         raise ValueError(f"does not match {o.pattern}")
     if o.convert is not None:
         return o.convert(value)
@@ -184,7 +201,9 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
             for o in table:
                 for i, alias in enumerate(o.aliases):
                     value = kwargs.pop(_alias_key(o, i))
-                    if value is not None and value is not False:
+                    if o.multiple and value:  # an old repeatable spelling adds to the option's values
+                        kwargs[o.name] = (*(kwargs[o.name] or ()), *value)
+                    elif value is not None and value is not False and not o.multiple:
                         kwargs[o.name] = _alias_value(o, alias, value)
             given: dict[str, str] = {}
             for name, value in kwargs.pop(_KNOBS, ()) if knobs else ():
@@ -264,7 +283,7 @@ def _click_kwargs(o: Option) -> dict:
     if o.type is bool:
         return {"is_flag": True, "default": bool(o.default), "help": o.help}
     kw = {"type": o.click_type(), "default": o.default, "help": o.help or None,
-          "show_default": o.show_default and o.default is not None, "required": o.required}
+          "show_default": o.show_default and o.default is not None, "required": o.required, "multiple": o.multiple}
     if o.metavar:
         kw["metavar"] = o.metavar
     return kw | _callback(o)
@@ -284,7 +303,7 @@ def _alias_value(o: Option, alias: str, value):
 def _alias_kwargs(o: Option, alias: str = "") -> dict:
     if o.type is bool or "=" in alias:
         return {"is_flag": True}
-    return {"type": o.click_type(), "default": None} | _callback(o)
+    return {"type": o.click_type(), "default": None, "multiple": o.multiple} | _callback(o)
 
 
 def _callback(o: Option) -> dict:

@@ -18,35 +18,52 @@ from curate.core.errors import CurateError, InputError
 from curate.filter.conditions import evaluate
 from curate.filter.decisions import decide, stage_table
 from curate.filter.inputs import Inputs
-from curate.filter.options import DEFAULTS
+from curate.filter.options import FilterOptions
 from curate.filter.rules import load_rules
 from curate.core.lock import folder_lock
 from curate.core.reading import read_json
 from curate.items.sources import file_sha256
+from curate.items.stage import Stage
 from curate.items.store import Workspace
 
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
 
 
-def run_filter(root, rules_path, out_dir, *, annotator: str | None = DEFAULTS["annotator"],
-               tokenizer: str | None = DEFAULTS["tokenizer"]) -> dict:
+def run_filter(root, rules_path, out_dir, **options) -> dict:
     """Apply the rules in ``rules_path`` to workspace ``root`` and write the decisions to
-    ``out_dir``. Returns the summary (also written as ``summary.json``), with the stage table
-    under ``"stages"``."""
-    rules = load_rules(rules_path, annotator=annotator, tokenizer=tokenizer)
-    out_dir = Path(out_dir)
-    check_out_dir(out_dir)
-    with Workspace.open(root) as ws:
+    ``out_dir`` (``options``: ``FilterOptions``'s overrides, by name). Returns the summary."""
+    return Filter(root, FilterOptions(rules=rules_path, out=out_dir, **options)).run()
+
+
+class Filter(Stage):
+    """The rules' stages over the workspace's items, then the decisions written as one set. The
+    summary (also ``summary.json``) holds the stage table under ``"stages"``."""
+    name = "filter"
+    Options = FilterOptions
+    timed = False  # the summary is summary.json itself
+
+    def execute(self) -> dict:
+        o = self.options
+        rules = load_rules(o.rules, annotator=o.annotator, tokenizer=o.tokenizer)
+        check_out_dir(o.out)
+        with Workspace.open(self.root) as ws:
+            decisions, table, summary = self.decide(ws, rules)
+        self.write(rules, decisions, table, summary)
+        return summary
+
+    def decide(self, ws, rules: dict) -> tuple:
+        """Each stage's matches on the workspace, the decisions and stage table they make, and
+        the summary of the inputs they rest on."""
         inputs = Inputs(ws)
         names = [s["name"] for s in rules["stages"]]
-        masks = [stage_mask(stage, inputs, rules_path)
+        masks = [stage_mask(stage, inputs, self.options.rules)
                  for stage in tqdm(rules["stages"], desc="filter stages", unit="stage")]
         decisions = decide(inputs.items, names, masks)
         table = stage_table(decisions, names)
         summary = {
-            "rules": {"name": rules["name"], "path": str(Path(rules_path).resolve()), "sha256": rules["sha256"],
-                      "defaults": rules["defaults"]},
-            "workspace": {"path": str(Path(root).resolve()), "benchmark": ws.meta("benchmark"),
+            "rules": {"name": rules["name"], "path": str(Path(self.options.rules).resolve()),
+                      "sha256": rules["sha256"], "defaults": rules["defaults"]},
+            "workspace": {"path": str(self.root.resolve()), "benchmark": ws.meta("benchmark"),
                           "split": ws.meta("split"), "source": ws.meta("source")},
             "items": len(decisions),
             "kept": int(decisions["kept"].sum()),
@@ -56,26 +73,29 @@ def run_filter(root, rules_path, out_dir, *, annotator: str | None = DEFAULTS["a
             "toolkit_version": curate.__version__,
             "created_at": now(),
         }
-    check_out_dir(out_dir)
-    try:
-        with folder_lock(out_dir, command="filter"):  # a second run into this folder waits for none: refused
-            check_out_dir(out_dir)  # again: another run may have written here since
-            # The summary goes first and comes back last: a folder with a summary holds a complete,
-            # consistent set of outputs, whose files it records by sha256.
-            (out_dir / SUMMARY).unlink(missing_ok=True)
-            for name in out_dir.iterdir():  # temp files of a run killed while writing
-                if _temp_file(name.name):
-                    name.unlink(missing_ok=True)
-            with atomic_path(out_dir / DECISIONS) as tmp:
-                decisions.to_parquet(tmp, index=False)
-            with atomic_path(out_dir / STAGES) as tmp:
-                table.to_csv(tmp, index=False)
-            write_text(out_dir / RULES, rules["text"])
-            summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
-            write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    except OSError as exc:
-        raise unwritable(exc, out_dir) from None
-    return summary
+        return decisions, table, summary
+
+    def write(self, rules: dict, decisions, table, summary: dict) -> None:
+        """The outputs, as one set: the summary goes first and comes back last, so a folder with a
+        summary holds a complete, consistent set of outputs, whose files it records by sha256."""
+        out_dir = self.options.out
+        check_out_dir(out_dir)
+        try:
+            with folder_lock(out_dir, command="filter"):  # a second run into this folder waits for none: refused
+                check_out_dir(out_dir)  # again: another run may have written here since
+                (out_dir / SUMMARY).unlink(missing_ok=True)
+                for name in out_dir.iterdir():  # temp files of a run killed while writing
+                    if _temp_file(name.name):
+                        name.unlink(missing_ok=True)
+                with atomic_path(out_dir / DECISIONS) as tmp:
+                    decisions.to_parquet(tmp, index=False)
+                with atomic_path(out_dir / STAGES) as tmp:
+                    table.to_csv(tmp, index=False)
+                write_text(out_dir / RULES, rules["text"])
+                summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
+                write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            raise unwritable(exc, out_dir) from None
 
 
 def stage_mask(stage: dict, inputs: Inputs, rules_path) -> np.ndarray:

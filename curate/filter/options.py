@@ -1,11 +1,15 @@
 """The options of `curate filter` (and the audit config's ``filter`` overrides), declared once:
-``curate.core.options`` derives the click options, the config schema's properties and the defaults
-``curate.filter.engine.run_filter`` takes from this table."""
+``curate.core.options`` derives the click options, the config schema's properties and the options
+object (``FilterOptions``) ``curate.filter.engine.Filter`` takes whole."""
 from __future__ import annotations
 
-from curate.core.options import Option, defaults
+from curate.core.options import Option, defaults, options_class
 
 FILTER = [
+    Option("rules", flag="--rules", required=True, path="file",
+           help="Rules file (YAML, schemas/rules.schema.json), e.g. rules/goldenswag.yaml."),
+    Option("out", flag="--out", required=True, path="out",
+           help="Folder for decisions.parquet, stages.csv, rules.yaml and summary.json."),
     Option("annotator", pattern=r"^\S+:\S+$",
            help="Annotator for conditions that name none (overrides defaults.annotator).",
            config="Annotator whose records the rules read, overriding the rules' default (e.g. one of the annotators "
@@ -17,3 +21,4 @@ FILTER = [
 ]
 
 DEFAULTS = defaults(FILTER)
+FilterOptions = options_class("FilterOptions", FILTER)

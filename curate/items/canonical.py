@@ -50,11 +50,22 @@ def item_id(benchmark: str, split: str, row_index: int) -> str:
     return f"{benchmark}/{split}/{row_index}"
 
 
-def make_item(*, benchmark: str, split: str, row_index: int, native_ids: dict, source: str | None,
-              context_parts: dict, prompts: dict, options: list[str], gold: int, kind: str | None = None,
-              delimiter: str | None = None, partial: dict | None = None, letters: dict | None = None) -> dict:
-    """A canonical item; the optional fields are left out when not given (or, for the
-    delimiter, when it is the default one)."""
+#: A canonical item's fields besides where it comes from and what it asks, and their defaults
+#: (``None``: left out of the item when not given).
+ITEM_FIELDS = {"native_ids": {}, "source": None, "context_parts": {}, "kind": None, "delimiter": None,
+               "partial": None, "letters": None}
+
+
+def make_item(*, benchmark: str, split: str, row_index: int, prompts: dict, options: list[str], gold: int,
+              **fields) -> dict:
+    """A canonical item; ``fields``: the ``ITEM_FIELDS`` it has (the optional ones are left out
+    when not given, or, for the delimiter, when it is the default one)."""
+    unknown = set(fields) - set(ITEM_FIELDS)
+    if unknown:
+        raise TypeError(f"make_item: no field {', '.join(sorted(unknown))}")
+    fields = {**ITEM_FIELDS, **fields}
+    native_ids, source, context_parts, kind = (fields[k] for k in ("native_ids", "source", "context_parts", "kind"))
+    delimiter, partial, letters = fields["delimiter"], fields["partial"], fields["letters"]
     extras = {k: v for k, v in (("delimiter", delimiter), ("partial", partial), ("letters", letters))
               if v is not None and not (k == "delimiter" and v == DEFAULT_DELIMITER)}
     return {

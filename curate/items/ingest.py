@@ -12,6 +12,8 @@ from curate.items.adapters.fields import FieldError
 from curate.core.clock import now
 from curate.core.errors import CurateError, InputError
 from curate.items.canonical import validation_errors
+from curate.items.ingest_options import IngestOptions
+from curate.items.stage import Stage
 from curate.items.sources import open_source, parse_copy_of
 from curate.items.store import check_new_workspace, create_workspace
 
@@ -46,37 +48,51 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     return items, raws
 
 
-def ingest(root: str | Path, *, adapter, data: str | None = None, split: str | None = None, config: str | None = None,
-           revision: str | None = None, copy_of: str | None = None, delimiter: str | None = None,
-           encoding: str | None = None, limit: int | None = None) -> Path:
-    """Create workspace ``root`` from ``data`` (local path or Hub id; ``config`` names the Hub
-    dataset's configuration; ``delimiter``/``encoding`` override what is detected in a CSV
-    file) using ``adapter``. ``copy_of`` (``OWNER/NAME[@REVISION]``) records which Hub dataset a
-    local file copies, so releases can name it."""
-    try:  # a built-in's own Hub id, configuration and split where none is named
-        data, split, config = hub_default(adapter, data, split, config)
-    except ValueError as exc:
-        raise CurateError(f"{exc} (--data, or the audit config's benchmark.path / hub)") from None
-    check_new_workspace(Path(root))  # before the reading, which can take a while
-    copy = parse_copy_of(copy_of) if copy_of else None
-    source = open_source(data, split=split, revision=revision, config=config, delimiter=delimiter, encoding=encoding)
-    if copy:
-        if source.provenance["kind"] != "local":
-            raise InputError("--copy-of describes a local copy; a Hub source names itself", path=data)
-        source.provenance["copy_of"] = copy
-    where = source.provenance.get("path") or source.provenance.get("repo_id")
-    items, raws = build_items(source.rows, adapter, split=split, where=where, limit=limit)
-    meta = {
-        "benchmark": adapter.name,
-        "adapter": adapter_record(adapter),
-        "split": split,
-        "formulation": default_formulation(adapter),
-        "source": source.provenance,
-        "limit": limit,
-        "created_at": now(),
-        "toolkit_version": curate.__version__,
-    }
-    return create_workspace(root, meta=meta, items=items, raw_rows=raws)
+def ingest(root: str | Path, *, adapter, **options) -> Path:
+    """Create workspace ``root`` with ``adapter`` (``options``: ``IngestOptions``'s, by name)."""
+    return Ingest(root, IngestOptions(**options), adapter).run()
+
+
+class Ingest(Stage):
+    """A new workspace from ``data`` (local path or Hub id; ``config`` names the Hub dataset's
+    configuration; ``delimiter``/``encoding`` override what is detected in a CSV file) read with
+    ``adapter``. ``copy_of`` (``OWNER/NAME[@REVISION]``) records which Hub dataset a local file
+    copies, so releases can name it. Unlike the other stages it opens no workspace: it makes one,
+    all or nothing (``curate.items.store.create_workspace``)."""
+    name = "ingest"
+    Options = IngestOptions
+
+    def __init__(self, root, options, adapter):
+        super().__init__(root, options)
+        self.adapter = adapter
+
+    def run(self) -> Path:
+        o, adapter = self.options, self.adapter
+        try:  # a built-in's own Hub id, configuration and split where none is named
+            data, split, config = hub_default(adapter, o.data, o.split, o.config)
+        except ValueError as exc:
+            raise CurateError(f"{exc} (--data, or the audit config's benchmark.path / hub)") from None
+        check_new_workspace(self.root)  # before the reading, which can take a while
+        copy = parse_copy_of(o.copy_of) if o.copy_of else None
+        source = open_source(data, split=split, revision=o.revision, config=config, delimiter=o.delimiter,
+                             encoding=o.encoding)
+        if copy:
+            if source.provenance["kind"] != "local":
+                raise InputError("--copy-of describes a local copy; a Hub source names itself", path=data)
+            source.provenance["copy_of"] = copy
+        where = source.provenance.get("path") or source.provenance.get("repo_id")
+        items, raws = build_items(source.rows, adapter, split=split, where=where, limit=o.limit)
+        meta = {
+            "benchmark": adapter.name,
+            "adapter": adapter_record(adapter),
+            "split": split,
+            "formulation": default_formulation(adapter),
+            "source": source.provenance,
+            "limit": o.limit,
+            "created_at": now(),
+            "toolkit_version": curate.__version__,
+        }
+        return create_workspace(self.root, meta=meta, items=items, raw_rows=raws)
 
 
 #: Adapter kinds workspaces recorded before every built-in became one file (``curate.items.benchmarks``).

@@ -1,13 +1,14 @@
 """The options of `curate init` that say what to read (and the audit config's ``benchmark``
 keys of the same names), declared once: ``curate.core.options`` derives the click options, the
-config schema's properties and the defaults ``curate.items.ingest.ingest`` takes from this table.
+config schema's properties and the options object (``IngestOptions``, with ``data``) that
+``curate.items.ingest.Ingest`` takes whole.
 
 Not here: ``--benchmark`` (the adapters' registry), ``--data`` (the config splits it into
 ``path`` and ``hub``, which resolve differently) and ``--columns`` (``curate.items.adapters.columns``).
 """
 from __future__ import annotations
 
-from curate.core.options import Option, defaults
+from curate.core.options import Option, defaults, options_class
 
 INGEST = [
     Option("split", help="Split to ingest [default: the benchmark's, else validation].",
@@ -29,3 +30,7 @@ INGEST = [
 ]
 
 DEFAULTS = defaults(INGEST)
+
+#: Where the rows come from: a local path or a Hub id (None: a built-in's own Hub dataset).
+DATA = Option("data", help="A local file or folder, or a Hub dataset id.")
+IngestOptions = options_class("IngestOptions", [DATA, *INGEST])

@@ -24,8 +24,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import ClassVar
 
-from tqdm import tqdm
-
 from curate.core.clock import now
 from curate.items.store import Workspace
 
@@ -34,6 +32,7 @@ class Stage:
     """One run of a stage on the workspace at ``root`` with ``options`` (its ``Options``)."""
     name: ClassVar[str]
     Options: ClassVar[type]
+    timed: ClassVar[bool] = True  # the summary says how many seconds the run took
 
     def __init__(self, root, options):
         if not isinstance(options, self.Options):
@@ -62,13 +61,15 @@ class Stage:
         Workspace.open(self.root).close()
         with self.locked():
             summary = self.execute()
-        return {**summary, "seconds": round(time.perf_counter() - start, 3)}
+        return {**summary, "seconds": round(time.perf_counter() - start, 3)} if self.timed else summary
 
     def execute(self) -> dict:
         raise NotImplementedError
 
-    def progress(self, total: int, unit: str, desc: str, *, enabled: bool = True) -> tqdm:
+    def progress(self, total: int, unit: str, desc: str, *, enabled: bool = True):
         """A progress bar with counts and ETA (none with ``quiet``, or where ``enabled`` is false)."""
+        from tqdm import tqdm
+
         return tqdm(total=total, unit=unit, desc=desc, disable=getattr(self.options, "quiet", False) or not enabled,
                     dynamic_ncols=True)
 

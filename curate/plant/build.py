@@ -21,7 +21,7 @@ from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.core.lock import claimed, remove_stale
 from curate.plant.inject import Planted, check_kinds, plant_items
-from curate.plant.options import PLANT_DEFAULTS as D
+from curate.plant.options import PlantOptions
 from curate.items.store import DB_NAME, Workspace, check_new_workspace, create_workspace
 from scoring.store import delete_scores, open_scores
 
@@ -49,14 +49,13 @@ def key_digest(key: dict) -> str:
     return sha256_text(canonical_json(body))
 
 
-def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"], seed: int = D["seed"],
-                    key=D["key"], models=D["models"], drop_unscored: bool = D["drop_unscored"],
-                    dtype: str = D["dtype"], device: str = D["device"], batch_tokens: int = D["batch_tokens"],
-                    self_check: int = D["self_check"], quiet: bool = D["quiet"]) -> dict:
+def plant_workspace(source, target, **options) -> dict:
     """Copy workspace ``source`` to ``target`` with errors planted; write the key to ``key``
-    (default: beside ``target``). Returns a summary. A failure leaves neither."""
-    source, target = Path(source), Path(target)
-    key = Path(key) if key else default_key_path(target)
+    (default: beside ``target``). Returns a summary. A failure leaves neither. ``options``:
+    ``PlantOptions``', by name."""
+    o = PlantOptions(**options)
+    source, target, rate, seed = Path(source), Path(target), o.rate, o.seed
+    key = Path(o.key) if o.key else default_key_path(target)
     check_new_workspace(target)
     _check_key_path(key, target)
     with Workspace.open(source) as ws:
@@ -64,9 +63,7 @@ def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"]
     if "planted" in meta:  # the key of a second plant would count the first plants as clean items
         raise CurateError(f"{source}: is a planted copy made by `curate plant` (its key knows only its own plants); "
                           f"plant from the original workspace instead")
-    if isinstance(kinds, str):
-        kinds = [k.strip() for k in kinds.split(",") if k.strip()]
-    kinds = check_kinds(kinds)
+    kinds = check_kinds(o.kinds)
     planted_items, planted = plant_items(items, kinds, rate, seed)
     home = Path(os.path.abspath(target)).parent
     home.mkdir(parents=True, exist_ok=True)
@@ -79,9 +76,8 @@ def plant_workspace(source, target, *, kinds=D["kinds"], rate: float = D["rate"]
                                  "created_at": now(), "toolkit_version": curate.__version__}}
             create_workspace(built, meta=meta, items=planted_items, raw_rows=[_raw(it) for it in planted_items])
             labels = _copy_scores(source, built, planted, planted_items)
-            rescored = [_rescore(built, model, labels, dtype=dtype, device=device, batch_tokens=batch_tokens,
-                                 self_check=self_check, quiet=quiet) for model in models]
-            dropped = _unscored(built, labels, planted, drop=drop_unscored)
+            rescored = [_rescore(built, model, labels, o) for model in o.models]
+            dropped = _unscored(built, labels, planted, drop=o.drop_unscored)
             summary = {"format": KEY_FORMAT, "source": str(source.resolve()), "workspace": str(Path(os.path.abspath(target))),
                        "items_digest": items_digest(planted_items), "items": len(items), "kinds": kinds,
                        "rate": rate, "seed": seed, "counts": {k: sum(p.kind == k for p in planted) for k in kinds},
@@ -176,7 +172,7 @@ def _shared_columns(ws: Workspace, table: str) -> str:
     return ", ".join(c for c in mine if c in theirs)
 
 
-def _rescore(built: Path, model: str, labels: dict, **options) -> dict:
+def _rescore(built: Path, model: str, labels: dict, options) -> dict:
     """Score ``model`` on the planted workspace under its own name: what its copied scores
     cover is reused, so only the changed items are computed. It scores the (mode, formulation)
     pairs its label holds, else those any label holds, else full mode."""
@@ -190,9 +186,8 @@ def _rescore(built: Path, model: str, labels: dict, **options) -> dict:
     computed = 0
     for formulation, modes in by_formulation.items():
         summary = score_workspace(built, model, modes, label=model, formulations=[formulation] if formulation else None,
-                                  dtype=options["dtype"], device=options["device"],
-                                  batch_tokens=options["batch_tokens"], self_check=options["self_check"],
-                                  show_progress=not options["quiet"])
+                                  dtype=options.dtype, device=options.device, batch_tokens=options.batch_tokens,
+                                  self_check=options.self_check, show_progress=not options.quiet)
         computed += summary["computed"]
     return {"model": model, "pairs": [list(p) for p in pairs], "computed_units": computed}
 

@@ -27,14 +27,12 @@ def plant():
 @plant.command("new")
 @click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("target", type=click.Path(path_type=Path))
-@click.option("--model", "models", multiple=True,
-              help="Local model that re-scores the changed options (as curate score --model; repeat for several).")
 @click_options(PLANT)
-def new(source, target, models, **options):
+def new(source, target, **options):
     """Copy SOURCE's items into a new workspace TARGET with errors planted; the key goes outside it."""
     from curate.plant.build import plant_workspace
 
-    summary = plant_workspace(source, target, models=models, **options)
+    summary = plant_workspace(source, target, **options)
     counts = ", ".join(f"{kind} {n}" for kind, n in summary["counts"].items())
     click.echo(f"planted {sum(summary['counts'].values())} of {summary['items']} items ({counts}) into {target}")
     for r in summary["rescored"]:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from curate.validity.item_options import FEWSHOT
 from curate.items.canonical import MODES
-from curate.core.options import Option, defaults
+from curate.core.options import Option, defaults, options_class
 from curate.plant import KINDS
 from scoring.normalize import NORMALIZATIONS
 from scoring.options import SCORE
@@ -17,8 +17,16 @@ def _score(name: str, **changes) -> Option:
     return replace(next(o for o in SCORE if o.name == name), config=None, **changes)
 
 
+def kinds_of(value) -> list[str]:
+    """``"a,b"`` or ``["a", "b"]`` as a list of kinds (checked against ``KINDS`` where planted)."""
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    return [str(k).strip() for k in parts if str(k).strip()]
+
+
 PLANT = [
-    Option("kinds", default=",".join(KINDS), metavar="K1,K2",
+    Option("models", flag="--model", multiple=True, default=(),
+           help="Local model that re-scores the changed options (as curate score --model; repeat for several)."),
+    Option("kinds", default=",".join(KINDS), metavar="K1,K2", convert=kinds_of,
            help=f"Kinds of error to plant, comma-separated, from: {', '.join(KINDS)}."),
     Option("rate", float, 0.02, min=0, max=1, min_open=True, max_open=True,
            help="Share of the items planted with each kind (at least one item per kind; the kinds together "
@@ -44,5 +52,5 @@ EVALUATE = [
     Option("json_output", bool, False, flag="--json", help="Print the table as JSON records."),
 ]
 
-PLANT_DEFAULTS = defaults(PLANT) | {"models": ()}
+PlantOptions = options_class("PlantOptions", PLANT)
 EVALUATE_DEFAULTS = defaults(EVALUATE)

@@ -1,6 +1,6 @@
 """Versioned releases of a filtered benchmark: build, publish to a target, verify, diff.
 
-``make_release`` builds the release in a temporary folder (data in the source's format, dataset
+``Release`` (``make_release``) builds the release in a temporary folder (data in the source's format, dataset
 card, manifest), then hands it to the target, which publishes all of it or none of it.
 """
 from __future__ import annotations
@@ -13,38 +13,52 @@ from typing import Iterator
 
 from curate.core.errors import CurateError
 from curate.core.lock import claimed, remove_stale
+from curate.items.stage import Stage
 from curate.release.manifest import check_name_version, read_manifest
+from curate.release.options import ReleaseOptions
 from curate.release.targets import parse_target
 
 # Building, verifying and diffing releases need pandas and the filter engine (most of a second to
 # import); they are imported where used, so that the CLI, which imports this package for every
 # command, starts quickly.
 
-__all__ = ["make_release", "verify_release", "diff_releases", "fetched", "release_line", "where_published"]
+__all__ = ["Release", "make_release", "verify_release", "diff_releases", "fetched", "release_line", "where_published"]
 
 STAGING_PREFIX = "benchcurate-release-"
 
 
-def make_release(root, decisions_dir, name: str, version: str, target: str, *, license: str | None = None,
-                 changelog: str | None = None) -> dict:
-    """Release the items kept in ``decisions_dir`` as ``name`` ``version`` to ``target``.
+def make_release(root, decisions_dir, name: str, version: str, target: str, **options) -> dict:
+    """Release the items kept in ``decisions_dir`` as ``name`` ``version`` to ``target``
+    (``options``: ``ReleaseOptions``' others, by name): the manifest as written, plus
+    ``"published"`` (where it went: location, commit, tag)."""
+    values = {"decisions": decisions_dir, "name": name, "version": version, "to": str(target), **options}
+    return Release(root, ReleaseOptions(**values)).run()
 
-    Returns the manifest as written, plus ``"published"`` (where it went: location, commit, tag).
-    An existing version is refused before anything is built.
-    """
-    from curate.release.package import build_release
 
-    check_name_version(name, version)
-    tgt = parse_target(str(target))
-    tgt.check_new(name, version)
-    # Named after this process and held by it, so the next run can remove what a `kill -9` left behind.
-    remove_stale(Path(tempfile.gettempdir()), rf"{STAGING_PREFIX}(\d+)-[a-z0-9_]+")
-    with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp, claimed(Path(tmp)):
-        staging = Path(tmp) / "release"
-        staging.mkdir()
-        manifest = build_release(root, decisions_dir, name, version, staging, license=license, changelog=changelog)
-        published = tgt.publish(staging, name, version)
-    return {**manifest, "published": published}
+class Release(Stage):
+    """A versioned release: built in a temporary folder (data in the source's format, dataset card,
+    manifest), then handed to the target, which publishes all of it or none of it. An existing
+    version is refused before anything is built."""
+    name = "release"
+    timed = False  # the summary is the manifest
+
+    Options = ReleaseOptions
+
+    def execute(self) -> dict:
+        from curate.release.package import build_release
+
+        o = self.options
+        check_name_version(o.name, o.version)
+        tgt = parse_target(o.to)
+        tgt.check_new(o.name, o.version)
+        # Named after this process and held by it, so the next run can remove what a `kill -9` left behind.
+        remove_stale(Path(tempfile.gettempdir()), rf"{STAGING_PREFIX}(\d+)-[a-z0-9_]+")
+        with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp, claimed(Path(tmp)):
+            staging = Path(tmp) / "release"
+            staging.mkdir()
+            manifest = build_release(self.root, staging, o)
+            published = tgt.publish(staging, o.name, o.version)
+        return {**manifest, "published": published}
 
 
 def where_published(published: dict) -> str:

@@ -58,10 +58,17 @@ def table_cell(text: str) -> str:
 
 def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
     """README.md for a release; ``data_files`` maps split -> path of its parquet file."""
-    src = manifest["source"]
-    known = known_benchmark(src["benchmark"])
-    pretty = (known.pretty_name if known else None) or src["benchmark"]
-    counts = manifest["counts"]
+    known = known_benchmark(manifest["source"]["benchmark"])
+    pretty = (known.pretty_name if known else None) or manifest["source"]["benchmark"]
+    lines = [*_front_matter(manifest, data_files, pretty), *_stage_lines(manifest, pretty), *_rests_on(manifest),
+             *_reproduce(manifest), *_citation(known)]
+    lines.append(f"Made with benchcurate {manifest['toolkit']['version']}.")
+    return "\n".join(lines) + "\n"
+
+
+def _front_matter(manifest: dict, data_files: dict[str, str], pretty: str) -> list[str]:
+    """The Hub's YAML header: license, name, size, the data files by split, the source dataset."""
+    src, counts = manifest["source"], manifest["counts"]
     meta = {
         "license": src["license"],
         "pretty_name": f"{manifest['name']} ({pretty} {src['split']}, filtered)",
@@ -75,10 +82,14 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
     hub_id = source_hub_id(src)
     if hub_id:
         meta["source_datasets"] = [hub_id]
-    header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).strip()
+    return ["---", yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).strip(), "---", ""]
+
+
+def _stage_lines(manifest: dict, pretty: str) -> list[str]:
+    """What the release holds, and the filter stages' table."""
+    src, counts = manifest["source"], manifest["counts"]
     by_source = ", ".join(f"{s} {n}" for s, n in sorted(counts.get("kept_by_source", {}).items()))
     lines = [
-        "---", header, "---", "",
         f"# {manifest['name']} {manifest['version']}", "",
         f"{counts['kept']} of the {counts['items']} items of {pretty} ({src['split']} split) that pass the "
         f"filter rules `{manifest['rules']['name']}` ({manifest['rules']['sha256']}), in {pretty}'s own format "
@@ -95,19 +106,29 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
                      f"{row['removed_here']} | {row['left']} |")
     if manifest.get("changelog"):
         lines += ["", "## Changes in this version", "", manifest["changelog"]]
-    lines += ["", "## What the decisions rest on", ""]
-    if manifest["annotators"]:
-        for a in manifest["annotators"]:
-            lines.append(f"- annotator `{a['annotator']}` round {a['round']}: {a.get('records', '?')} records; "
-                         f"model snapshots {', '.join(a.get('model_snapshots') or ['-'])}; prompt versions "
-                         f"{', '.join(a.get('prompt_versions') or ['-'])}")
+    return lines
+
+
+def _rests_on(manifest: dict) -> list[str]:
+    """The annotators, score runs and tokenizers the decisions were made from."""
+    lines = ["", "## What the decisions rest on", ""]
+    for a in manifest["annotators"]:
+        lines.append(f"- annotator `{a['annotator']}` round {a['round']}: {a.get('records', '?')} records; "
+                     f"model snapshots {', '.join(a.get('model_snapshots') or ['-'])}; prompt versions "
+                     f"{', '.join(a.get('prompt_versions') or ['-'])}")
     for r in manifest["scoring_runs"]:
         lines.append(f"- scores `{r['model']}` ({r.get('mode', '?')} mode, {', '.join(r.get('normalizations', []))}): "
                      f"run `{r['run_id']}`, {r.get('origin', '')}")
     for t in manifest["tokenizers"]:
         lines.append(f"- token lengths: tokenizer `{t['name']}` ({t.get('class', '')})")
+    return lines
+
+
+def _reproduce(manifest: dict) -> list[str]:
+    """Where the release came from, its license, and the commands that make it again."""
+    src = manifest["source"]
     released_from, data_arg = source_text(src["provenance"])
-    lines += [
+    lines = [
         "", "`manifest.json` lists the kept item ids, the stages that removed every other item, the rules "
         "file as applied, and the sha256 of every file here.", "",
         "## Source and license", "",
@@ -119,12 +140,16 @@ def dataset_card(manifest: dict, data_files: dict[str, str]) -> str:
         lines.append("# import or score the models listed above into WS (e.g. curate import-scores WS ...)")
     defaults = manifest["rules"].get("defaults") or {}
     flags = "".join(f" --{k} {v}" for k, v in sorted(defaults.items()))
-    lines += [f"curate filter WS --rules RULES.yaml --out DECISIONS{flags}   # RULES.yaml: the manifest's rules.content",
-              f"curate release WS --decisions DECISIONS --name {manifest['name']} --version {manifest['version']} --to TARGET",
-              "curate release verify RELEASE_FOLDER", "```", "", "## Citation", ""]
+    return lines + [
+        f"curate filter WS --rules RULES.yaml --out DECISIONS{flags}   # RULES.yaml: the manifest's rules.content",
+        f"curate release WS --decisions DECISIONS --name {manifest['name']} --version {manifest['version']} --to TARGET",
+        "curate release verify RELEASE_FOLDER", "```", "", "## Citation", ""]
+
+
+def _citation(known) -> list[str]:
+    lines = []
     if known and known.citation:
-        lines += [f"Cite the source benchmark:", "", "```bibtex", known.citation, "```", ""]
+        lines += ["Cite the source benchmark:", "", "```bibtex", known.citation, "```", ""]
     if known and known.study:
         lines += ["The filter stages follow:", "", "```bibtex", known.study, "```", ""]
-    lines.append(f"Made with benchcurate {manifest['toolkit']['version']}.")
-    return "\n".join(lines) + "\n"
+    return lines

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from curate.core.options import click_options
-from curate.release.options import RELEASE
+from curate.release.options import RELEASE, ReleaseOptions
 
 from curate.click_types import DefaultGroup
 
@@ -31,17 +31,13 @@ def release_group():
 
 @release_group.command("create")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--decisions", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Output folder of `curate filter`.")
-@click_options(RELEASE[:2])
-@click.option("--to", "target", required=True,
-              help="PATH (local folder), git:REPO (commit + tag NAME-vX.Y.Z) or hf:OWNER/DATASET (Hugging Face Hub).")
-@click_options(RELEASE[2:])
-def create(workspace, decisions, name, version, target, license, changelog):
+@click_options(RELEASE, into=ReleaseOptions)
+def create(workspace, options):
     """Release the items kept in DECISIONS from WORKSPACE (also: `curate release WORKSPACE ...`)."""
-    from curate.release import make_release, release_line
+    from curate.release import Release, release_line
 
-    manifest = make_release(workspace, decisions, name, version, target, license=license, changelog=changelog)
+    name, version = options.name, options.version
+    manifest = Release(workspace, options).run()
     pub = manifest["published"]
     if pub.get("finished"):
         click.echo(f"finished {pub['finished']}")

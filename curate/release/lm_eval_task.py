@@ -71,24 +71,37 @@ def write_task(folder: Path, *, name: str, version: str, adapter: dict, split: s
         config, data = benchmarks.module(benchmark).LM_EVAL, f"../{data_path}"
         origin = f"lm-eval {LM_EVAL_VERSION}'s own task config for {benchmark}, zero-shot, reading {data}"
     write_text(task_dir / f"{name}.yaml", _task_yaml(name, version, split, data, config, origin))
-    write_text(task_dir / "utils.py", UTILS.read_text(encoding="utf-8"))
+    write_utils(task_dir)
     return {"task": name, "yaml": f"{TASK_DIR}/{name}.yaml", "lm_eval_version": LM_EVAL_VERSION,
             "config": benchmark or f"generic ({formulation})"}
 
 
 def _task_yaml(name: str, version: str, split: str, data: str, config: dict, origin: str) -> str:
-    """The task yaml: the released ``data`` file (relative to the task) as the only split, zero-shot,
-    then ``config``; a comment says what it follows and how to run it."""
+    """The release's task yaml: the released ``data`` file as its only split, zero-shot, then ``config``."""
+    return task_yaml(name, split, data, config, {"release": f"{name} {version}"},
+                     [f"lm-evaluation-harness {LM_EVAL_VERSION} task of release {name} {version}: {origin}.",
+                      f"lm_eval --model hf --model_args pretrained=MODEL --include_path {TASK_DIR} --tasks {name}"])
+
+
+def task_yaml(name: str, split: str, data: str, config: dict, metadata: dict, comment: list[str]) -> str:
+    """A task yaml reading ``data`` (a path relative to the task folder, read by utils.py's
+    ``load_release`` so the folder runs from anywhere) as its only split, zero-shot in lm-eval's
+    sense (no few-shot split), then ``config``; ``metadata`` joins the config's own, and the
+    ``comment`` lines head the file."""
     eval_split = "test_split" if split == "test" else "validation_split"
     head = {"task": name, "dataset_path": "json" if data.endswith(".jsonl") else "parquet",
             "dataset_kwargs": {"data_files": {split: data}}, "custom_dataset": function("load_release"),
             "output_type": "multiple_choice", "training_split": None, "validation_split": None, "test_split": None,
             eval_split: split, "fewshot_split": None}
     body = yaml.dump({**head, **{k: v for k, v in config.items() if k != "metadata"},
-                      "metadata": {**config.get("metadata", {}), "release": f"{name} {version}"}},
+                      "metadata": {**config.get("metadata", {}), **metadata}},
                      Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
-    return (f"# lm-evaluation-harness {LM_EVAL_VERSION} task of release {name} {version}: {origin}.\n"
-            f"# lm_eval --model hf --model_args pretrained=MODEL --include_path {TASK_DIR} --tasks {name}\n" + body)
+    return "".join(f"# {line}\n" for line in comment) + body
+
+
+def write_utils(task_dir: Path) -> None:
+    """The functions the task yamls name (``!function utils.NAME``), beside them."""
+    write_text(task_dir / "utils.py", UTILS.read_text(encoding="utf-8"))
 
 
 def _generic_doc(item: dict, formulation: str) -> dict:

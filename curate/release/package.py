@@ -109,45 +109,71 @@ def _check_decision_rows(decisions: pd.DataFrame, stages: list[str], path: Path)
                              f"and the stages {stages}", path=str(path), row=row)
 
 
-def build_release(root, decisions_dir, name: str, version: str, folder: Path, *, license: str | None = None,
-                  changelog: str | None = None) -> dict:
-    """Write the release into the empty folder ``folder``; returns the manifest. ``changelog``
-    says what changed since the previous version (in the manifest and on the card)."""
-    decisions, summary, rules_text = read_decisions(Path(decisions_dir))
+def build_release(root, folder: Path, options) -> dict:
+    """Write the release of ``options`` (``ReleaseOptions``) into the empty folder ``folder``;
+    returns the manifest. ``options.changelog`` says what changed since the previous version (in
+    the manifest and on the card)."""
+    inputs = _checked_inputs(root, options)
+    kept = inputs["decisions"]["kept"].to_numpy()
+    data_path = f"data/{inputs['split']}-00000-of-00001.parquet"
+    (folder / "data").mkdir(parents=True)
+    write_rows([raw for raw, k in zip(inputs["raw_rows"], kept) if k], folder / data_path, columns_from=inputs["raw_rows"])
+    task = write_task(folder, name=options.name, version=options.version, adapter=inputs["adapter"],
+                      split=inputs["split"], data_path=data_path, items=[it for it, k in zip(inputs["items"], kept) if k],
+                      formulation=inputs["formulation"])
+    manifest = _manifest(inputs, options, task)
+    write_text(folder / "README.md", dataset_card(manifest, {inputs["split"]: data_path}))
+    write_text(folder / CROISSANT, croissant_json(croissant(manifest, folder, data_path)))
+    manifest["files"] = hash_files(folder)
+    manifest["content_sha256"] = content_digest(manifest)
+    problems = schemas.errors("manifest", manifest)
+    if problems:  # a bug, not bad input: never publish a manifest that fails its own schema
+        raise CurateError(f"internal error: the manifest does not fit its schema: {problems[0]}")
+    write_text(folder / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    for path in folder.rglob("*"):  # atomic writes make private temp files; releases are for reading
+        if path.is_file():
+            path.chmod(0o644)
+    return manifest
+
+
+def _checked_inputs(root, options) -> dict:
+    """The decisions and what the workspace holds, checked to belong together and to be
+    unchanged since the filter read them; the license the release goes out under."""
+    decisions_dir = Path(options.decisions)
+    decisions, summary, rules_text = read_decisions(decisions_dir)
     with Workspace.open(root) as ws:
-        benchmark, split, source = ws.meta("benchmark"), ws.meta("split"), ws.meta("source")
-        adapter, formulation = ws.meta("adapter") or {}, ws.meta("formulation", "cloze")
-        items, raw_rows = ws.items(), ws.raw_rows()
-        runs = _score_runs(ws)
+        found = {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"), "source": ws.meta("source"),
+                 "adapter": ws.meta("adapter") or {}, "formulation": ws.meta("formulation", "cloze"),
+                 "items": ws.items(), "raw_rows": ws.raw_rows(), "runs": _score_runs(ws)}
         changed = changed_inputs(ws, summary["inputs"])
     if changed:
         raise CurateError(f"the decisions in {decisions_dir} were made from {changed}, which changed since; run "
                           f"`curate filter` again")
-    if summary["workspace"]["source"] != source:
+    if summary["workspace"]["source"] != found["source"]:
         raise CurateError(f"the decisions in {decisions_dir} were made on another source than workspace {root}")
-    if decisions["item_id"].tolist() != [it["item_id"] for it in items]:
+    if decisions["item_id"].tolist() != [it["item_id"] for it in found["items"]]:
         raise CurateError(f"the decisions in {decisions_dir} do not cover exactly the items of workspace {root}")
-    chosen_license = license_for(benchmark, license)
-    if not chosen_license:
-        raise CurateError(f"the license of benchmark {benchmark!r} is not known here; pass --license")
+    found["license"] = license_for(found["benchmark"], options.license)
+    if not found["license"]:
+        raise CurateError(f"the license of benchmark {found['benchmark']!r} is not known here; pass --license")
+    return {**found, "decisions": decisions, "summary": summary, "rules_text": rules_text}
 
-    kept = decisions["kept"].to_numpy()
-    data_path = f"data/{split}-00000-of-00001.parquet"
-    (folder / "data").mkdir(parents=True)
-    write_rows([raw for raw, k in zip(raw_rows, kept) if k], folder / data_path, columns_from=raw_rows)
-    lm_eval_task = write_task(folder, name=name, version=version, adapter=adapter, split=split, data_path=data_path,
-                      items=[it for it, k in zip(items, kept) if k], formulation=formulation)
 
+def _manifest(inputs: dict, options, lm_eval_task: dict) -> dict:
+    """manifest.json's content, but for the files' digests (added once every file is written)."""
+    decisions, summary, runs = inputs["decisions"], inputs["summary"], inputs["runs"]
+    kept, changelog = decisions["kept"].to_numpy(), options.changelog
     removed = decisions[~decisions["kept"]]
-    manifest = {
+    return {
         "manifest_version": MANIFEST_VERSION,
-        "name": name,
-        "version": version,
+        "name": options.name,
+        "version": options.version,
         "created_at": now(),
         "toolkit": {"name": "benchcurate", "version": curate.__version__},
-        "source": {"benchmark": benchmark, "split": split, "license": chosen_license, "provenance": public_provenance(source)},
-        "rules": {"name": summary["rules"]["name"], "sha256": summary["rules"]["sha256"], "content": rules_text,
-                  "defaults": _without_local_paths(summary["rules"].get("defaults", {}))},
+        "source": {"benchmark": inputs["benchmark"], "split": inputs["split"], "license": inputs["license"],
+                   "provenance": public_provenance(inputs["source"])},
+        "rules": {"name": summary["rules"]["name"], "sha256": summary["rules"]["sha256"],
+                  "content": inputs["rules_text"], "defaults": _without_local_paths(summary["rules"].get("defaults", {}))},
         "stages": summary["stages"],
         "counts": {"items": len(decisions), "kept": int(kept.sum()), "removed": int((~kept).sum()),
                    "kept_by_source": {str(k): int(v) for k, v in
@@ -163,18 +189,6 @@ def build_release(root, decisions_dir, name: str, version: str, folder: Path, *,
         "removed": dict(zip(removed["item_id"], removed["matched"])),
         "files": {},
     }
-    write_text(folder / "README.md", dataset_card(manifest, {split: data_path}))
-    write_text(folder / CROISSANT, croissant_json(croissant(manifest, folder, data_path)))
-    manifest["files"] = hash_files(folder)
-    manifest["content_sha256"] = content_digest(manifest)
-    problems = schemas.errors("manifest", manifest)
-    if problems:  # a bug, not bad input: never publish a manifest that fails its own schema
-        raise CurateError(f"internal error: the manifest does not fit its schema: {problems[0]}")
-    write_text(folder / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-    for path in folder.rglob("*"):  # atomic writes make private temp files; releases are for reading
-        if path.is_file():
-            path.chmod(0o644)
-    return manifest
 
 
 def public_name(value: str) -> str:

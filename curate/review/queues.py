@@ -18,8 +18,9 @@ spec                   items
                        pair first; ``duplicates:SCOPE`` (within, split, cross) keeps one scope
 ``min_k_pp``           the top 5% of items by Min-K%++ (k=20) of their own text under any text-scored
                        model, highest first; ``min_k_pp:MODEL`` under that model
-``suspects``           likely label errors: items whose label-error score (every model scored in full
-                       mode, ``curate.validity.suspects``) is above the ``label_error`` filter
+``suspects``           models prefer another option: items whose label-error score (every model scored
+                       in full mode, and every model's stored answers, ``curate.validity.suspects``) is
+                       above the ``label_error`` filter
                        condition's default cut (odds of 9 to 1), likeliest first; ``suspects:N`` the N
                        highest, whatever their score. The scores read are the report's and the
                        filter's (``curate.validity.item_table.choose``); ``suspects:K-shot`` and

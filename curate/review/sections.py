@@ -197,15 +197,23 @@ def suspect_section(ctx: ItemContext) -> Section | None:
 
     s, opts = ctx.suspect, letters(len(ctx.item["options"]))
     sus, gold = opts[s["suspected_option"]], opts[ctx.item["gold"]]
-    rows = "".join(f"<tr><td>{esc(m['model'])}</td><td>{m['p_suspected']:.3f}</td><td>{m['p_gold']:.3f}</td></tr>"
-                   for m in (s.get("evidence") or {}).get("models", []))
-    models = (f'<table class="suspect"><tr><th>model preferring {sus}</th><th>p({sus})</th><th>p({gold}, gold)</th>'
-              f"</tr>{rows}</table>" if rows else "")
+    evidence = s.get("evidence") or {}
+    rows = "".join(f"<tr><td>{esc(m['model'])}</td><td>{esc(m.get('source', 'probabilities'))}</td>"
+                   f"<td>{m['p_suspected']:.3f}</td><td>{m['p_gold']:.3f}</td></tr>" for m in evidence.get("models", []))
+    models = (f'<table class="suspect"><tr><th>model preferring {sus}</th><th>from</th><th>p({sus})</th>'
+              f"<th>p({gold}, gold)</th></tr>{rows}</table>" if rows else "")
+    answers = "".join(
+        f"<li>{esc(a['model'])} ({esc(a['from'])}): "
+        + ", ".join(f"{opts[int(o)]} &times;{n}" for o, n in a["runs"].items())
+        + (f"{', ' if a['runs'] else ''}unreadable &times;{a['unparsed']}" if a["unparsed"] else "") + "</li>"
+        for a in evidence.get("answers", []))
+    answered = ("<p>Models that answered without probabilities (p: their accuracy on the option they chose), "
+                f"their answers to this item:</p><ul>{answers}</ul>" if answers else "")
     return Section("suspect", "Suspected label error",
-                   f"<p>label-error score <b>{s['label_error_score']:.2f}</b> (the pooled log-odds that an option "
-                   f"other than the gold is right, less the item's discrimination; the queue's cut is "
-                   f"{DEFAULT_ABOVE:.2f}, odds of 9 to 1): suspected option <b>{sus}</b>, the gold is "
-                   f"<b>{gold}</b>.</p>{models}")
+                   f"<p>label-error score <b>{s['label_error_score']:.2f}</b> (the models' preference for another "
+                   f"option than the gold, as log-odds pooled over them, less the item's discrimination; the "
+                   f"queue's cut is {DEFAULT_ABOVE:.2f}, odds of 9 to 1): suspected option <b>{sus}</b>, the gold "
+                   f"is <b>{gold}</b>.</p>{models}{answered}")
 
 
 def generations_section(ctx: ItemContext) -> Section | None:

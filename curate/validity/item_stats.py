@@ -4,7 +4,8 @@ models, its 2PL IRT parameters and fit, and whether it is too easy to tell model
 Definitions (docs/item-validity.md has them with formulas):
 
 - ``difficulty``: the share of models answering the item right (classical test theory's p;
-  higher = easier).
+  higher = easier); a model that only answers counts with the share of its answers that are
+  right, one that did not answer the item not at all.
 - ``discrimination``: the corrected item-total point-biserial correlation, the Pearson
   correlation over models between being right on the item and the number of *other* items the
   model gets right; negative when weaker models get it right more often than stronger ones (a
@@ -12,7 +13,8 @@ Definitions (docs/item-validity.md has them with formulas):
 - ``irt_a``, ``irt_b`` (with standard errors), ``infit``, ``outfit``: the 2PL fit of
   ``curate.validity.irt.fit_2pl``, with at least ``IRT_MIN_MODELS`` models; NaN with fewer.
 - ``easy``: every model right, each with probability >= ``EASY_CONFIDENCE`` on the gold option
-  (SMART filtering's "easy" criterion, Gupta et al. 2025: all models right with high confidence).
+  (SMART filtering's "easy" criterion, Gupta et al. 2025: all models right with high confidence);
+  a model that only answers: right in every answer.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def item_statistics(responses: Responses) -> pd.DataFrame:
         irt = dict.fromkeys(IRT_COLUMNS, np.full(correct.shape[1], np.nan))
     return pd.DataFrame({
         "item_id": responses.item_ids,
-        "difficulty": correct.mean(axis=0),
+        "difficulty": np.nanmean(np.asarray(correct, dtype=float), axis=0),
         "discrimination": corrected_item_total(correct),
         **irt,
         "easy": easy_items(responses),
@@ -59,19 +61,32 @@ def irt_note(n_models: int) -> str | None:
 
 
 def corrected_item_total(correct: np.ndarray) -> np.ndarray:
-    """Per item, corr over models of (right on the item, right on the other items)."""
+    """Per item, corr over models of (right on the item, share right on the other items). NaN
+    cells (a model that did not answer the item) are left out of that item's correlation and of
+    the model's share; shares of answers right (an answer-only model's runs) count as they are."""
     x = np.asarray(correct, dtype=float)
-    rest = x.sum(axis=1, keepdims=True) - x
-    xc, rc = x - x.mean(axis=0), rest - rest.mean(axis=0)
-    denom = np.sqrt((xc**2).sum(axis=0) * (rc**2).sum(axis=0))
+    seen = ~np.isnan(x)
+    x0 = np.where(seen, x, 0.0)
+    others = seen.sum(axis=1, keepdims=True) - seen
+    rest = np.divide(x0.sum(axis=1, keepdims=True) - x0, others, out=np.zeros_like(x0), where=others > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
+        n = seen.sum(axis=0)
+        xc = np.where(seen, x0 - x0.sum(axis=0) / n, 0.0)
+        rc = np.where(seen, rest - (rest * seen).sum(axis=0) / n, 0.0)
+        denom = np.sqrt((xc**2).sum(axis=0) * (rc**2).sum(axis=0))
         return np.where(denom > 0, (xc * rc).sum(axis=0) / denom, np.nan)
 
 
 def easy_items(responses: Responses, confidence: float = EASY_CONFIDENCE) -> np.ndarray:
-    """Items every model answers right with probability >= ``confidence`` on the gold."""
+    """Items every model answers right with probability >= ``confidence`` on the gold; a model
+    that only answers (no probability to read) must be right in every answer it gave, and one
+    that did not answer the item does not count."""
     on_gold = gold_probabilities(responses)
-    return responses.correct.all(axis=0) & (on_gold >= confidence).all(axis=0)
+    answers = responses.answer_only
+    correct = np.asarray(responses.correct, dtype=float)
+    sure = (correct == 1) & (on_gold >= confidence)
+    sure[answers] = (correct[answers] == 1) | np.isnan(correct[answers])
+    return sure.all(axis=0)
 
 
 def gold_probabilities(responses: Responses) -> np.ndarray:

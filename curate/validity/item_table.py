@@ -17,14 +17,15 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from curate.validity.item_stats import item_statistics
-from curate.validity.responses import Responses, response_matrix
+from curate.validity.responses import Responses, answers_matrix, join_answers, response_matrix
 from curate.validity.suspects import suspects
 from curate.core.errors import CurateError
 
 #: The columns of ``curate export WORKSPACE item-stats``.
 COLUMNS = ["item_id", "row_index", "difficulty", "discrimination", "irt_a", "irt_b", "irt_a_se", "irt_b_se", "infit",
-           "outfit", "easy", "label_error_score", "suspected_option", "several_correct_score", "no_right_answer_score",
-           "mode", "formulation", "fewshot", "normalization", "models", "set_apart"]
+           "outfit", "easy", "label_error_score", "suspected_option", "preference_discrimination",
+           "several_correct_score", "no_right_answer_score", "unparsed_answers",
+           "mode", "formulation", "fewshot", "normalization", "models", "answer_models", "set_apart"]
 
 @dataclass(frozen=True)
 class Choice:
@@ -92,13 +93,42 @@ def stored_conditions(ws) -> pd.DataFrame:
 
 def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
                formulation: str = "cloze", normalization: str | None = None,
-               fewshot: int = 0) -> tuple[Responses, pd.DataFrame]:
+               fewshot: int = 0, answers: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame]:
     """The response matrix and one row per item it holds (row order): item statistics, then the
-    suspect scores and their evidence (of the ``fewshot``-shot scores)."""
-    responses = response_matrix(scores, items, models=models, mode=mode, formulation=formulation,
-                                normalization=normalization, fewshot=fewshot)
+    suspect scores and their evidence (of the ``fewshot``-shot scores). ``answers`` (a
+    ``scoring.answers.read_answers`` frame): the models that only answer join the matrix
+    (``curate.validity.responses.join_answers``); with no scores, they make it alone."""
+    if models is not None and answers is not None:  # the named models that only answer
+        only = set(answers["model"]) - set(scores["model"])
+        models = [m for m in models if m not in only] or None
+        scores = scores if models else scores.iloc[:0]
+    if scores.empty and answers is not None and not answers.empty:
+        responses = answers_matrix(answers, items, mode=mode)
+    else:
+        responses = join_answers(response_matrix(scores, items, models=models, mode=mode, formulation=formulation,
+                                                 normalization=normalization, fewshot=fewshot), answers)
     stats = item_statistics(responses)
     return responses, stats.merge(suspects(responses, stats), on="item_id", how="left")
+
+
+def stored_answers(ws, models=None) -> pd.DataFrame | None:
+    """An open workspace's stored answers (``scoring.answers.read_answers``; ``models``: only
+    theirs), None when it holds none. A workspace with neither answers nor generations is not
+    touched (reading answers first puts their tables in place)."""
+    from scoring.answers import read_answers
+
+    if not {"answers", "generations"} & set(ws.tables()):
+        return None
+    found = read_answers(ws.root)
+    if models is not None:
+        found = found[found["model"].isin(list(models))]
+    return found if len(found) else None
+
+
+def answer_models(responses: Responses) -> str:
+    """The models read from their answers alone, each with where the answers come from."""
+    return ", ".join(f"{m} ({s})" for m, s, a in zip(responses.models, responses.sources or (), responses.answer_only)
+                     if a)
 
 
 def normalization_for(scores: pd.DataFrame, preferred: str | None) -> str | None:
@@ -125,21 +155,23 @@ def workspace_table(ws, *, mode: str = "full", formulation: str | None = None, f
                     fewshot=fewshot, models=models)
     scores = read_scores(ws, models=list(models) if models else None, modes=[mode], formulations=[choice.formulation],
                          fewshots=[choice.fewshot])
-    if scores.empty:
+    answers = stored_answers(ws, models)
+    if scores.empty and answers is None:
         stored = ", ".join(f"{k}-shot" for k in choice.fewshots)
         raise CurateError(f"{ws.root}: no {mode}-mode {choice.formulation} {choice.fewshot}-shot scores"
                           + (f" (stored: {stored}; choose one with --fewshot)" if stored else "")
                           + "; item statistics need several models' scores (curate score or curate import-scores)")
     normalization = normalization or normalization_for(scores, preferred_normalization)
     responses, table = item_table(scores, ws.items() if items is None else items, models=models, mode=mode, formulation=choice.formulation,
-                                  normalization=normalization, fewshot=choice.fewshot)
+                                  normalization=normalization, fewshot=choice.fewshot, answers=answers)
     return responses, table, choice
 
 
 def records(workspace, *, fewshot: int | None = None) -> list[dict]:
     """The item-stats export: the models scored in full mode that can be read together (the others
     named in ``set_apart``, ``curate.validity.responses``), the workspace's formulation, the primary
-    normalization, the shot count ``choose`` picks (or ``fewshot``)."""
+    normalization, the shot count ``choose`` picks (or ``fewshot``); ``models`` are those read from
+    their probabilities, ``answer_models`` those read from their answers alone (with the source)."""
     from scoring.store import open_scores
 
     with open_scores(workspace) as ws:
@@ -148,6 +180,7 @@ def records(workspace, *, fewshot: int | None = None) -> list[dict]:
     rows = {it["item_id"]: it["row_index"] for it in items}
     table = table.assign(row_index=table["item_id"].map(rows), mode=responses.mode, formulation=choice.formulation,
                          fewshot=choice.fewshot, normalization=responses.normalization,
-                         models=", ".join(responses.models),
+                         models=", ".join(m for m, a in zip(responses.models, responses.answer_only) if not a),
+                         answer_models=answer_models(responses),
                          set_apart="; ".join(f"{m}: {why}" for m, why in responses.set_apart))
     return table[COLUMNS].to_dict("records")

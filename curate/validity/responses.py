@@ -16,6 +16,18 @@ study's ``seq_mean`` is a mean over the whole sequence), whose softmax is nearly
 (differences of a few hundredths); for them ``T`` is fitted per model by maximum likelihood of
 the gold labels (temperature scaling, Guo et al. 2017): one number per model, which keeps each
 model's ranking of the options and makes "how confident" comparable across models.
+
+Models that only answer (``scoring.answers``: ``curate generate``'s parsed replies, imported
+Inspect logs, lm-eval generate samples, tables of choices) join the matrix with ``join_answers``,
+after the models with probabilities, one row each (``Responses.sources`` says where each row comes
+from). Such a model's ``runs`` count how many of its answers to an item chose each option (several
+seeds, shuffles or samples: its agreement with itself) and ``unparsed`` the replies that could not
+be read. Its ``correct`` is the share of its answers that chose the gold, an unreadable reply
+counting as not correct (as the generation analyses count it); its ``probs`` are a noisy channel
+of its answers: the option it chose has probability ``acc`` (its accuracy over the answers it gave
+that could be read), each other option ``(1 - acc) / (n - 1)``, mixed over its runs by their
+shares (``channel_probs``). So a model that answers right 87% of the time is read as 87% sure of
+each answer, and one at chance carries nothing. Items it did not answer are NaN.
 """
 from __future__ import annotations
 
@@ -37,6 +49,8 @@ LOG_PROBABILITIES = ("sum", "study_sum")
 #: them to its items: the study's ten models on 10042 items and one model run with --limit 20
 #: would otherwise give a 20-item analysis.
 COVERAGE = 0.9
+#: ``Responses.sources`` of a model read from its log-likelihood scores.
+PROBABILITIES = "scores"
 
 
 def covering(item_counts: dict[str, int]) -> tuple[list[str], dict[str, str]]:
@@ -68,15 +82,40 @@ class Responses:
     temperature: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
     left_out: tuple = ()
     set_apart: tuple = ()   # (model, why) of the models scored here but not read together with these
+    #: Per model: ``PROBABILITIES`` (its scores), or where its answers come from (``scoring.answers``
+    #: sources, joined by ``+``); empty: every model has probabilities.
+    sources: tuple = ()
+    #: models x items x width: how many of an answer-only model's answers chose each option (0 for
+    #: the models with probabilities); None when no model only answers.
+    runs: np.ndarray | None = None
+    #: models x items: an answer-only model's replies that could not be read; None as ``runs``.
+    unparsed: np.ndarray | None = None
+
+    @property
+    def answer_only(self) -> np.ndarray:
+        """Per model: whether it joined from its answers alone (no probabilities)."""
+        return np.array([s != PROBABILITIES for s in self.sources], dtype=bool) if self.sources else (
+            np.zeros(len(self.models), dtype=bool))
+
+    @property
+    def probability_models(self) -> np.ndarray:
+        """Indices of the models read from their probabilities."""
+        return np.flatnonzero(~self.answer_only)
 
     @property
     def pred(self) -> np.ndarray:
-        """Each model's chosen option per item (models x items; ties: lowest index)."""
-        return np.nanargmax(np.where(np.isnan(self.logprobs), -np.inf, self.logprobs), axis=2)
+        """Each model's chosen option per item (models x items; ties: lowest index); an answer-only
+        model's most frequent readable answer, -1 where it gave none."""
+        pred = np.nanargmax(np.where(np.isnan(self.logprobs), -np.inf, self.logprobs), axis=2)
+        if self.runs is not None:
+            answers = self.answer_only
+            modal = self.runs[answers].argmax(axis=2)
+            pred[answers] = np.where(self.runs[answers].sum(axis=2) > 0, modal, -1)
+        return pred
 
     def with_gold(self, new_gold) -> "Responses":
         """A copy with other gold labels (planted gold moves): the scores and probabilities are
-        reused, ``correct`` is recomputed."""
+        reused, ``correct`` is recomputed (and the answer-only models' accuracy with it)."""
         new_gold = np.asarray(new_gold, dtype=int)
         if new_gold.shape != self.gold.shape:
             raise ValueError(f"new gold has shape {new_gold.shape}, expected {self.gold.shape}")
@@ -84,7 +123,9 @@ class Responses:
             bad = int(np.flatnonzero((new_gold < 0) | (new_gold >= self.n_options))[0])
             raise ValueError(f"item {self.item_ids[bad]}: gold {new_gold[bad]} is not one of its "
                              f"{self.n_options[bad]} options")
-        return dataclasses.replace(self, gold=new_gold, correct=self.pred == new_gold[None, :])
+        if self.runs is None:
+            return dataclasses.replace(self, gold=new_gold, correct=self.pred == new_gold[None, :])
+        return _with_answer_rows(dataclasses.replace(self, gold=new_gold))
 
 
 def response_matrix(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
@@ -184,3 +225,113 @@ def fit_temperature(values: np.ndarray, gold: np.ndarray) -> float:
     spread = np.nanstd(values - np.nanmean(values, axis=1, keepdims=True)) or 1.0
     best = minimize_scalar(loss, bounds=(np.log(spread) - 8, np.log(spread) + 8), method="bounded")
     return float(np.exp(best.x))
+
+
+def answer_mode(run: str, source: str) -> str:
+    """The prompt mode an answer was given in: ``curate generate`` names it in its run
+    (``scoring.answers.generate_run``); imported answers are answers to the full item."""
+    if source == "generate":
+        for part in str(run).split(","):
+            if part.startswith("mode="):
+                return part[len("mode="):]
+    return "full"
+
+
+def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
+    """``responses`` with the models that only answer (a ``scoring.answers.read_answers`` frame:
+    model, item_id, choice, run, source) as more rows, after the models with probabilities. Read:
+    the answers given in the responses' mode to its items. A model that has probabilities here
+    is read from them, its answers set apart (one model, one voice), as is a model that answered
+    none of these items."""
+    if answers is None or answers.empty:
+        return responses
+    answers = answers[[answer_mode(r, s) == responses.mode for r, s in zip(answers["run"], answers["source"])]]
+    apart = dict(responses.set_apart)
+    for model in sorted(set(answers["model"]) & set(responses.models)):
+        apart[f"{model} (answers)"] = "read from its probabilities"
+    answers = answers[~answers["model"].isin(responses.models)]
+    on_items = answers[answers["item_id"].isin(set(responses.item_ids))]
+    for model in sorted(set(answers["model"]) - set(on_items["model"])):
+        apart[f"{model} (answers)"] = f"no {responses.mode}-mode answer to these items"
+    models = sorted(on_items["model"].unique())
+    if not models:
+        return dataclasses.replace(responses, set_apart=tuple(apart.items()))
+    n_prob, width = len(responses.models), responses.logprobs.shape[2]
+    runs = np.zeros((n_prob + len(models), len(responses.item_ids), width))
+    unparsed = np.zeros(runs.shape[:2])
+    m = pd.Index(models).get_indexer(on_items["model"]) + n_prob
+    i = pd.Index(responses.item_ids).get_indexer(on_items["item_id"])
+    choice = on_items["choice"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    read = ~np.isnan(choice)
+    np.add.at(runs, (m[read], i[read], choice[read].astype(int)), 1)
+    np.add.at(unparsed, (m[~read], i[~read]), 1)
+    sources = on_items.groupby("model")["source"].agg(lambda s: "+".join(sorted(set(s))))
+    pad = np.full((len(models),) + responses.logprobs.shape[1:], np.nan)
+    joined = dataclasses.replace(
+        responses, models=[*responses.models, *models],
+        sources=(*(responses.sources or (PROBABILITIES,) * n_prob), *sources.loc[models]),
+        logprobs=np.concatenate([responses.logprobs, pad]), probs=np.concatenate([responses.probs, pad]),
+        temperature=np.concatenate([responses.temperature, np.full(len(models), np.nan)]),
+        runs=runs, unparsed=unparsed, set_apart=tuple(apart.items()))
+    return _with_answer_rows(joined)
+
+
+def answers_matrix(answers: pd.DataFrame, items: list[dict], *, mode: str = "full") -> Responses:
+    """The response matrix of answers alone (no model with probabilities): the items any model
+    answered in ``mode``, in row order."""
+    answers = answers[[answer_mode(r, s) == mode for r, s in zip(answers["run"], answers["source"])]]
+    answered = set(answers["item_id"])
+    keep = [it for it in items if it["item_id"] in answered]
+    if not keep:
+        raise CurateError(f"no {mode}-mode answers to any item of the workspace")
+    width = max(len(it["options"]) for it in keep)
+    empty = Responses(item_ids=np.array([it["item_id"] for it in keep], dtype=object), models=[],
+                      gold=np.array([it["gold"] for it in keep], dtype=int),
+                      n_options=np.array([len(it["options"]) for it in keep], dtype=int),
+                      logprobs=np.zeros((0, len(keep), width)), probs=np.zeros((0, len(keep), width)),
+                      correct=np.zeros((0, len(keep))), normalization="answers", mode=mode, formulation="answers",
+                      temperature=np.zeros(0),
+                      left_out=tuple(it["item_id"] for it in items if it["item_id"] not in answered))
+    return join_answers(empty, answers)
+
+
+def answer_accuracy(runs: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Per answer-only model (runs: models x items x width): the share of its readable answers
+    that chose the gold, over the items it gave one, with half an answer right and half wrong
+    added (so a model right on all of a few items is not read as never wrong)."""
+    cols = np.arange(len(gold))
+    given = runs.sum(axis=2)
+    answered = given > 0
+    share = np.divide(runs[:, cols, gold], given, out=np.zeros_like(given), where=answered)
+    return (share.sum(axis=1) + 0.5) / (answered.sum(axis=1) + 1.0)
+
+
+def channel_probs(runs: np.ndarray, gold: np.ndarray, n_options: np.ndarray) -> np.ndarray:
+    """An answer-only model's option probabilities from its answers (the module docstring): its
+    accuracy on the chosen option, the rest spread evenly, mixed over its runs; at most chance
+    accuracy reads as no preference. NaN past an item's options and where it gave no readable answer."""
+    acc = answer_accuracy(runs, gold)[:, None, None]
+    n = n_options[None, :, None].astype(float)
+    acc = np.maximum(acc, 1.0 / n)
+    given = runs.sum(axis=2, keepdims=True)
+    share = np.divide(runs, given, out=np.zeros_like(runs), where=given > 0)
+    probs = acc * share + (1 - acc) / np.maximum(n - 1, 1) * (1 - share)
+    past = np.arange(runs.shape[2])[None, None, :] >= n
+    return np.where(past | (given == 0), np.nan, probs)
+
+
+def _with_answer_rows(r: Responses) -> Responses:
+    """The answer-only rows' probabilities (``channel_probs``) and everyone's ``correct`` under
+    ``r.gold``: 0/1 for the models with probabilities, the share of answers right for the others
+    (NaN where a model gave no answer)."""
+    answers = r.answer_only
+    cols = np.arange(len(r.gold))
+    probs, logprobs = r.probs.copy(), r.logprobs.copy()
+    probs[answers] = channel_probs(r.runs[answers], r.gold, r.n_options)
+    with np.errstate(divide="ignore"):
+        logprobs[answers] = np.log(probs[answers])
+    correct = (r.pred == r.gold[None, :]).astype(float)
+    total = r.runs[answers].sum(axis=2) + r.unparsed[answers]
+    correct[answers] = np.divide(r.runs[answers][:, cols, r.gold], total,
+                                 out=np.full(total.shape, np.nan), where=total > 0)
+    return dataclasses.replace(r, probs=probs, logprobs=logprobs, correct=correct)

@@ -15,8 +15,14 @@ with the shots between the description and the item). Then the sample's ``doc`` 
 the item's own ids and raw context fields, and its ``target`` with the item's gold. Anything else
 is a CurateError naming the file, doc_id and field, and nothing of the import is stored.
 
-One lm-eval run (a results file and its sample files) is one score run; rows go to mode
-``full``, the matched formulation and the task's shot count, under the model's label.
+A task `curate export WORKSPACE lm-eval-tasks` wrote says in its config's ``metadata.benchcurate``
+(the results file's ``configs``) which prompt mode, formulation and shot count it holds; its samples
+are matched by the item id and content hash their ``doc`` carries, and their requests must be the
+item's in that mode and formulation (k-shot: with the shots between its description and itself).
+
+Each sample file is one score run; rows go to the exported task's mode, formulation and shot count,
+or for any other task to mode ``full``, the matched formulation and the task's shot count, under the
+model's label.
 """
 from __future__ import annotations
 
@@ -29,6 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curate.items import formulations as forms
+from curate.items.adapters import from_record
+from curate.items.fewshot import Settings, description_of
+from curate.items.canonical import MODES
 from curate.core.errors import CurateError, InputError
 from curate.items.sources import file_sha256
 from scoring.models import converted_name
@@ -37,7 +46,9 @@ from scoring.store import add_run, check_label, delete_scores, label_lock, open_
 DESCRIPTION = ("lm-evaluation-harness 0.4.x --log_samples output: samples_<task>_<date>.jsonl (or .jsonl.gz, "
                ".parquet) with the results_<date>.json beside them; files or whole --output_path trees")
 ORIGIN = "imported:lm-eval-samples"
-MODE = "full"
+MODE = "full"  # of samples of a task not exported by benchcurate
+#: The key of an exported task's ``metadata`` saying what it holds (``curate.release.lm_eval_ablations``).
+EXPORT_KEY = "benchcurate"
 SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+?)\.(?:jsonl|jsonl\.gz|parquet)$")
 #: The normalizations the stored columns give (no token counts: they need the model's tokenizer).
 NORMALIZATIONS = ("sum", "char", "byte")
@@ -148,11 +159,57 @@ def shots(results: dict, task: str, path: Path) -> int:
     return int(value)
 
 
-def run_record(results: dict, results_path: Path, sample: Path, task: str, fewshot: int) -> dict:
+@dataclass(frozen=True)
+class Ablation:
+    """What an exported task holds: one prompt mode, formulation and shot count."""
+    mode: str
+    formulation: str
+    fewshot: int
+
+
+def ablation_of(results: dict, task: str, results_path: Path, sample: Path) -> Ablation | None:
+    """The mode, formulation and shot count of ``task`` when `curate export ... lm-eval-tasks`
+    wrote it (its config's ``metadata.benchcurate``), else None. Metadata that names no known
+    mode, formulation or shot count, or another task, is refused: its samples would be stored
+    in the wrong place."""
+    config = (results.get("configs") or {}).get(task)
+    meta = ((config.get("metadata") if isinstance(config, dict) else None) or {})
+    what = meta.get(EXPORT_KEY) if isinstance(meta, dict) else None
+    if what is None:
+        return None
+    field_name = f"configs.{task}.metadata.{EXPORT_KEY}"
+
+    def fail(key: str, message: str):
+        raise CurateError(f"{results_path}: samples {sample.name}, field '{field_name}{key}': {message}; "
+                          f"nothing was imported")
+    if not isinstance(what, dict):
+        fail("", "is not an object (mode, formulation, fewshot)")
+    mode, formulation, k = what.get("mode"), what.get("formulation"), what.get("fewshot")
+    if mode not in MODES:
+        fail(".mode", f"{mode!r} is not a prompt mode ({', '.join(MODES)})")
+    try:
+        forms.parse(formulation if isinstance(formulation, str) else repr(formulation))
+    except CurateError:
+        fail(".formulation", f"{formulation!r} is not a formulation (cloze, letters, letters+rK)")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        fail(".fewshot", f"{k!r} is not a shot count")
+    if what.get("task") != task:
+        fail(".task", f"says task {what.get('task')!r}, but these are the samples of task {task!r}: another task "
+                      f"of that name ran")
+    if shots(results, task, results_path) != 0:
+        raise CurateError(f"{results_path}: samples {sample.name}, field 'n-shot.{task}': lm-eval added "
+                          f"{shots(results, task, results_path)} shots of its own to an exported task, whose contexts "
+                          f"hold their {k} shots already; run it without --num_fewshot; nothing was imported")
+    return Ablation(mode, formulation, k)
+
+
+def run_record(results: dict, results_path: Path, sample: Path, task: str, fewshot: int,
+               ablation: Ablation | None = None) -> dict:
     """What a sample file's run keeps: where its numbers came from."""
     config, args = results["config"], _model_args(results)
     return {"results": str(results_path.resolve()), "file": sample.name, "sha256": _sha256(sample), "task": task,
-            "fewshot": fewshot, "model_name": results.get("model_name"), "model_args": args,
+            "mode": ablation.mode if ablation else MODE, "exported_task": ablation is not None, "fewshot": fewshot,
+            "model_name": results.get("model_name"), "model_args": args,
             "revision": config.get("model_revision") or args.get("revision"), "model_sha": config.get("model_sha"),
             "dtype": args.get("dtype") or config.get("model_dtype"), "lm_eval_version": results.get("lm_eval_version"),
             "date": results.get("date")}
@@ -238,17 +295,17 @@ def _tail(context: str) -> str:
 
 
 class Index:
-    """The workspace's items by the tail of their requests' first context, in each formulation."""
+    """The workspace's items by id, and by the tail of their requests' first full-mode context in
+    each formulation (for samples of tasks not exported by benchcurate)."""
 
-    def __init__(self, items: list[dict]):
-        self.items = items
+    def __init__(self, items: list[dict], fewshot: Settings | None = None):
+        self.items, self.fewshot = items, fewshot or Settings()
+        self.by_id = {item["item_id"]: i for i, item in enumerate(items)}
         self.by_tail: dict[str, list[tuple[int, str, list[tuple[str, str]]]]] = {}
-        self.continuations: dict[tuple[int, str], list[str]] = {}  # (item index, formulation) -> option texts
         for i, item in enumerate(items):
             for formulation in forms.FORMULATIONS:
                 s = forms.scored(item, MODE, formulation)
                 requests = [(c, s.delimiter + t) for c, t in zip(s.contexts, s.continuations)]
-                self.continuations[(i, formulation)] = s.continuations
                 self.by_tail.setdefault(_tail(requests[0][0]), []).append((i, formulation, requests))
 
     def match(self, requests: list[tuple[str, str]], fewshot: int, where: Where) -> list[tuple[int, str]]:
@@ -288,6 +345,49 @@ def _context_fits(item_context: str, sample_context: str, fewshot: int) -> bool:
             and sample_context.endswith("\n\n" + tail))
 
 
+def match_exported(sample: dict, requests: list[tuple[str, str]], index: Index, ablation: Ablation,
+                   where: Where) -> int:
+    """The index of the item an exported task's sample names (its doc's ``item_id``), checked:
+    the item's content hash, gold, and its requests in the task's mode and formulation."""
+    doc = sample.get("doc")
+    if not isinstance(doc, dict):
+        where.fail("doc", "is not an object")
+    i = index.by_id.get(doc.get("item_id"))
+    if i is None:
+        where.fail("doc.item_id", f"{_short(doc.get('item_id'))} names no item of this workspace (samples of a task "
+                   f"exported from another workspace?)")
+    item = index.items[i]
+    if doc.get("content_hash") != item["content_hash"]:
+        where.fail("doc.content_hash", f"item {item['item_id']} has changed since the task was exported (its content "
+                   f"hash is {item['content_hash'][:19]}...): export the tasks again")
+    if doc.get("gold") != item["gold"]:
+        where.fail("doc.gold", f"gold {_short(doc.get('gold'))} but item {item['item_id']} has gold {item['gold']}")
+    if forms.parse(ablation.formulation)[1] >= len(item["options"]):
+        where.fail("doc.item_id", f"item {item['item_id']} has too few options for {ablation.formulation}")
+    s = forms.scored(item, ablation.mode, ablation.formulation)
+    mine = [(c, s.delimiter + t) for c, t in zip(s.contexts, s.continuations)]
+    if len(mine) != len(requests):
+        where.fail("arguments", f"has {len(requests)} requests but item {item['item_id']} has {len(mine)} options")
+    for j, (a, b) in enumerate(zip(mine, requests)):
+        if a[1] != b[1]:
+            where.fail(f"arguments.gen_args_{j}.arg_1", f"{_short(b[1])} is not option {j} of item {item['item_id']} "
+                       f"({ablation.mode}, {ablation.formulation}: {_short(a[1])})")
+        if not _shots_fit(a[0], b[0], ablation, description_of(item, ablation.formulation, index.fewshot)):
+            where.fail(f"arguments.gen_args_{j}.arg_0", f"{_short(b[0])} is not the {ablation.fewshot}-shot context "
+                       f"of item {item['item_id']} in mode {ablation.mode}, {ablation.formulation}")
+    return i
+
+
+def _shots_fit(item_context: str, sample_context: str, ablation: Ablation, description: str) -> bool:
+    """Whether the sample's context is the item's with ``ablation.fewshot`` shots after the
+    benchmark's description, as ``curate.items.fewshot.with_shots`` places them."""
+    if not ablation.fewshot:
+        return sample_context == item_context
+    rest = item_context[len(description):] if item_context.startswith(description) else item_context
+    return (sample_context.startswith(description) and sample_context.endswith(rest)
+            and len(sample_context) > len(description) + len(rest))
+
+
 def check_doc(sample: dict, item: dict, where: Where) -> None:
     """The sample's doc and target must be the matched item's: its ids and raw context fields
     where the doc has them, and its gold where the target is an index."""
@@ -321,7 +421,7 @@ class Matched:
     label: str
     path: Path
     record: dict
-    parts: dict = field(default_factory=dict)  # (formulation, fewshot) -> {item index: (lls, greedy)}
+    parts: dict = field(default_factory=dict)  # (mode, formulation, fewshot) -> {item index: (lls, greedy)}
     samples: int = 0
 
 
@@ -332,29 +432,34 @@ def match_run(run: Run, index: Index, label: str | None, progress) -> list[Match
     out = []
     for path in run.samples:
         task = SAMPLES.match(path.name).group("task")
-        k = shots(results, task, run.results)
-        out.append(match_file(path, index, Matched(label, path, run_record(results, run.results, path, task, k)),
-                              k, progress))
+        ablation = ablation_of(results, task, run.results, path)
+        k = ablation.fewshot if ablation else shots(results, task, run.results)
+        record = run_record(results, run.results, path, task, k, ablation)
+        out.append(match_file(path, index, Matched(label, path, record), k, progress, ablation))
     return out
 
 
-def match_file(path: Path, index: Index, out: Matched, k: int, progress) -> Matched:
+def match_file(path: Path, index: Index, out: Matched, k: int, progress, ablation: Ablation | None = None) -> Matched:
     owner: dict[tuple, object] = {}  # (formulation, item index) -> doc_id
     for sample in read_samples(path):
         where = Where(path, sample.get("doc_id") if isinstance(sample, dict) else None)
         if not isinstance(sample, dict):
             where.fail("doc_id", "a sample is not an object")
         requests, lls, greedy = requests_of(sample, where)
-        choices = index.match(requests, k, where)
+        if ablation:
+            choices = [(match_exported(sample, requests, index, ablation, where), ablation.formulation)]
+        else:
+            choices = index.match(requests, k, where)
         free = [c for c in choices if (c[1], c[0]) not in owner]
         if not free:
             i, f = choices[0]
             where.fail("doc_id", f"matches item {index.items[i]['item_id']}, which doc_id {owner[(f, i)]} "
                        f"matches already")
         i, formulation = free[0]
-        check_doc(sample, index.items[i], where)
+        if not ablation:
+            check_doc(sample, index.items[i], where)
         owner[(formulation, i)] = where.doc_id
-        out.parts.setdefault((formulation, k), {})[i] = (lls, greedy)
+        out.parts.setdefault((ablation.mode if ablation else MODE, formulation, k), {})[i] = (lls, greedy)
         out.samples += 1
         progress(samples=1)
     progress(files=1)
@@ -362,17 +467,21 @@ def match_file(path: Path, index: Index, out: Matched, k: int, progress) -> Matc
 
 
 def run_id(matched: Matched) -> str:
-    return f"lm-eval-samples:{matched.label}:{matched.record['sha256'][:12]}"
+    """The run of one sample file. An exported task's names its task too: two tasks may hold the
+    same requests (MMLU's zero and choice-only letters contexts are equal after k shots, the
+    description heading both), hence byte-equal sample files, each its own run."""
+    task = f"{matched.record['task']}:" if matched.record["exported_task"] else ""
+    return f"lm-eval-samples:{matched.label}:{task}{matched.record['sha256'][:12]}"
 
 
 def rows_of(matched: Matched, index: Index, rid: str):
     """The score rows of one sample file."""
-    for (formulation, k), values in sorted(matched.parts.items()):
+    for (mode, formulation, k), values in sorted(matched.parts.items()):
         for i, (lls, greedy) in sorted(values.items()):
             item = index.items[i]
-            conts = index.continuations[(i, formulation)]
+            conts = forms.scored(item, mode, formulation).continuations
             for j, text in enumerate(conts):
-                yield {"model": matched.label, "mode": MODE, "formulation": formulation, "fewshot": k,
+                yield {"model": matched.label, "mode": mode, "formulation": formulation, "fewshot": k,
                        "item_id": item["item_id"], "option_index": j, "logprob_sum": lls[j], "n_chars": len(text),
                        "n_bytes": len(text.encode("utf-8")), "is_greedy": int(greedy[j]),
                        "content_hash": item["content_hash"], "run_id": rid}
@@ -382,14 +491,15 @@ def rows_of(matched: Matched, index: Index, rid: str):
 
 def import_scores(workspace, paths, *, label=None, replace=False, progress=True) -> list[dict]:
     """Import every run under ``paths`` in one transaction (all or nothing), run by run so memory
-    stays that of one run; one summary dict per (model, formulation, shots) stored."""
+    stays that of one run; one summary dict per (model, mode, formulation, shots) stored."""
     from tqdm import tqdm
 
     runs = find_runs(paths)  # nothing to import: fail before the workspace is opened
     labels = {run.results: label or model_label(run.info(), run.results) for run in runs}
     ws = open_scores(workspace)
     try:
-        index = Index(ws.items())
+        adapter = from_record(ws.meta("adapter"), ws.meta("benchmark"))
+        index = Index(ws.items(), getattr(adapter, "fewshot", None))
         with contextlib.ExitStack() as held:
             for name in sorted(set(labels.values())):
                 held.enter_context(label_lock(ws.root, name, command="score or import-scores"))
@@ -414,48 +524,50 @@ def import_scores(workspace, paths, *, label=None, replace=False, progress=True)
 
 
 def summarize(parts: list[dict]) -> list[dict]:
-    """One summary dict per (model, formulation, shots): how many files and items."""
+    """One summary dict per (model, mode, formulation, shots): how many files and items."""
     grouped: dict[tuple, list[dict]] = {}
     for part in parts:
-        grouped.setdefault((part["model"], part["formulation"], part["fewshot"]), []).append(part)
-    return [{"model": model, "mode": MODE, "formulation": f, "fewshot": k, "files": len(group),
+        grouped.setdefault((part["model"], part["mode"], part["formulation"], part["fewshot"]), []).append(part)
+    return [{"model": model, "mode": mode, "formulation": f, "fewshot": k, "files": len(group),
              "items": sum(p["items"] for p in group),
              "detail": f"{f}, {k}-shot, {sum(p['items'] for p in group)} items from {len(group)} "
                        f"file{'s' * (len(group) > 1)}"}
-            for (model, f, k), group in sorted(grouped.items())]
+            for (model, mode, f, k), group in sorted(grouped.items())]
 
 
 def _store(ws, m: Matched, index: Index, written: dict, *, replace: bool) -> list[dict]:
     """Write one sample file's rows as one run (inside the import's transaction)."""
     rid = run_id(m)
-    add_run(ws, run_id=rid, model=m.label, origin=ORIGIN, info={**m.record, "mode": MODE}, dtype=m.record["dtype"])
-    for (formulation, k), values in m.parts.items():
-        _check_other_runs(ws, m, formulation, k, [index.items[i]["item_id"] for i in values], rid, written,
+    add_run(ws, run_id=rid, model=m.label, origin=ORIGIN, info=m.record, dtype=m.record["dtype"])
+    for (mode, formulation, k), values in m.parts.items():
+        _check_other_runs(ws, m, (mode, formulation, k), [index.items[i]["item_id"] for i in values], rid, written,
                           replace=replace)
     write_scores(ws, list(rows_of(m, index, rid)))
     written[rid] = m.path
-    return [{"model": m.label, "formulation": f, "fewshot": k, "items": len(v), "file": str(m.path)}
-            for (f, k), v in m.parts.items()]
+    return [{"model": m.label, "mode": mode, "formulation": f, "fewshot": k, "items": len(v), "file": str(m.path)}
+            for (mode, f, k), v in m.parts.items()]
 
 
-def _check_other_runs(ws, m: Matched, formulation: str, k: int, item_ids: list[str], rid: str, written: dict, *,
+def _check_other_runs(ws, m: Matched, part: tuple[str, str, int], item_ids: list[str], rid: str, written: dict, *,
                       replace: bool):
-    """Refuse to overwrite the label's stored scores of these items from another file (a changed
-    file, another run) without ``replace`` (with it, delete them first), and two files of this
-    import holding the same items in any case (one would be kept silently)."""
+    """Refuse to overwrite the label's stored scores of these items in ``part`` (mode, formulation,
+    shot count) from another file (a changed file, another run) without ``replace`` (with it,
+    delete them first), and two files of this import holding the same items in any case (one
+    would be kept silently)."""
+    mode, formulation, k = part
     ws.conn.execute("CREATE TEMP TABLE IF NOT EXISTS import_items (item_id TEXT PRIMARY KEY)")
     ws.conn.execute("DELETE FROM import_items")
     ws.conn.executemany("INSERT INTO import_items VALUES (?)", ((i,) for i in item_ids))
     where = ("model = ? AND mode = ? AND formulation = ? AND fewshot = ? AND run_id != ? "
              "AND item_id IN (SELECT item_id FROM import_items)")
-    params = (m.label, MODE, formulation, k, rid)
+    params = (m.label, mode, formulation, k, rid)
     held = ws.conn.execute(f"SELECT run_id, item_id FROM scores WHERE {where} LIMIT 1", params).fetchone()
     if held and held[0] in written:
         raise CurateError(f"{written[held[0]]} and {m.path} both hold model {m.label!r}'s scores of item {held[1]} "
-                          f"({formulation}, {k}-shot); import one of them (or each under its own --label); "
+                          f"({mode}, {formulation}, {k}-shot); import one of them (or each under its own --label); "
                           f"nothing was imported")
     if held and not replace:
-        raise CurateError(f"model {m.label!r} ({MODE}, {formulation}, {k}-shot) already holds scores of these items "
+        raise CurateError(f"model {m.label!r} ({mode}, {formulation}, {k}-shot) already holds scores of these items "
                           f"from other files (run {held[0]}); {m.path.name} would replace them: use --replace "
                           f"to do so; nothing was imported")
     if held:
@@ -476,10 +588,15 @@ def imported(workspace, paths) -> bool:
 
 
 def supplies(paths, default_formulation: str) -> dict:
-    """(model, mode, formulation) -> normalizations each run will store (the formulation is
-    known only once samples are matched: the benchmark's default is assumed)."""
-    return {(model_label(run.info(), run.results), MODE, default_formulation): NORMALIZATIONS
-            for run in find_runs(paths)}
+    """(model, mode, formulation) -> normalizations each run will store: an exported task's own,
+    else mode full and (known only once samples are matched) the benchmark's default formulation."""
+    out = {}
+    for run in find_runs(paths):
+        results, model = run.info(), model_label(run.info(), run.results)
+        for path in run.samples:
+            a = ablation_of(results, SAMPLES.match(path.name).group("task"), run.results, path)
+            out[(model, a.mode if a else MODE, a.formulation if a else default_formulation)] = NORMALIZATIONS
+    return out
 
 
 def misfits(paths, items: int, exact: bool) -> list[str]:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from curate.analyses import plots
 from curate.validity.item_stats import irt_note
-from curate.validity.item_table import choose, item_table, normalization_for
+from curate.validity.item_table import choose, item_table, normalization_for, stored_answers
 from curate.analyses.render import Lit
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
 from curate.core.errors import CurateError
@@ -24,7 +24,10 @@ ABOUT = {"suspects": "items most likely broken, from how the models answer them 
                      "normalization and models read; per signal the "
                      "cut and how many items it flags (the filter kinds' defaults); top: the highest label-error "
                      "scores with the suspected option, the other scores and the evidence (models preferring the "
-                     "suspected option, their probabilities of it and of the gold), and the item's page; "
+                     "suspected option, each with its source, probabilities or answers, and its probabilities of it "
+                     "and of the gold; the answer-only models' answers), and the item's page; answer_models: the "
+                     "models read from their answers alone (no probabilities) and where the answers come from; "
+                     "unparsed_answers: their replies that could not be read; "
                      "stats_file lists every item's statistics and scores"}
 FILES = (r"item_stats\.csv", r"discrimination_vs_difficulty\.png")
 FOLDERS = ("suspects",)
@@ -44,7 +47,7 @@ SIGNALS = {
                             "the stronger models favour none"),
 }
 #: Where the label-error score's precision was measured (docs/item-validity.md): quoted with it.
-MEASURED = "0.53-0.76 at k = the number planted, in 1-5% of HellaSwag's items with the study's ten models"
+MEASURED = "0.53-0.77 at k = the number planted, in 1-5% of HellaSwag's items with the study's ten models"
 #: Fewer models than this are weak evidence for an item (the demo's one 135M model ranks misspelled
 #: golds above its planted wrong keys): the first screen says so.
 FEW_MODELS = 3
@@ -55,11 +58,13 @@ def compute(ctx) -> dict:
     mode = "full" if (scores["mode"] == "full").any() else ctx.mode_order[0]
     with Workspace.open(ctx.root) as ws:
         choice = choose(scores, ws.meta("formulation", "cloze"), mode=mode)
+        answers = stored_answers(ws)
     try:
         chosen = scores[(scores["mode"] == mode) & (scores["formulation"] == choice.formulation)
                         & (scores["fewshot"] == choice.fewshot)]
         responses, table = item_table(chosen, ctx.items, mode=mode, formulation=choice.formulation,
-                                      fewshot=choice.fewshot, normalization=normalization_for(chosen, ctx.normalization))
+                                      fewshot=choice.fewshot, normalization=normalization_for(chosen, ctx.normalization),
+                                      answers=answers)
     except CurateError as e:
         return {"suspects": {"present": False, "reason": str(e)}}
     found = table.sort_values("label_error_score", ascending=False, kind="stable")
@@ -78,6 +83,9 @@ def compute(ctx) -> dict:
     top = found.head(TOP)
     return {"suspects": {"present": True, "mode": mode, "formulation": choice.formulation, "fewshot": choice.fewshot,
                          "other_fewshots": choice.other_fewshots, "normalization": responses.normalization, "models": list(responses.models),
+                         "answer_models": [{"model": m, "source": src} for m, src, a in
+                                           zip(responses.models, responses.sources, responses.answer_only) if a],
+                         "unparsed_answers": int(table["unparsed_answers"].sum()),
                          "n_items": len(table), "left_out": len(responses.left_out), "signals": counts,
                          "set_apart": [{"model": m, "why": why} for m, why in responses.set_apart],
                          "irt_note": irt_note(len(responses.models)),
@@ -112,7 +120,8 @@ def render(m: dict, number: int, out) -> list:
     blocks += [("p", f"From how the {len(s['models'])} models answer each of {s['n_items']} items in {s['mode']} mode "
                      f"(`{s['normalization']}`, {s['formulation']}, {_shots(s)}){_apart(s)}: the label-error score is "
                      "the log-odds, pooled over the models, that they prefer an option other than the key, raised for "
-                     "negative discrimination. It measures the models' preference against the key, not that the key "
+                     "negative discrimination and raised where the preference grows with the models' accuracy. "
+                     f"{_answers_note(s)}It measures the models' preference against the key, not that the key "
                      f"is wrong: measured on planted errors ({MEASURED}), its precision on a benchmark's own items "
                      "depends on the benchmark and the models. How many items each signal flags, at the cut its "
                      "filter condition uses by default (review queue `suspects`: every item above the label-error "
@@ -152,11 +161,25 @@ def _shots(s: dict) -> str:
 
 
 def _backers(r: dict) -> str:
-    """The strongest models preferring the suspected option, with p(suspected) / p(gold)."""
+    """The strongest models preferring the suspected option, with p(suspected) / p(gold), or
+    "answered" for a model that only answers."""
     shown = r["evidence"]["models"][:3]
     more = len(r["evidence"]["models"]) - len(shown)
-    text = "; ".join(f"{b['model']} {b['p_suspected']:.2f}/{b['p_gold']:.2f}" for b in shown)
+    text = "; ".join(f"{b['model']} answered" if b.get("source") == "answers"
+                     else f"{b['model']} {b['p_suspected']:.2f}/{b['p_gold']:.2f}" for b in shown)
     return text + (f"; +{more}" if more else "")
+
+
+def _answers_note(s: dict) -> str:
+    """Which models answered without probabilities (metrics written before answers joined: none)."""
+    found = s.get("answer_models") or []
+    if not found:
+        return ""
+    names = ", ".join(f"{a['model']} ({a['source']})" for a in found)
+    unread = s.get("unparsed_answers", 0)
+    return (f"{len(found)} of the models answered without probabilities ({names}): each is read as sure of its "
+            "answer as its accuracy, its several answers to an item as its agreement with itself"
+            + (f"; {unread} of their replies could not be read and count as not correct" if unread else "") + ". ")
 
 
 def _note(r: dict) -> str:
@@ -178,8 +201,10 @@ def findings(m: dict) -> list:
     top = [(r["item_id"], r["page"], _note(r)) for r in s["top"][:FIRST_SCREEN]
            if r["label_error_score"] > label["cut"]]
     who = f"the {n} models prefer" if n > 1 else "the one model prefers"
+    answering = len(s.get("answer_models") or [])
     text = [f"In {label['items']} of {s['n_items']} items ({percent(label['items'], s['n_items'])}) {who} another "
-            "option to the key (pooled odds above 9 to 1)"]
+            "option to the key (pooled odds above 9 to 1"
+            + (f"; {answering} of them answered without probabilities" if answering else "") + ")"]
     if s.get("set_apart"):
         text += [" (set apart: ", *_literal_list([(a["model"], a["why"]) for a in s["set_apart"]]), ")"]
     text.append(f": a preference to review, not proof of a wrong key. Its precision was measured on planted gold "

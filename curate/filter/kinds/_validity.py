@@ -1,6 +1,9 @@
 """What the item-validity kinds share (label_error, several_correct, no_right_answer, easy,
 misfit): the named models' response matrix, item statistics and label-error suspects, from
-``curate.analyses`` (issue 28), worked out once per run; their schema; above-or-top-share cuts.
+``curate.validity`` (issue 28), worked out once per run; their schema; above-or-top-share cuts.
+``models`` are read from their scores; ``answers`` names models read from their stored answers
+alone, without probabilities (``scoring.answers``: curate generate, imported Inspect logs,
+lm-eval samples, tables of choices; issue 40), pooled with them.
 
 Not a kind itself (its name starts with ``_``); see ``curate.filter.kinds``.
 """
@@ -17,13 +20,17 @@ FORMULATION = {"description": "cloze or letters (default: the workspace's, lm-ev
 VALIDITY_FEWSHOT = {**FEWSHOT, "description": "Read the scores made after this many shots (curate score --fewshot "
                                               "K); default: the shot count with the most of the named models "
                                               "scored (ties: the fewest shots)."}
+ANSWERS = {"description": "Models read from their stored answers alone, without probabilities (curate generate, "
+                          "curate import-answers), pooled with the scored models: each read as sure of its answer as "
+                          "its accuracy; default: none.",
+           "type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "minLength": 1}}
 
 
 def schema(description: str, **properties) -> dict:
     """A kind reading the named models' scores in a mode, normalization and formulation."""
     return {"description": description, "type": "object", "additionalProperties": False,
             "required": ["models", "mode", "normalization"],
-            "properties": {"models": MODELS, "mode": MODE, "normalization": NORMALIZATION,
+            "properties": {"models": MODELS, "answers": ANSWERS, "mode": MODE, "normalization": NORMALIZATION,
                            "formulation": FORMULATION, "fewshot": VALIDITY_FEWSHOT, **properties}}
 
 
@@ -57,13 +64,22 @@ def table(spec: dict, inputs) -> pd.DataFrame:
                            lambda: choose(stored_conditions(inputs.ws), inputs.ws.meta("formulation", "cloze"),
                                           mode=spec["mode"], formulation=spec.get("formulation"),
                                           fewshot=spec.get("fewshot"), models=spec["models"]))
-    key = ("validity", tuple(spec["models"]), spec["mode"], spec["normalization"], choice.formulation, choice.fewshot)
+    key = ("validity", tuple(spec["models"]), tuple(spec.get("answers", ())), spec["mode"], spec["normalization"],
+           choice.formulation, choice.fewshot)
     return inputs.cached(key, lambda: _compute(spec, choice.formulation, choice.fewshot, inputs))
 
 
 def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame:
-    from curate.validity.item_table import item_table
+    from curate.core.errors import CurateError
+    from curate.validity.item_table import item_table, stored_answers
     from scoring.store import read_scores
+
+    named = list(spec.get("answers", ()))
+    answers = stored_answers(inputs.ws, named) if named else None
+    missing = [m for m in named if answers is None or m not in set(answers["model"])]
+    if missing:
+        raise CurateError(f"answers: no stored answers of model {missing[0]!r} (curate generate or curate "
+                          "import-answers store them)")
 
     if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores
         inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
@@ -73,8 +89,8 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
     # read. From the same scores: they are read once.
     inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot,
                        scores=scores)
-    _, found = item_table(scores, inputs.items, models=spec["models"], mode=spec["mode"], formulation=formulation,
-                          normalization=spec["normalization"], fewshot=fewshot)
+    _, found = item_table(scores, inputs.items, models=spec["models"] + named, mode=spec["mode"],
+                          formulation=formulation, normalization=spec["normalization"], fewshot=fewshot, answers=answers)
     return found.set_index("item_id").reindex(inputs.item_ids)
 
 

@@ -1,6 +1,7 @@
-"""label_error: the gold label is likely wrong: the named models' pooled evidence favours another
-option (``curate.validity.suspects``' label_error_score: log-odds over models, plus negative
-discrimination and misfit)."""
+"""label_error: the models prefer another option than the key: the named models' pooled evidence
+(``curate.validity.suspects``' label_error_score: log-odds over the models, those in ``answers``
+read from their answers alone, less the item's discrimination, plus its preference
+discrimination). A preference to review, not proof of a wrong key."""
 from __future__ import annotations
 
 import math
@@ -12,8 +13,9 @@ from curate.filter.kinds._validity import needs  # noqa: F401 (the kind's needs)
 
 #: Odds of 9 to 1 that another option is the right one: the report's and the review queue's cut too.
 DEFAULT_ABOVE = math.log(9)
-SCHEMA = _validity.cut_schema("The item's label-error score under the named models (log-odds, pooled over the "
-                              "models, that an option other than the gold is right).", DEFAULT_ABOVE)
+SCHEMA = _validity.cut_schema("Models prefer another option: the item's label-error score under the named models "
+                              "(log-odds, pooled over the models and the answer-only models in `answers`, that they "
+                              "prefer an option other than the gold).", DEFAULT_ABOVE)
 
 
 def evaluate(spec: dict, inputs) -> np.ndarray:

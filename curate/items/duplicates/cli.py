@@ -1,35 +1,25 @@
-"""The `curate duplicates` command: a thin shell over ``curate.items.duplicates.search``."""
+"""The `curate duplicates` command: a thin shell over ``curate.items.duplicates.search.Duplicates``."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from curate.click_types import finite
-from curate.items.duplicates.detect import MAX_CHARS, MAX_EDIT, MAX_SHINGLES, THRESHOLD
+from curate.core.options import click_options
+from curate.items.duplicates.detect import MAX_CHARS, MAX_EDIT, MAX_SHINGLES
+from curate.items.duplicates.options import DUPLICATES, DuplicatesOptions
 
 
 @click.command("duplicates")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--splits", default="all", show_default=True,
-              help="The benchmark's other splits to compare with: 'all' (every one of train, dev, validation, test "
-                   "its source holds), 'none', or names separated by commas.")
-@click.option("--against", multiple=True, metavar="SPEC",
-              help="Another benchmark to compare with (repeatable): a workspace folder, or BENCHMARK[:DATA][@SPLIT] "
-                   "for a built-in benchmark (DATA: a local file or folder, or a Hub id).")
-@click.option("--threshold", type=click.FloatRange(0.5, 1.0), callback=finite, default=THRESHOLD, show_default=True,
-              help="Similarity (0-1) of the normalised texts from which two items are near duplicates.")
-def duplicates(workspace, splits, against, threshold):
+@click_options(DUPLICATES, into=DuplicatesOptions)
+def duplicates(workspace, options):
     """Find exact and near-duplicate items of WORKSPACE: among themselves, across the benchmark's
     splits and against other benchmarks; the pairs are kept in the workspace (`curate export
     WORKSPACE duplicates`) for the report, the filter and review."""
-    from curate.items.duplicates.search import search
+    from curate.items.duplicates.search import Duplicates
 
-    names = [s.strip() for s in splits.split(",") if s.strip()]
-    if not names:
-        raise click.BadParameter("name splits, or 'all' or 'none'", param_hint="--splits")
-    summary = search(workspace, splits=None if names in (["all"], ["none"]) else names,
-                     all_splits=names == ["all"], against=tuple(against), threshold=threshold)
+    summary = Duplicates(workspace, options).run()
     for c in summary["compared"]:
         click.echo(f"compared {c['name']}: {c['items']} items")
     if summary["splits_not_found"]:

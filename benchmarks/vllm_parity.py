@@ -1,0 +1,144 @@
+"""The vllm backend against our engine, side by side on held-out rows (issue 39's acceptance).
+
+HellaSwag validation rows 9000 on (0-shot; modes full, zero and placeholder) and MMLU test rows
+spread over every subject (5-shot from its dev split; letters), the built-in smollm2-135m in
+float32, scored once by ``curate score`` (the engine) and once by ``curate score --backend vllm``
+(vLLM in its own environment: BENCHCURATE_VLLM_PYTHON or ``-o python``). Printed per benchmark:
+the largest |difference| of any option's log-likelihood (and seq_mean), the items whose argmax
+agrees, wall times, and the work ratio: tokens vLLM was fed over tokens the engine was fed (the
+engine computes a prefix many rows share once; vLLM recomputes each prompt whose own
+log-probabilities it returns).
+
+    BENCHCURATE_VLLM_PYTHON=.venv-vllm/bin/python python benchmarks/vllm_parity.py --items 100 \\
+        [--out results.json] [-o enable_prefix_caching true]
+
+tests/test_vllm_backend.py runs the same comparison on fewer items.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data"
+HELLASWAG = DATA / "hellaswag" / "validation.jsonl.gz"
+MMLU = DATA / "benchmarks" / "mmlu"
+HELD_OUT = 9000  # the tests and benchmarks elsewhere use HellaSwag's first rows
+MODEL = "smollm2-135m"
+
+
+def write_rows(path: Path, rows: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(rows)
+    return path
+
+
+def hellaswag_ws(folder: Path, n: int) -> Path:
+    """A workspace of HellaSwag validation rows ``HELD_OUT`` .. ``HELD_OUT + n``."""
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    with gzip.open(HELLASWAG, "rt", encoding="utf-8") as f:
+        rows = f.readlines()[HELD_OUT:HELD_OUT + n]
+    data = write_rows(folder / "data" / "validation.jsonl.gz", rows)
+    return ingest(folder / "ws", data=str(data), adapter=get_adapter("hellaswag"), split="validation")
+
+
+def mmlu_ws(folder: Path, n: int) -> Path:
+    """A workspace of ``n`` MMLU test rows evenly spread over the split (every subject), its
+    5-shot pool the dev split beside them (linked, not copied)."""
+    from curate.items.adapters import get_adapter
+    from curate.items.ingest import ingest
+    with gzip.open(MMLU / "test.jsonl.gz", "rt", encoding="utf-8") as f:
+        rows = f.readlines()
+    step = len(rows) // n
+    data = write_rows(folder / "data" / "test.jsonl.gz", rows[::step][:n])
+    (folder / "data" / "dev.jsonl.gz").symlink_to(MMLU / "dev.jsonl.gz")
+    return ingest(folder / "ws", data=str(data), adapter=get_adapter("mmlu"), split="test")
+
+
+#: (workspace builder, curate score's options) per benchmark compared.
+RUNS = {"hellaswag": (hellaswag_ws, {"modes": "full,zero,placeholder"}),
+        "mmlu": (mmlu_ws, {"modes": "full", "formulations": "letters", "fewshot": "5"})}
+
+
+def stored(ws: Path):
+    from scoring.store import open_scores, read_scores
+    with open_scores(ws) as w:
+        return read_scores(w)
+
+
+def compare(engine_ws: Path, vllm_ws: Path) -> dict:
+    """Largest |difference| per option (logprob_sum, seq_mean), the items (x mode, shots) whose
+    argmax of logprob_sum agrees, and the options whose greedy flag agrees."""
+    a, b = stored(engine_ws), stored(vllm_ws)
+    keys = ["item_id", "mode", "formulation", "fewshot", "option_index"]
+    both = a.merge(b, on=keys, suffixes=("_engine", "_vllm"))
+    assert len(both) == len(a) == len(b), (len(a), len(b), len(both))
+    seq = (both["seq_mean_engine"] - both["seq_mean_vllm"]).abs().max()
+    units = both.groupby(["item_id", "mode", "formulation", "fewshot"])
+    agree = units.apply(lambda g: g["logprob_sum_engine"].idxmax() == g["logprob_sum_vllm"].idxmax(),
+                        include_groups=False)
+    return {"options": len(both), "max_abs_diff": float((both["logprob_sum_engine"] - both["logprob_sum_vllm"]).abs().max()),
+            "max_abs_diff_seq_mean": None if seq != seq else float(seq),
+            "argmax_agree": int(agree.sum()), "units": int(len(agree)),
+            "greedy_agree": int((both["is_greedy_engine"] == both["is_greedy_vllm"]).sum())}
+
+
+def run(name: str, n: int, folder: Path, knobs: dict) -> dict:
+    from scoring.run import score_workspace
+    build, options = RUNS[name]
+    engine_ws = build(folder / name, n)
+    vllm_ws = shutil.copytree(engine_ws, folder / f"{name}-vllm")
+    start = time.perf_counter()
+    engine = score_workspace(engine_ws, MODEL, show_progress=False, **options)
+    engine_s = time.perf_counter() - start
+    start = time.perf_counter()
+    vllm = score_workspace(vllm_ws, MODEL, show_progress=False, backend="vllm", **options, **knobs)
+    vllm_s = time.perf_counter() - start
+    engine_fed, vllm_fed = engine["prefix_cache"]["fed_tokens"], vllm["vllm"]["tokens_fed"]
+    return {"benchmark": name, "items": n, **options, **compare(engine_ws, vllm_ws),
+            "engine_seconds": round(engine_s, 1), "engine_score_seconds": engine["score_seconds"],
+            "vllm_seconds": round(vllm_s, 1), "vllm_score_seconds": vllm["score_seconds"],
+            "engine_fed_tokens": engine_fed, "vllm_fed_tokens": vllm_fed,
+            "work_ratio": round(vllm_fed / engine_fed, 2), "vllm_prompts": vllm["vllm"]["prompts"],
+            "vllm_self_check": vllm["self_check"].get("largest_compared")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100)
+    parser.add_argument("--benchmarks", default="hellaswag,mmlu")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("-o", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="A vllm backend setting, as curate score takes it (true/false, numbers as such).")
+    args = parser.parse_args()
+    knobs = {k: json.loads(v) if v in ("true", "false") or v.replace(".", "", 1).isdigit() else v for k, v in args.o}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="vllm-parity-") as tmp:
+        for name in args.benchmarks.split(","):
+            result = run(name, args.items, Path(tmp), knobs)
+            results.append(result)
+            print(f"{name} ({args.items} items, {result['modes']}"
+                  f"{', ' + result['formulations'] if 'formulations' in result else ''}"
+                  f"{', ' + result['fewshot'] + '-shot' if 'fewshot' in result else ', 0-shot'}): "
+                  f"{result['options']} options, max |diff| {result['max_abs_diff']:.2e} "
+                  f"(seq_mean {result['max_abs_diff_seq_mean'] or 0:.2e}), argmax agrees on "
+                  f"{result['argmax_agree']}/{result['units']}, greedy flags on {result['greedy_agree']}/"
+                  f"{result['options']}; engine {result['engine_seconds']} s ({result['engine_score_seconds']} s "
+                  f"scoring), vllm {result['vllm_seconds']} s ({result['vllm_score_seconds']} s scoring); tokens fed: "
+                  f"engine {result['engine_fed_tokens']}, vllm {result['vllm_fed_tokens']} "
+                  f"({result['vllm_prompts']} prompts), work ratio {result['work_ratio']}", flush=True)
+    if args.out:
+        args.out.write_text(json.dumps({"knobs": knobs, "results": results}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
