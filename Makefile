@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 PIP_VERSION := 26.3
 
-.PHONY: install browser test test-slow test-vllm vllm demo docs clean lock schemas
+.PHONY: install browser test test-slow test-engines vllm demo docs clean lock schemas
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,10 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "note: chromium not installed (needs root); the browser test will be skipped"
 
-# Two worker processes, a test file each at a time (module fixtures are built once per file).
+# Two worker processes, a test file each at a time (module fixtures are built once per file). The
+# tests that run another engine (lm-eval with a model, vLLM) are `make test-engines`'s.
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not engines and not vllm"
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
@@ -44,8 +45,12 @@ $(VLLM_VENV)/.installed: scripts/vllm_env.sh scripts/vllm-constraints.txt
 
 vllm: $(VLLM_VENV)/.installed
 
-test-vllm: $(STAMP) $(VLLM_VENV)/.installed
-	BENCHCURATE_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(PY) -m pytest -q -m vllm tests/test_vllm_backend.py
+# The tests that run another engine beside ours, minutes each on a 2-core CPU: the vLLM backend
+# against the engine (in vLLM's environment) and the lm-eval task round trip (tests/test_lm_eval_round_trip.py).
+# `.ci/run` calls it after `make test`.
+test-engines: $(STAMP) $(VLLM_VENV)/.installed
+	BENCHCURATE_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(PY) -m pytest -q -m "engines or vllm" \
+	  tests/test_vllm_backend.py tests/test_lm_eval_round_trip.py
 
 # The whole offline audit of the embedded demo benchmark (curate/demo/audit.yaml), then how many
 # of its planted defects each filter stage caught, and how to review the removed items.

@@ -112,6 +112,18 @@ def run(name: str, n: int, folder: Path, knobs: dict) -> dict:
             "vllm_self_check": vllm["self_check"].get("largest_compared")}
 
 
+def line(r: dict) -> str:
+    """One benchmark's result as the script prints it."""
+    setting = ", ".join([r["modes"], r.get("formulations", "cloze"), f"{r.get('fewshot', '0')}-shot"])
+    seq = f" (seq_mean {r['max_abs_diff_seq_mean']:.2e})" if r["max_abs_diff_seq_mean"] is not None else ""
+    return (f"{r['benchmark']} ({r['items']} items, {setting}): {r['options']} options, max |diff| "
+            f"{r['max_abs_diff']:.2e}{seq}, argmax agrees on {r['argmax_agree']}/{r['units']}, greedy flags on "
+            f"{r['greedy_agree']}/{r['options']}; engine {r['engine_seconds']} s ({r['engine_score_seconds']} s "
+            f"scoring), vllm {r['vllm_seconds']} s ({r['vllm_score_seconds']} s scoring); tokens fed: engine "
+            f"{r['engine_fed_tokens']}, vllm {r['vllm_fed_tokens']} ({r['vllm_prompts']} prompts), work ratio "
+            f"{r['work_ratio']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100)
@@ -126,16 +138,7 @@ def main() -> None:
         for name in args.benchmarks.split(","):
             result = run(name, args.items, Path(tmp), knobs)
             results.append(result)
-            print(f"{name} ({args.items} items, {result['modes']}"
-                  f"{', ' + result['formulations'] if 'formulations' in result else ''}"
-                  f"{', ' + result['fewshot'] + '-shot' if 'fewshot' in result else ', 0-shot'}): "
-                  f"{result['options']} options, max |diff| {result['max_abs_diff']:.2e} "
-                  f"(seq_mean {result['max_abs_diff_seq_mean'] or 0:.2e}), argmax agrees on "
-                  f"{result['argmax_agree']}/{result['units']}, greedy flags on {result['greedy_agree']}/"
-                  f"{result['options']}; engine {result['engine_seconds']} s ({result['engine_score_seconds']} s "
-                  f"scoring), vllm {result['vllm_seconds']} s ({result['vllm_score_seconds']} s scoring); tokens fed: "
-                  f"engine {result['engine_fed_tokens']}, vllm {result['vllm_fed_tokens']} "
-                  f"({result['vllm_prompts']} prompts), work ratio {result['work_ratio']}", flush=True)
+            print(line(result), flush=True)
     if args.out:
         args.out.write_text(json.dumps({"knobs": knobs, "results": results}, indent=1) + "\n")
 

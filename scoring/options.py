@@ -91,10 +91,13 @@ SCORE = [
                 "(every rotation) [default: the benchmark's, as lm-eval scores it]."),
     Option("label", convert=label_of, help="Model name stored with the scores (default: --model)."),
     Option("backend", default="engine", convert=backend_of, metavar="NAME",
-           help="What computes the log-likelihoods (scoring/backends/): engine (benchcurate's own forward, shared "
-                "prefixes computed once), reference (the model's own transformers forward, one row at a time: "
-                "slow, exact by definition) or vllm (vLLM in its own environment, or a vLLM server).",
-           config="What computes the log-likelihoods: engine, or reference (the model's own transformers forward)."),
+           help="What computes the log-likelihoods (scoring/backends/): engine (benchcurate's own forward; the one "
+                "for a CPU, one GPU and k-shot ablations: shared contexts and few-shot headers computed once), vllm "
+                "(vLLM in its own environment or a vLLM server; the one for large models on several GPUs or a "
+                "cluster: tensor parallel, Ray) or reference (the model's own transformers forward, one row at a "
+                "time: slow, exact by definition). docs/scale.md says which suits which job.",
+           config="What computes the log-likelihoods: engine, vllm (vLLM in its own environment or a vLLM server) or "
+                  "reference (the model's own transformers forward)."),
     Option("dtype", choices=DTYPES, default="float32", config=""),
     Option("device", default="cpu", pattern="^(cpu|cuda(:[0-9]+)?|mps|auto)$",
            help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.",
@@ -124,8 +127,8 @@ SCORE = [
     Option("max_model_len", int, min=2, backend="vllm",
            help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item."),
     Option("enable_prefix_caching", bool, False, backend="vllm",
-           help="vllm.LLM's enable_prefix_caching: vLLM reads no cached prefix for a prompt that asks its own "
-                "log-probabilities (a multi-token option), only for one-token options (letters)."),
+           help="vllm.LLM's enable_prefix_caching (vLLM reads no cached prefix for a prompt that asks for its own "
+                "log-probabilities, so only one-token options, letters, can reuse one)."),
     Option("enforce_eager", default="true", choices=("true", "false"), convert=true_or_false, backend="vllm",
            help="vllm.LLM's enforce_eager: no compiled graphs (scoring is prefill only, and compiling took minutes "
                 "on a CPU)."),

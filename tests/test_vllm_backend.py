@@ -3,7 +3,7 @@ engine on held-out HellaSwag rows and 5-shot MMLU, the token ids it scored, a ki
 the server route.
 
 The tests marked ``vllm`` need vLLM's interpreter, named by $BENCHCURATE_VLLM_PYTHON: `make vllm`
-builds it, `make test-vllm` runs them with it; without it they are skipped. The tests of refusals
+builds it, `make test-engines` runs them with it; without it they are skipped. The tests of refusals
 need no vLLM and run in `make test`.
 """
 from __future__ import annotations
@@ -26,12 +26,12 @@ VLLM_PYTHON = os.environ.get("BENCHCURATE_VLLM_PYTHON")
 
 
 def needs_vllm(test):
-    """Marked ``vllm`` (`make test-vllm`), skipped without vLLM's interpreter. Each loads vLLM
+    """Marked ``vllm`` (`make test-engines`), skipped without vLLM's interpreter. Each loads vLLM
     (25 to 60 s here) and scores tens of items twice: on a loaded 2-core machine that took over
     the suite's 15 minutes."""
     test = pytest.mark.timeout(2400)(test)
     return pytest.mark.vllm(pytest.mark.skipif(
-        not VLLM_PYTHON, reason="no vLLM interpreter: build one with `make vllm`, then run `make test-vllm`")(test))
+        not VLLM_PYTHON, reason="no vLLM interpreter: build one with `make vllm`, then run `make test-engines`")(test))
 
 #: How vLLM ran here: a shared 2-core machine, no network (the tests' own env).
 VLLM_ENV = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
