@@ -91,13 +91,17 @@ def check_reruns_see_changes(config, out, tmp_path):
     # is of the stage's own decisions; unlocked, the other run's decisions were stamped up to date.
     others = []
 
-    def filter_then_another_run(*args, **kw):
-        summary = run_filter(*args, **kw)
+    from curate.filter.engine import Filter
+
+    run_alone = Filter.run
+
+    def filter_then_another_run(stage):
+        summary = run_alone(stage)
         others.append(run_cli("filter", cfg.workspace, "--rules", other, "--out", cfg.filter_out, check=False))
         return summary
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("curate.filter.run_filter", filter_then_another_run)
+        mp.setattr(Filter, "run", filter_then_another_run)
         assert audit.filter_stage(cfg, "a changed workspace").status == "ran"
     assert others[0].returncode != 0 and "another `curate filter` is writing into this folder" in others[0].stderr
     again = audit.filter_stage(cfg, "a changed workspace")

@@ -9,6 +9,7 @@ scoring.answers.store_answers. The whole-benchmark measurement is benchmarks/ans
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -148,3 +149,32 @@ def test_filter_kinds_pool_the_answers_they_name(ws, tmp_path):
     rules.write_text(rules.read_text().replace(answered(STRONG[0]), "nobody (answers)"))
     one_line_error(run_cli("filter", ws, "--rules", rules, "--out", tmp_path / "g", check=False),
                    "no stored answers of model 'nobody (answers)'")
+
+
+def test_the_answers_a_filter_read_are_in_its_summary_and_a_change_is_caught(ws, tmp_path):
+    """The decisions' summary names the answer-only models read, their runs and a digest of their
+    answers; answers stored again with another choice afterwards are a changed input (a release
+    refuses decisions made from other numbers)."""
+    from curate.filter.inputs import changed_inputs
+    from curate.items.store import Workspace
+    from scoring.answers import read_answers, store_answers
+
+    copy = tmp_path / "ws"
+    shutil.copytree(ws, copy)
+    model = answered(STRONG[0])
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("name: r\nstages:\n  - {name: s, description: d, when: {label_error: {models: ["
+                     + ", ".join(f'"{m}"' for m in SMALL) + f'], answers: ["{model}"], mode: full, '
+                     "normalization: seq_mean, top_share: 0.01}}}\n")
+    run_cli("filter", copy, "--rules", rules, "--out", tmp_path / "f")
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    [entry] = summary["inputs"]["answers"]
+    assert entry["model"] == model and entry["answers"] == SLICE and entry["run_ids"] and \
+        entry["answers_sha256"].startswith("sha256:")
+    with Workspace.open(copy) as w:
+        assert changed_inputs(w, summary["inputs"]) is None
+    mine = read_answers(copy).query("model == @model").head(1).copy()
+    mine["choice"] = (mine["choice"] + 1) % 4
+    store_answers(copy, mine[["model", "item_id", "choice", "run"]], model_source="table", info={})
+    with Workspace.open(copy) as w:
+        assert changed_inputs(w, summary["inputs"]) == f"the stored answers of {model!r}"

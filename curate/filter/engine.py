@@ -42,13 +42,17 @@ class Filter(Stage):
     Options = FilterOptions
     timed = False  # the summary is summary.json itself
 
-    def execute(self) -> dict:
+    def run(self) -> dict:
+        # The rules file and --out are refused before the workspace is opened: nothing is read twice.
         o = self.options
-        rules = load_rules(o.rules, annotator=o.annotator, tokenizer=o.tokenizer)
+        self.rules = load_rules(o.rules, annotator=o.annotator, tokenizer=o.tokenizer)
         check_out_dir(o.out)
+        return super().run()
+
+    def execute(self) -> dict:
         with Workspace.open(self.root) as ws:
-            decisions, table, summary = self.decide(ws, rules)
-        self.write(rules, decisions, table, summary)
+            decisions, table, summary = self.decide(ws, self.rules)
+        self.write(self.rules, decisions, table, summary)
         return summary
 
     def decide(self, ws, rules: dict) -> tuple:

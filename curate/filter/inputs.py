@@ -16,6 +16,7 @@ import pandas as pd
 
 from curate.core.errors import CurateError
 from curate.items import lengths
+from curate.items.canonical import canonical_json, sha256_text
 from curate.items.sources import file_sha256
 from curate.items.store import Workspace
 from scoring.models import tokenizer as tokenizer_for
@@ -33,14 +34,21 @@ class Inputs:
         self._tokenizers: dict[str, object] = {}
         self._generations: dict[tuple[str, str], pd.DataFrame] = {}
         self._derived: dict[tuple, object] = {}
-        self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}, "generation_runs": {}}
+        self.used = {"annotators": {}, "score_runs": {}, "tokenizers": {}, "generation_runs": {}, "answers": {}}
+
+    def used_answers(self, model: str) -> None:
+        """Record that a condition read ``model``'s stored answers (``scoring.answers``)."""
+        self.used["answers"][model] = answers_record(self.ws, model)
 
     def provenance(self) -> dict:
         """The annotators, score runs, tokenizers and generation runs the evaluated conditions read."""
-        return {"annotators": list(self.used["annotators"].values()),
-                "score_runs": [{"run_id": r, **info} for r, info in sorted(self.used["score_runs"].items())],
-                "tokenizers": list(self.used["tokenizers"].values()),
-                "generation_runs": [{"run_id": r, **info} for (r, _), info in sorted(self.used["generation_runs"].items())]}
+        found = {"annotators": list(self.used["annotators"].values()),
+                 "score_runs": [{"run_id": r, **info} for r, info in sorted(self.used["score_runs"].items())],
+                 "tokenizers": list(self.used["tokenizers"].values()),
+                 "generation_runs": [{"run_id": r, **info} for (r, _), info in sorted(self.used["generation_runs"].items())]}
+        if self.used["answers"]:  # only when read: summaries of rules without answers stay as they were
+            found["answers"] = [self.used["answers"][m] for m in sorted(self.used["answers"])]
+        return found
 
     @cached_property
     def _tables(self) -> set[str]:
@@ -200,7 +208,6 @@ def tokenizer_identity(name: str, tok) -> dict:
 def annotator_record(annotator: str, round: int, frame: pd.DataFrame) -> dict:
     """What the decisions' summary says of the annotation records a filter read; the digest of
     each item's status and result tells records redone with other answers apart."""
-    from curate.items.canonical import canonical_json, sha256_text
 
     def distinct(col):
         return sorted({v for v in frame[col] if v is not None and v == v})
@@ -209,6 +216,16 @@ def annotator_record(annotator: str, round: int, frame: pd.DataFrame) -> dict:
             "status": {k: int(v) for k, v in frame["status"].value_counts().sort_index().items()},
             "model_snapshots": distinct("model_snapshot"), "prompt_versions": distinct("prompt_version"),
             "run_ids": distinct("run_id"), "records_sha256": sha256_text(canonical_json(answers))}
+
+
+def answers_record(ws, model: str) -> dict:
+    """What a filter read of ``model``'s stored answers: their runs and a digest of every answer,
+    so a release can tell answers re-imported or added since from those the decisions rest on."""
+    runs = [r[0] for r in ws.conn.execute("SELECT run_id FROM answer_runs WHERE model = ? ORDER BY run_id", (model,))]
+    rows = ws.conn.execute("SELECT item_id, run, source, choice FROM answers WHERE model = ? "
+                           "ORDER BY item_id, run, source", (model,)).fetchall()
+    rows = [list(r) for r in rows]
+    return {"model": model, "run_ids": runs, "answers": len(rows), "answers_sha256": sha256_text(canonical_json(rows))}
 
 
 def changed_inputs(ws, inputs: dict) -> str | None:
@@ -237,5 +254,8 @@ def changed_inputs(ws, inputs: dict) -> str | None:
         now = annotator_record(entry["annotator"], entry["round"], frame) if frame is not None else {}
         if {key: now.get(key) for key in entry} != entry:  # a summary from before records_sha256: what it has
             return f"the round-{entry['round']} records of annotator {entry['annotator']!r}"
+    for entry in inputs.get("answers", ()):
+        if answers_record(ws, entry["model"]) != entry:
+            return f"the stored answers of {entry['model']!r}"
     return None
 

@@ -80,6 +80,8 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
     if missing:
         raise CurateError(f"answers: no stored answers of model {missing[0]!r} (curate generate or curate "
                           "import-answers store them)")
+    for model in named:  # what the decisions rest on, in the filter's summary and a release's manifest
+        inputs.used_answers(model)
 
     if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores
         inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
