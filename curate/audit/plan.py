@@ -137,13 +137,19 @@ def stored(db: Path) -> Supply:
 
 def most_options(db: Path) -> int | None:
     """The most options any stored item has (None: no workspace or no items yet); read-only."""
+    return _read_one(db, "SELECT max(json_array_length(item_json, '$.options')) FROM items")
+
+
+def _read_one(db: Path, query: str):
+    """The one value ``query`` gives on an existing workspace, read-only; None without a workspace,
+    without its table yet, or unreadable (the stage that opens it says so)."""
     if not db.is_file():
         return None
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT max(json_array_length(item_json, '$.options')) FROM items").fetchone()[0]
+        return conn.execute(query).fetchone()[0]
     except sqlite3.DatabaseError:
-        return None  # no items table yet, or an unreadable workspace: the stage that opens it says so
+        return None
     finally:
         conn.close()
 
@@ -440,15 +446,7 @@ def import_fit_problems(cfg: AuditConfig, items: Items | None = None, check: Che
 
 def stored_items(db: Path) -> int | None:
     """How many items an existing workspace holds (None: none yet); read-only."""
-    if not db.is_file():
-        return None
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT count(*) FROM items").fetchone()[0] or None
-    except sqlite3.DatabaseError:
-        return None
-    finally:
-        conn.close()
+    return _read_one(db, "SELECT count(*) FROM items") or None
 
 
 def plan_summary(cfg: AuditConfig) -> str:
