@@ -41,27 +41,29 @@ def write_rows(path: Path, rows: list[str]) -> Path:
     return path
 
 
-def hellaswag_ws(folder: Path, n: int) -> Path:
-    """A workspace of HellaSwag validation rows ``HELD_OUT`` .. ``HELD_OUT + n``."""
+def hellaswag_ws(folder: Path, n: int, data: Path = DATA) -> Path:
+    """A workspace of HellaSwag validation rows ``HELD_OUT`` .. ``HELD_OUT + n`` (``data``: the
+    shared data folder, or a copy of it)."""
     from curate.items.adapters import get_adapter
     from curate.items.ingest import ingest
-    with gzip.open(HELLASWAG, "rt", encoding="utf-8") as f:
+    with gzip.open(data / HELLASWAG.relative_to(DATA), "rt", encoding="utf-8") as f:
         rows = f.readlines()[HELD_OUT:HELD_OUT + n]
     data = write_rows(folder / "data" / "validation.jsonl.gz", rows)
     return ingest(folder / "ws", data=str(data), adapter=get_adapter("hellaswag"), split="validation")
 
 
-def mmlu_ws(folder: Path, n: int) -> Path:
+def mmlu_ws(folder: Path, n: int, data: Path = DATA) -> Path:
     """A workspace of ``n`` MMLU test rows evenly spread over the split (every subject), its
     5-shot pool the dev split beside them (linked, not copied)."""
     from curate.items.adapters import get_adapter
     from curate.items.ingest import ingest
-    with gzip.open(MMLU / "test.jsonl.gz", "rt", encoding="utf-8") as f:
+    mmlu = data / MMLU.relative_to(DATA)
+    with gzip.open(mmlu / "test.jsonl.gz", "rt", encoding="utf-8") as f:
         rows = f.readlines()
     step = len(rows) // n
-    data = write_rows(folder / "data" / "test.jsonl.gz", rows[::step][:n])
-    (folder / "data" / "dev.jsonl.gz").symlink_to(MMLU / "dev.jsonl.gz")
-    return ingest(folder / "ws", data=str(data), adapter=get_adapter("mmlu"), split="test")
+    test = write_rows(folder / "data" / "test.jsonl.gz", rows[::step][:n])
+    (folder / "data" / "dev.jsonl.gz").symlink_to((mmlu / "dev.jsonl.gz").resolve())
+    return ingest(folder / "ws", data=str(test), adapter=get_adapter("mmlu"), split="test")
 
 
 #: (workspace builder, curate score's options) per benchmark compared.

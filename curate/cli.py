@@ -16,7 +16,7 @@ from curate.core.atomic import disk_full
 from curate.core.errors import CurateError
 from curate.items.ingest_options import INGEST
 from curate.core.options import click_options
-from scoring.answer_imports import names as answer_formats
+from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
 from scoring.imports import names as import_formats
 
 
@@ -247,25 +247,19 @@ def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
 @main.command("import-answers")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(answer_formats()), required=True,
-              help="inspect: Inspect AI eval logs; lm-eval-generate: lm-eval --log_samples files of a generate_until "
-                   "task; table: a CSV/JSONL/parquet of model, item, choice (and run).")
-@click.option("--model", default=None,
-              help="Store under this model name (default: the log's or results file's; a table's model column).")
-@click.option("--filter", "filter_", default=None,
-              help="lm-eval-generate: the filter whose answers to read, when the samples hold several.")
-def import_answers(workspace, paths, fmt, model, filter_):
+@click_options(IMPORT_ANSWERS, into=ImportAnswersOptions)
+def import_answers(workspace, paths, options):
     """Import which option models chose (answers without probabilities) from PATHS into WORKSPACE:
     all are stored or none; importing the same files again replaces their answers."""
     from scoring.answer_imports import import_answers as read_and_store
 
-    summary = read_and_store(workspace, fmt, paths, model=model, filter=filter_)
+    summary = read_and_store(workspace, options.format, paths, model=options.model, filter=options.filter)
     for s in summary:
         click.echo(f"  {s['model']:<45} {s['answers']} answers ({s['unreadable']} unreadable), "
                    f"{s['runs']} run{'' if s['runs'] == 1 else 's'}")
     total = sum(s["answers"] for s in summary)
     click.echo(f"imported {total} answer{'' if total == 1 else 's'} of {len(summary)} "
-               f"model{'' if len(summary) == 1 else 's'} ({fmt})")
+               f"model{'' if len(summary) == 1 else 's'} ({options.format})")
 
 
 from curate.filter.cli import filter_command  # noqa: E402

@@ -15,8 +15,8 @@ def check_config(config, no_files):
     """Validate an audit CONFIG (default: the embedded demo), print its plan, and check that the
     plan is complete: every input the filter rules read will exist after the planned stages, and
     nothing known now would stop the audit after it has spent anything (a placeholder such as
-    <COMMIT-SHA>, a missing ANTHROPIC_API_KEY or Hub token, score imports that cannot match the
-    items the ingest makes).
+    <COMMIT-SHA>, a missing ANTHROPIC_API_KEY or Hub token, score or answer imports that cannot
+    match the items the ingest makes).
 
     Lists every problem, each with the config file and the key at fault, and exits 2 if any.
     Exits 1 when the plan could not be checked in full: a Hub dataset that cannot be reached

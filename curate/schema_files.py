@@ -7,7 +7,8 @@
 - the score import formats of ``schemas/audit.schema.json`` (``score_import.format``): the
   registry ``scoring.imports``, the choices `curate import-scores --format` offers.
 - the stage options of ``schemas/audit.schema.json`` (``scoring``'s dtype, device, ...): each
-  stage's option table (``STAGES``; ``curate.core.options.schema_properties``).
+  stage's option table (``STAGES``; ``curate.core.options.schema_properties``), and
+  ``answer_import``'s format, model and filter: `curate import-answers`' table.
 
 ``python -m curate.schema_files`` (``make schemas``) rewrites what is stale; ``--check`` only
 names it (exit 1). A test fails while either file differs from the code.
@@ -41,9 +42,11 @@ def stage_options() -> dict[str, list]:
     from curate.filter.options import FILTER
     from curate.items.ingest_options import INGEST
     from curate.release.options import RELEASE
+    from scoring.answer_options import IMPORT_ANSWERS
     from scoring.options import SCORE
 
-    return {"benchmark": INGEST, "annotator": ANNOTATE, "scoring": SCORE, "filter": FILTER, "release": RELEASE}
+    return {"benchmark": INGEST, "annotator": ANNOTATE, "scoring": SCORE, "answer_import": IMPORT_ANSWERS,
+            "filter": FILTER, "release": RELEASE}
 
 
 def dump(value, indent: int = 0) -> str:

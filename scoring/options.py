@@ -120,21 +120,29 @@ SCORE = [
                 "[default: $BENCHCURATE_VLLM_PYTHON, else the project's .venv-vllm (`make vllm`), else this one]."),
     Option("server", metavar="URL", backend="vllm", pattern="^https?://.+",
            help="Score through a running vLLM OpenAI-compatible server (vllm serve) at URL instead of starting a "
-                "worker; $VLLM_API_KEY, when set, is its --api-key."),
-    Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size."),
+                "worker; $VLLM_API_KEY, when set, is its --api-key.",
+           config="With backend vllm: score through a running vLLM OpenAI-compatible server at this URL instead of "
+                  "starting a worker ($VLLM_API_KEY, when set, is its --api-key)."),
+    Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size.",
+           config="With backend vllm: vllm.LLM's tensor_parallel_size."),
     Option("gpu_memory_utilization", float, 0.92, min=0, max=1, min_open=True, backend="vllm",
-           help="vllm.LLM's gpu_memory_utilization (on a CPU, $VLLM_CPU_KVCACHE_SPACE sizes the cache instead)."),
+           help="vllm.LLM's gpu_memory_utilization (on a CPU, $VLLM_CPU_KVCACHE_SPACE sizes the cache instead).",
+           config="With backend vllm: vllm.LLM's gpu_memory_utilization."),
     Option("max_model_len", int, min=2, backend="vllm",
-           help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item."),
+           help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item.",
+           config="With backend vllm: vllm.LLM's max_model_len (absent: the model's)."),
     Option("enable_prefix_caching", bool, False, backend="vllm",
            help="vllm.LLM's enable_prefix_caching (vLLM reads no cached prefix for a prompt that asks for its own "
-                "log-probabilities, so only one-token options, letters, can reuse one)."),
+                "log-probabilities, so only one-token options, letters, can reuse one).",
+           config="With backend vllm: vllm.LLM's enable_prefix_caching."),
     Option("enforce_eager", default="true", choices=("true", "false"), convert=true_or_false, backend="vllm",
            help="vllm.LLM's enforce_eager: no compiled graphs (scoring is prefill only, and compiling took minutes "
-                "on a CPU)."),
+                "on a CPU).",
+           config="With backend vllm: vllm.LLM's enforce_eager ('true' or 'false')."),
     Option("tokens_per_call", int, 65536, min=1, backend="vllm",
            help="Tokens sent to vLLM per call (its scheduler batches within a call); each call's scores are "
-                "stored when it returns, so a killed run loses one call at most."),
+                "stored when it returns, so a killed run loses one call at most.",
+           config="With backend vllm: tokens sent to vLLM per call; each call's scores are stored when it returns."),
     Option("limit", int, min=1, help="Score only the first N items."),
     Option("self_check", int, 2, min=0, metavar="N",
            help="Before storing anything, score N units (an item in one mode) also by the model's own plain "

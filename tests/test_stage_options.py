@@ -22,7 +22,7 @@ def _stages():
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE, AnalyzeOptions
     from curate.audit.config import Annotator, Benchmark, Release
-    from curate.cli import init
+    from curate.cli import import_answers, init
     from curate.filter.cli import filter_command
     from curate.filter.options import FILTER, FilterOptions
     from curate.items.duplicates.cli import duplicates
@@ -38,6 +38,7 @@ def _stages():
     from curate.release.options import RELEASE, ReleaseOptions
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions
+    from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
 
     return {
         "init": (init, INGEST, IngestOptions, {}, "benchmark", Benchmark),
@@ -51,6 +52,8 @@ def _stages():
         "filter": (filter_command, FILTER, FilterOptions, {}, "filter", None),
         "plant": (plant_new, PLANT, PlantOptions, {}, None, None),
         "plant evaluate": (plant_evaluate, EVALUATE, evaluate_workspace, {"json_output": None}, None, None),
+        "import-answers": (import_answers, IMPORT_ANSWERS, ImportAnswersOptions, {}, "answer_import",
+                           ImportAnswersOptions),
     }
 
 

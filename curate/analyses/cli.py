@@ -18,7 +18,7 @@ def analyze(workspace, options):
 
     metrics = Analyze(workspace, options).run()
     s = metrics["settings"]
-    how = s["normalization"] or "generation only"
+    how = s["normalization"] or "answers only, no scores"
     click.echo(f"analyzed {len(s['models'])} models x {len(s['modes'])} modes ({how}) "
                f"on {metrics['provenance']['items']} items")
     if metrics.get("generation", {}).get("present"):

@@ -1,9 +1,10 @@
 """`curate analyze`: run every analysis on a workspace and write the report.
 
 ``Analyze`` (``analyze_workspace(root, out_dir, **options)``) reads the items, the scores
-(``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``) and
-generations once, runs the report's sections in their order (``curate.analyses.sections``, one
-module each, computing with the pure analyses of this package) and writes into ``out_dir``:
+(``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``),
+generations and stored answers (``scoring.answers``) once, runs the report's sections in their
+order (``curate.analyses.sections``, one module each, computing with the pure analyses of this
+package) and writes into ``out_dir``:
 
 - ``metrics.json``   every number, keyed as in ``ABOUT`` and the sections' (also stored in the
                      file under "about")
@@ -41,6 +42,8 @@ from curate.core.errors import CurateError
 from curate.items.canonical import MODES
 from curate.items.stage import Stage
 from curate.core.lock import folder_lock
+from curate.validity.item_table import stored_answers
+from curate.validity.responses import answer_mode
 from generate.store import open_generations, read_generations
 from generate.store import read_runs as read_generation_runs
 from scoring import normalize
@@ -116,15 +119,16 @@ class Analyze(Stage):
         with open_scores(root) as ws:
             read = {"items": ws.items(), "scores": read_scores(ws, models=models, modes=modes), "runs": read_runs(ws),
                     "meta": {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"),
-                             "source": ws.meta("source", {}), "formulation": ws.meta("formulation", "cloze")}}
+                             "source": ws.meta("source", {}), "formulation": ws.meta("formulation", "cloze")},
+                    "answers": stored_answers(ws)}
         with open_annotations(root) as ws:
             read["round1"], read["round2"] = read_annotations(ws, round=1), read_annotations(ws, round=2)
         with open_generations(root) as ws:
             read["gens"], read["gen_runs"] = read_generations(ws, models=models, modes=modes), read_generation_runs(ws)
         scores, gens = read["scores"], read["gens"]
-        if scores.empty and gens.empty and not (models or modes):
-            raise CurateError(f"{root}: no scores or generations; score, import (curate import-scores) or generate "
-                              "(curate generate) some first")
+        if scores.empty and gens.empty and read["answers"] is None and not (models or modes):
+            raise CurateError(f"{root}: no scores or generations, and no stored answers; score, import (curate "
+                              "import-scores, curate import-answers) or generate (curate generate) some first")
         _check_asked(root, "--model", models, set(scores["model"].unique()) | set(gens["model"].unique()),
                      set(read["runs"]["model"]) | set(read["gen_runs"]["model"]))
         _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()),
@@ -139,11 +143,12 @@ class Analyze(Stage):
         ctx = sections.Context(root=self.root, out=out, items=items,
                                gold=pd.Series({it["item_id"]: it["gold"] for it in items}),
                                round1=read["round1"], round2=read["round2"], gens=read["gens"],
-                               gen_runs=read["gen_runs"], alpha=o.alpha, n_resamples=o.n_resamples, seed=o.seed,
+                               gen_runs=read["gen_runs"], answers=read["answers"], alpha=o.alpha,
+                               n_resamples=o.n_resamples, seed=o.seed,
                                length_units=tuple(o.length_units), core_mode=o.core_mode,
                                core_threshold=o.core_threshold, decisions=self.decisions)
         out.mkdir(parents=True, exist_ok=True)
-        if scores.empty:  # answers by generation only (a model without log-probabilities, such as Claude)
+        if scores.empty:  # answers only: generated or imported (models without log-probabilities, such as Claude)
             sources = pd.DataFrame(columns=SOURCE_COLUMNS)
         else:
             sources = require_one_source(score_sources(scores, read["runs"]))  # one source per label; names the runs read
@@ -199,10 +204,11 @@ def _with_scores(ctx: sections.Context, scores: pd.DataFrame, normalization: str
 def _settings(ctx: sections.Context) -> dict:
     """The run's options as metrics.json records them (fewer without scores)."""
     common = {"alpha": ctx.alpha, "n_resamples": ctx.n_resamples, "seed": ctx.seed}
-    if ctx.scores is None:
-        present = set(ctx.gens["mode"].unique())
+    if ctx.scores is None:  # the models that answer: generated and stored answers
+        answers = ctx.answers if ctx.answers is not None else pd.DataFrame(columns=["model", "run", "source"])
+        present = set(ctx.gens["mode"].unique()) | {answer_mode(r, s) for r, s in zip(answers["run"], answers["source"])}
         return {"normalization": None, "modes": [m for m in MODES if m in present] + sorted(present - set(MODES)),
-                "models": sorted(ctx.gens["model"].unique()), **common}
+                "models": sorted(set(ctx.gens["model"]) | set(answers["model"])), **common}
     return {"normalization": ctx.normalization, "own_normalizations": ctx.own_normalizations,
             "own_normalization_why": {m: f"`{ctx.normalization}` missing for "
                                          f"{normalize.lacking(ctx.scores, m, ctx.normalization)}"

@@ -6,9 +6,10 @@ the generic adapter, batches only for Claude, a Claude model with a known price,
 a filter). Every problem names the
 config file and the dotted path of the bad key, e.g. ``audit.yaml, field 'scoring.modes[1]'``.
 
-Input paths (``benchmark.path``, ``scoring.imports[].dir``, ``filter.rules``) are relative to the
-config file, so a config travels with its data; output paths (``workspace``, ``analyze.out``, ``filter.out``, a local or
-git release target) are relative to the directory curate runs in. ``load_config`` returns them
+Input paths (``benchmark.path``, ``answers.imports[].path``, ``scoring.imports[].dir``,
+``filter.rules``) are relative to the config file, so a config travels with its data; output
+paths (``workspace``, ``analyze.out``, ``filter.out``, a local or git release target) are relative
+to the directory curate runs in. ``load_config`` returns them
 resolved to absolute paths.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from curate.items.ingest_options import DEFAULTS as INGEST_DEFAULTS
 from curate.core.reading import CONFIG_LIMIT, read_text
 from scoring import model_spec
 from curate.core.options import in_config
+from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
 from scoring.options import DEFAULTS as SCORE_DEFAULTS, SCORE
 
 #: The embedded defaults: the offline demo (local SmolLM2 annotator and scorer, demo rules).
@@ -88,6 +90,14 @@ class ScoreImport:
 
 
 @dataclass(frozen=True)
+class AnswerImport:
+    """One of ``answers.imports``: the files (``path``) and the options `curate import-answers`
+    takes (``scoring.answer_options``: format, model, filter)."""
+    path: Path
+    options: ImportAnswersOptions
+
+
+@dataclass(frozen=True)
 class Scoring:
     models: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
@@ -132,6 +142,7 @@ class AuditConfig:
     benchmark: Benchmark
     annotators: tuple[Annotator, ...] = ()
     scoring: Scoring | None = None
+    answer_imports: tuple[AnswerImport, ...] = ()  # run right after the ingest
     analyze_out: Path | None = None
     filter_rules: Path | None = None
     filter_out: Path | None = None
@@ -266,7 +277,8 @@ def missing_inputs(config: AuditConfig) -> list[tuple[str, Path]]:
     is one (the repository is committed to, not made)."""
     imports = config.scoring.imports if config.scoring else ()
     wanted = [("benchmark.path", config.benchmark.path), ("filter.rules", config.filter_rules),
-              *((f"scoring.imports[{i}].dir", imp.dir) for i, imp in enumerate(imports))]
+              *((f"scoring.imports[{i}].dir", imp.dir) for i, imp in enumerate(imports)),
+              *((f"answers.imports[{i}].path", imp.path) for i, imp in enumerate(config.answer_imports))]
     if config.release and config.release.target_kind == "git":
         wanted.append(("release.target.git", config.release.target))
     return [(key, p) for key, p in wanted if p is not None and not p.exists()]
@@ -296,6 +308,9 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
             given["fewshot_pool"] = str((here / given["fewshot_pool"]).resolve())
         scoring = Scoring(tuple(s.get("models", ())), tuple(s.get("modes", ())),
                           tuple(s["formulations"]) if "formulations" in s else None, imports=imports, given=given)
+    answer_imports = tuple(AnswerImport((here / a["path"]).resolve(),
+                                        ImportAnswersOptions(**_given(a, *(o.name for o in in_config(IMPORT_ANSWERS)))))
+                           for a in (data.get("answers") or {}).get("imports", ()))
     release = None
     if r:
         [(kind, target)] = r["target"].items()
@@ -303,7 +318,8 @@ def build(data: dict, *, file: Path, cwd: Path) -> AuditConfig:
                           r.get("license"))
     return AuditConfig(
         file=file, workspace=output(data["workspace"]), benchmark=benchmark, annotators=annotators,
-        scoring=scoring, analyze_out=output(data["analyze"]["out"]) if data.get("analyze") else None,
+        scoring=scoring, answer_imports=answer_imports,
+        analyze_out=output(data["analyze"]["out"]) if data.get("analyze") else None,
         filter_rules=(here / f["rules"]).resolve() if f else None, filter_out=output(f["out"]) if f else None,
         filter_options=_given(f, *(o.name for o in in_config(FILTER))) if f else {},  # as `curate filter` takes them
         release=release, raw=data)
@@ -359,9 +375,20 @@ def _cross_key_problems(data: dict) -> list[tuple[str, str]]:
     scoring = data.get("scoring")
     if scoring is not None and not scoring.get("models") and not scoring.get("imports"):
         problems.append(("scoring", "give models (with modes) to score, imports to import, or both"))
+    problems += _other_backends_settings(scoring or {})
     if "release" in data and "filter" not in data:
         problems.append(("release", "a release is made from the filter's decisions: add a 'filter' section"))
     return problems
+
+
+def _other_backends_settings(scoring: dict) -> list[tuple[str, str]]:
+    """A backend's own setting (``prefix_cache_mb`` of the engine, ``tensor_parallel_size`` of
+    vllm, ...) given while the models run on another backend, which would ignore it: refused, as
+    `curate score -o` refuses it."""
+    backend = scoring.get("backend", "engine")
+    return [(f"scoring.{o.name}", f"is a setting of the {o.backend} backend; scoring.backend is {backend}, which "
+                                  "would ignore it")
+            for o in in_config(SCORE) if o.backend and o.backend != backend and o.name in scoring]
 
 
 #: A value left as the examples write what the user must fill in: ``<COMMIT-SHA>``.
@@ -427,6 +454,10 @@ def describe(config: AuditConfig) -> list[str]:
     source = str(b.path) if b.path else f"{src['data']}@{b.revision or 'unpinned'}"
     lines = [f"workspace  {config.workspace}",
              f"ingest     {b.adapter}: {source} (split {src['split']}{f', first {b.limit}' if b.limit else ''})"]
+    for imp in config.answer_imports:
+        o = imp.options
+        given = "".join(f", {k} {v}" for k, v in (("model", o.model), ("filter", o.filter)) if v is not None)
+        lines.append(f"answers    import {o.format} answers from {imp.path}" + (f" ({given[2:]})" if given else ""))
     for a in config.annotators:
         extras = ["batch API"] * a.batch + [f"concurrency {a.concurrency}"] + \
                  ([f"max ${a.max_cost:g}/round"] if a.max_cost is not None else [])

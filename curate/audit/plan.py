@@ -4,16 +4,19 @@ The filter stage comes after annotation and scoring, so an input it lacks (an an
 a model's scores in some mode and normalization, a tokenizer that cannot be loaded) would only
 show up once both were paid for. ``plan_problems`` compares what the rules read with what the
 planned stages will provide -- annotators and their rounds, scored models x modes x shot counts,
-imported score files (read by name only, and lm-eval's results files for their shot counts) --
+imported score files (read by name only, and lm-eval's results files for their shot counts), the
+models whose answers ``answers.imports`` stores (``read_answer_imports``) --
 plus what the workspace already holds, every shot count, when it exists, and
 names each gap with the config key that would fill it. It also checks that every model the audit
 loads (scorers, local annotators, tokenizers) can be found. ``before_spending`` adds what else
 would stop an audit after it had paid for Claude's rounds: a placeholder left in the config, a
-key the environment lacks, score imports whose rows cannot be the items the ingest makes, a Hub
-source the Hub does not have; what needs an unreachable Hub it lists as unchecked.
+key the environment lacks, score imports whose rows cannot be the items the ingest makes, answer
+imports that cannot be read as answers to them, a Hub source the Hub does not have; what needs an
+unreachable Hub it lists as unchecked.
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +44,8 @@ class Supply:
     # (model, mode, formulation, fewshot) -> {norm: source}
     scores: dict[tuple[str, str, str, int], dict[str, str]] = field(default_factory=dict)
     generations: set[tuple[str, str]] = field(default_factory=set)                     # (model, mode), stored only
+    answers: dict[str, str] = field(default_factory=dict)                              # model -> source
+    answers_unknown: list[str] = field(default_factory=list)  # imports whose models are not known before the ingest
 
     def add_scores(self, model: str, mode: str, formulation: str, normalizations, source: str,
                    fewshot: int = 0) -> None:
@@ -65,10 +70,19 @@ def default_formulation_of(cfg: AuditConfig) -> str:
     return default_formulation(cfg.benchmark.make_adapter())
 
 
-def supply(cfg: AuditConfig) -> Supply:
+def supply(cfg: AuditConfig, answers: list[AnswersRead] | None = None) -> Supply:
+    """What the workspace will hold; ``answers``: the answers imports as read
+    (``read_answer_imports``; default: read here against the items ``answer_items`` gives)."""
     from scoring.imports import get
 
     out = stored(cfg.workspace / DB_NAME)
+    if answers is None:
+        answers = read_answer_imports(cfg, answer_items(cfg)) if cfg.answer_imports else []
+    for read in answers:
+        if read.models is None:
+            out.answers_unknown.append(read.key)
+        for model in sorted(read.models or ()):
+            out.answers.setdefault(model, read.key)
     for i, a in enumerate(cfg.annotators):
         for rnd in a.rounds:
             out.annotations.setdefault((a.annotator, rnd), f"annotators[{i}]")
@@ -128,11 +142,118 @@ def stored(db: Path) -> Supply:
                                "the workspace", k)
         if "generations" in tables:
             out.generations.update(conn.execute("SELECT DISTINCT model, mode FROM generations"))
+        for table in ("answers", "generations"):  # generated answers are copied into answers when read
+            if table in tables:
+                for (model,) in conn.execute(f"SELECT DISTINCT model FROM {table}"):
+                    out.answers.setdefault(model, "the workspace")
     except sqlite3.DatabaseError:
         pass  # an unreadable workspace is reported by the stage that opens it
     finally:
         conn.close()
     return out
+
+
+# --- answers imports ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AnswersRead:
+    """One of ``answers.imports`` as the plan knows it: ``key`` (``answers.imports[0]``), the
+    models it stores (None: not known yet, see ``read_answer_imports``) and ``problem``, (config
+    key, why) when its files cannot be read as answers to the items."""
+    key: str
+    models: frozenset | None
+    problem: tuple[str, str] | None = None
+
+
+def answer_items(cfg: AuditConfig, *, sources: bool = True) -> list[dict] | None:
+    """The items the answers imports are read against: those the workspace holds (the audit
+    resumes it), else (``sources``) those the ingest will make of a local source, built as the
+    ingest builds them. None for a Hub source not yet ingested, or a local one that cannot be
+    read (``planned_items`` names why)."""
+    from curate.core.errors import InputError
+    from curate.items.ingest import build_items
+    from curate.items.sources import open_source
+
+    held = stored_item_list(cfg.workspace / DB_NAME)
+    if held or not sources:
+        return held
+    b = cfg.benchmark
+    src = b.source()
+    if not Path(src["data"]).exists():
+        return None
+    try:
+        source = open_source(src["data"], split=src["split"], config=src["config"], delimiter=src["delimiter"],
+                             encoding=src["encoding"])
+        return build_items(source.rows, b.make_adapter(), split=src["split"], where=src["data"], limit=b.limit,
+                           progress=False)[0]
+    except InputError:
+        return None
+
+
+def read_answer_imports(cfg: AuditConfig, items: list[dict] | None) -> list[AnswersRead]:
+    """Each of ``answers.imports`` read whole, as `curate import-answers` reads it, against
+    ``items`` (nothing is stored): the models its files name, or why they cannot be imported.
+    Without ``items`` (a Hub source not yet ingested) the files are not read: the models are
+    those the import's ``model`` names, else not known (None), and the plan accepts any model's
+    answers from them; the audit reads them right after its ingest (``answers_fit_problems``)."""
+    from curate.core.errors import CurateError
+    from scoring.answer_imports import get
+    from scoring.answer_imports._match import Items
+
+    found, matched = [], Items(items) if items is not None else None
+    for i, imp in enumerate(cfg.answer_imports):
+        key, o = f"answers.imports[{i}]", imp.options
+        if matched is None:
+            found.append(AnswersRead(key, frozenset([o.model]) if o.model else None))
+            continue
+        try:
+            frame, _ = get(o.format).read([imp.path], matched, model=o.model, filter=o.filter)
+        except CurateError as exc:
+            found.append(AnswersRead(key, None, _answers_problem(key, str(exc))))
+            continue
+        found.append(AnswersRead(key, frozenset(frame["model"])))
+    return found
+
+
+def _answers_problem(key: str, message: str) -> tuple[str, str]:
+    """A format's refusal as the config's: the option it names written as the import's key (and
+    without "nothing was imported": a check imports nothing)."""
+    message = message.removesuffix("; nothing was imported")
+    field = "filter" if message.startswith("--filter") else "path"
+    for option in ("filter", "format", "model"):
+        message = message.replace(f"--{option}", option)
+    return f"{key}.{field}", message
+
+
+def answers_fit_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
+    """Right after the ingest, the items now known: each answers import read against them, and
+    the answers the rules read that neither the workspace nor an import holds (before the ingest
+    of a Hub source, the imports' models were not known)."""
+    from curate.filter.rules import load_rules
+
+    if not cfg.answer_imports:
+        return []
+    answers = read_answer_imports(cfg, answer_items(cfg, sources=False))
+    problems = [read.problem for read in answers if read.problem]
+    if problems or not cfg.filter_rules:
+        return problems
+    have = supply(cfg, answers)
+    rules = load_rules(cfg.filter_rules, **cfg.filter_options)
+    return [p for (kind, what), where in _reading_stages(cfg, rules).items() if kind == "answers"
+            for p in [_answers_gap(where, what[0], have)] if p]
+
+
+def stored_item_list(db: Path) -> list[dict] | None:
+    """The items an existing workspace holds, in row order (None: none yet); read-only."""
+    if not db.is_file():
+        return None
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [json.loads(r[0]) for r in conn.execute("SELECT item_json FROM items ORDER BY row_index")] or None
+    except (sqlite3.DatabaseError, ValueError):
+        return None  # the stage that opens it says what is wrong
+    finally:
+        conn.close()
 
 
 def most_options(db: Path) -> int | None:
@@ -159,8 +280,8 @@ def _read_one(db: Path, query: str):
 @dataclass(frozen=True)
 class Need:
     stage: str
-    kind: str      # annotation | scores | generations | tokenizer
-    what: tuple    # (annotator, rounds) | (model, mode, normalization, formulation) | (model, mode) | (tokenizer,)
+    kind: str      # annotation | scores | generations | answers | tokenizer
+    what: tuple    # (annotator, rounds) | (model, mode, normalization, formulation) | (model, mode) | (model,) | (tokenizer,)
 
 
 def needs(rules: dict, default_formulation: str = "cloze") -> list[Need]:
@@ -221,8 +342,9 @@ def _hub_problem(repo_id: str) -> str | None:
 
 # --- the check ----------------------------------------------------------------------------------
 
-def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
+def plan_problems(cfg: AuditConfig, answers: list[AnswersRead] | None = None) -> list[tuple[str, str]]:
     """Every input the config's stages need but will not have, as (config key, message).
+    ``answers``: the answers imports as read (``read_answer_imports``; default: read here).
 
     Needs the input files to exist (``curate.audit.config.missing_inputs`` first)."""
     from curate.filter.rules import load_rules
@@ -238,13 +360,8 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
     if not cfg.filter_rules:
         return problems
     rules = load_rules(cfg.filter_rules, **cfg.filter_options)
-    have, default = supply(cfg), default_formulation_of(cfg)
-    stages: dict[tuple[str, tuple], list[str]] = {}  # one problem per missing input, naming every stage reading it
-    for need in needs(rules, default):
-        stages.setdefault((need.kind, need.what), []).append(need.stage)
-    for (kind, what), names in stages.items():
-        where = (f"stage{'s' * (len(names) > 1)} {', '.join(map(repr, dict.fromkeys(names)))} of "
-                 f"{cfg.filter_rules.name}")
+    have, default = supply(cfg, answers), default_formulation_of(cfg)
+    for (kind, what), where in _reading_stages(cfg, rules).items():
         if kind == "annotation":
             annotator, rounds = what
             if not any((annotator, r) in have.annotations for r in rounds):
@@ -265,10 +382,33 @@ def plan_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
                 problems.append(("filter.rules", f"{where} read {what[0]!r}'s generated answers in {what[1]} mode, "
                                                  f"which the workspace does not hold and an audit does not make "
                                                  f"(run `curate generate` first)"))
+        elif kind == "answers":
+            if gap := _answers_gap(where, what[0], have):
+                problems.append(gap)
         elif why := unresolvable(what[0], "tokenizer"):
             key = "filter.tokenizer" if "tokenizer" in cfg.filter_options else "filter.rules"
             problems.append((key, f"{where} count tokens with {what[0]!r}, which cannot be found: {why}"))
     return problems
+
+
+def _reading_stages(cfg: AuditConfig, rules: dict) -> dict[tuple[str, tuple], str]:
+    """Each input the rules read, (kind, what), with the stages reading it ("stages 'a', 'b' of
+    rules.yaml"): one problem per missing input, naming every stage that reads it."""
+    stages: dict[tuple[str, tuple], list[str]] = {}
+    for need in needs(rules, default_formulation_of(cfg)):
+        stages.setdefault((need.kind, need.what), []).append(need.stage)
+    return {key: (f"stage{'s' * (len(names) > 1)} {', '.join(map(repr, dict.fromkeys(names)))} of "
+                  f"{cfg.filter_rules.name}") for key, names in stages.items()}
+
+
+def _answers_gap(where: str, model: str, have: Supply) -> tuple[str, str] | None:
+    """The problem, keyed ``answers``, when no planned stage provides ``model``'s stored answers;
+    None when the workspace holds them, an import stores them, or an import's models are not
+    known before the ingest (then the audit checks right after it)."""
+    if model in have.answers or have.answers_unknown:
+        return None
+    return ("answers", f"{where} read the stored answers of {model!r}, which the workspace does not hold and no "
+                       f"planned answers import provides ({_answers_listing(have)})")
 
 
 def scoring_fit_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
@@ -325,11 +465,17 @@ def before_spending(cfg: AuditConfig, *, files: bool = True, sources: bool = Tru
     from curate.audit.config import placeholders
 
     check = Check(placeholders(cfg.raw) + key_problems(cfg))
+    answers = []
+    if files and cfg.answer_imports:  # read once, for the plan and for what they hold
+        answers = read_answer_imports(cfg, answer_items(cfg, sources=sources))
     if files:
-        check.problems += plan_problems(cfg)
+        check.problems += plan_problems(cfg, answers)
     if files and sources:
         items = planned_items(cfg, check)
-        check.problems += import_fit_problems(cfg, items, check)
+        check.problems += import_fit_problems(cfg, items, check) + [read.problem for read in answers if read.problem]
+        if items.offline and any(read.models is None and not read.problem for read in answers):
+            check.unchecked.append(("answers.imports", "whether their files are answers to the items the ingest "
+                                                       "makes (the audit reads them right after its ingest)"))
     return check
 
 
@@ -460,9 +606,11 @@ def plan_summary(cfg: AuditConfig) -> str:
     scores = {n.what for n in found if n.kind == "scores"}
     tokenizers = {n.what for n in found if n.kind == "tokenizer"}
     generations = {n.what for n in found if n.kind == "generations"}
+    answers = {n.what for n in found if n.kind == "answers"}
     return (f"plan complete: every input the rules read will exist after the planned stages (annotator rounds: "
             f"{len(rounds)}; model x mode x normalization: {len(scores)}; tokenizers: {len(tokenizers)}"
-            + (f"; generated model x mode: {len(generations)}" if generations else "") + ")")
+            + (f"; generated model x mode: {len(generations)}" if generations else "")
+            + (f"; models' stored answers: {len(answers)}" if answers else "") + ")")
 
 
 def _score_need(what: tuple, have: Supply) -> tuple:
@@ -477,6 +625,18 @@ def _score_need(what: tuple, have: Supply) -> tuple:
     if isinstance(fewshot, ByRule):
         fewshot = pick_fewshot(have.shot_models(fewshot.models, mode, formulation))
     return model, mode, norm, formulation, fewshot
+
+
+def _answers_listing(have: Supply) -> str:
+    """Which models' answers each import stores and the workspace holds."""
+    by_source: dict[str, list[str]] = {}
+    for model, source in have.answers.items():
+        by_source.setdefault(source, []).append(model)
+    held = by_source.pop("the workspace", [])
+    if not by_source and not held:
+        return "nothing holds or imports answers"
+    parts = [f"{source} imports {', '.join(map(repr, sorted(models)))}" for source, models in sorted(by_source.items())]
+    return "; ".join(parts + [f"the workspace holds {', '.join(map(repr, sorted(held))) if held else 'none'}"])
 
 
 def _listing(pairs) -> str:

@@ -1,7 +1,9 @@
-"""`curate audit`: ingest -> annotate -> score -> filter -> analyze -> release, in one workspace.
+"""`curate audit`: ingest -> answers -> annotate -> score -> filter -> analyze -> release, in one
+workspace.
 
-Every stage is resumable on its own (ingest makes the workspace once; annotation and scoring
-cache by request/content key), so running an audit again does only what is missing. The two
+Every stage is resumable on its own (ingest makes the workspace once; an answers import whose
+answers are all held stores nothing; annotation and scoring cache by request/content key), so
+running an audit again does only what is missing. The two
 stages that recompute from stored data, filter and analyze, are skipped when their inputs have
 not changed: each output folder keeps the fingerprint of the workspace state and the settings it
 was made from (``.audit-fingerprint``). The filter runs before the analysis so the report counts
@@ -20,7 +22,7 @@ import click
 
 import curate
 from curate.audit.config import AuditConfig
-from curate.audit.plan import import_fit_problems, scoring_fit_problems
+from curate.audit.plan import answers_fit_problems, import_fit_problems, scoring_fit_problems
 from curate.core.errors import CurateError
 from curate.core.lock import folder_lock
 from curate.core.reading import read_json
@@ -41,9 +43,10 @@ class Outcome:
 
 
 def workspace_state(root: Path) -> str:
-    """A hash that changes whenever items, scores, annotations or generations in the workspace
-    change. Annotations count record by record with their answers and write times, so a human
-    verdict edited in place (same request key, new answer) changes it too."""
+    """A hash that changes whenever items, scores, annotations, generations or stored answers in
+    the workspace change. Annotations count record by record with their answers and write times,
+    so a human verdict edited in place (same request key, new answer) changes it too; stored
+    answers count answer by answer."""
     queries = {
         "items": "SELECT count(*), max(row_index) FROM items",
         "scores": "SELECT run_id, model, mode, count(*), sum(coalesce(logprob_sum, 0) + coalesce(seq_mean, 0)) "
@@ -53,12 +56,19 @@ def workspace_state(root: Path) -> str:
         "generations": "SELECT run_id, model, template, settings, mode, seed, count(*), max(created_at) "
                        "FROM generations GROUP BY run_id, model, template, settings, mode, seed "
                        "ORDER BY run_id, model, template, settings, mode, seed",
+        # generated answers count as generations: the copy of older ones, made when answers are
+        # first read, changes nothing
+        "answers": "SELECT model, source, run, item_id, choice FROM answers WHERE source != 'generate' "
+                   "ORDER BY model, source, run, item_id",
     }
     h = hashlib.sha256()
     with Workspace.open(root) as ws:
         tables = ws.tables()
         for table, sql in queries.items():  # a table not made yet counts as an empty one
-            for row in ws.conn.execute(sql) if table in tables else ():
+            rows = ws.conn.execute(sql).fetchall() if table in tables else []
+            if table == "answers" and not rows:
+                continue  # a workspace without imported answers keeps the state it had before they counted
+            for row in rows:
                 h.update(json.dumps(tuple(row), default=str).encode())
             h.update(b"\n")
     return "sha256:" + h.hexdigest()
@@ -138,6 +148,27 @@ def source_changes(root: Path, want: dict) -> str:
             if source.get(key) != given:
                 changes.append(f"{key} {source.get(key)} in the workspace, {given} in the config")
     return "; ".join(changes)
+
+
+def answers_stage(cfg: AuditConfig) -> list[Outcome]:
+    """Each of ``answers.imports``, as `curate import-answers` imports it; one whose answers the
+    workspace already holds, as the files give them, stores nothing (skipped)."""
+    from scoring.answer_imports import import_answers
+
+    outcomes = []
+    for imp in cfg.answer_imports:
+        start, o = time.perf_counter(), imp.options
+        summary = import_answers(cfg.workspace, o.format, [imp.path], model=o.model, filter=o.filter,
+                                 keep_unchanged=True)
+        if not any(s["stored"] for s in summary):
+            outcomes.append(Outcome("answers", "skipped", f"{o.format} answers from {imp.path} already imported",
+                                    seconds=time.perf_counter() - start))
+            continue
+        total, unread = sum(s["answers"] for s in summary), sum(s["unreadable"] for s in summary)
+        outcomes.append(Outcome("answers", "ran", f"imported {total} answers of {len(summary)} model"
+                                f"{'s' * (len(summary) != 1)} ({unread} unreadable) from {imp.path} ({o.format})",
+                                {"imported": summary}, time.perf_counter() - start))
+    return outcomes
 
 
 def annotate_stage(cfg: AuditConfig) -> list[Outcome]:
@@ -253,7 +284,8 @@ def release_stage(cfg: AuditConfig) -> Outcome:
 
 def run_audit(cfg: AuditConfig, *, echo=click.echo) -> list[Outcome]:
     """Run every stage the config names, in order; stop after a stage that stopped."""
-    plan = ["ingest", *(["annotate"] if cfg.annotators else []), *(["score"] if cfg.scoring else []),
+    plan = ["ingest", *(["answers"] if cfg.answer_imports else []), *(["annotate"] if cfg.annotators else []),
+            *(["score"] if cfg.scoring else []),
             *(["filter"] if cfg.filter_rules else []), *(["analyze"] if cfg.analyze_out else []),
             *(["release"] if cfg.release else [])]
     outcomes: list[Outcome] = []
@@ -262,10 +294,15 @@ def run_audit(cfg: AuditConfig, *, echo=click.echo) -> list[Outcome]:
         start = time.perf_counter()
         if stage == "ingest":
             done = [ingest_stage(cfg)]
-            # a rotation letters+rK needs items with more than K options, and imported scores need
-            # files that fit the items (a Hub dataset's count is known only now): before anything is spent
+            # a rotation letters+rK needs items with more than K options, and imported scores and
+            # answers need files that fit the items (a Hub dataset's are known only now): before
+            # anything is spent
             done += [Outcome("score", "stopped", f"{cfg.file}, field '{key}': {message}")
                      for key, message in scoring_fit_problems(cfg) + import_fit_problems(cfg)]
+            done += [Outcome("answers", "stopped", f"{cfg.file}, field '{key}': {message}")
+                     for key, message in answers_fit_problems(cfg)]
+        elif stage == "answers":
+            done = answers_stage(cfg)
         elif stage == "annotate":
             done = annotate_stage(cfg)
         elif stage == "score":

@@ -18,13 +18,15 @@ from curate.items.sources import open_source, parse_copy_of
 from curate.items.store import check_new_workspace, create_workspace
 
 
-def build_items(rows, adapter, *, split: str, where: str, limit: int | None = None) -> tuple[list[dict], list[dict]]:
+def build_items(rows, adapter, *, split: str, where: str, limit: int | None = None,
+                progress: bool = True) -> tuple[list[dict], list[dict]]:
     """Canonical items and their raw rows, in row order. The first bad row raises an
     InputError naming ``where`` (file or Hub id), the row and the field; duplicates of the
-    benchmark's own ids are refused with both rows named."""
+    benchmark's own ids are refused with both rows named. ``progress``: a bar for many rows
+    (not for the audit's plan, which builds them only to check what will match them)."""
     n = len(rows) if limit is None else min(limit, len(rows))
     items, raws, seen = [], [], {}
-    for i, raw in enumerate(tqdm(islice(rows, n), total=n, desc="ingest", unit="item", disable=n < 2000)):
+    for i, raw in enumerate(tqdm(islice(rows, n), total=n, desc="ingest", unit="item", disable=n < 2000 or not progress)):
         try:
             item = adapter.to_item(raw, i, split)
             problems = validation_errors(item)

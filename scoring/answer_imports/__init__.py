@@ -37,18 +37,35 @@ def get(name: str) -> ModuleType:
     return FORMATS.get(name)
 
 
-def import_answers(workspace, fmt: str, paths, *, model: str | None = None, filter: str | None = None) -> list[dict]:
+def import_answers(workspace, fmt: str, paths, *, model: str | None = None, filter: str | None = None,
+                   keep_unchanged: bool = False) -> list[dict]:
     """Read ``paths`` in format ``fmt`` and store every answer in one transaction. One summary
     dict per model: ``model``, ``answers``, ``unreadable`` (answers stored as not readable),
-    ``runs``."""
+    ``runs``, ``stored``. ``keep_unchanged``: when the workspace already holds every answer
+    read, as read, nothing is stored (``stored`` False), so a rerun of the audit leaves the
+    answers, their run records and what the filter and the report read of them as they were."""
     from scoring.answer_imports._match import Items
     from scoring.answers import open_answers, store_answers
 
     module = get(fmt)
     with open_answers(workspace) as ws:
         items = Items(ws.items())
-    frame, info = module.read(paths, items, model=model, filter=filter)
-    store_answers(workspace, frame, model_source=module.SOURCE, info={"format": fmt, **info})
+        frame, info = module.read(paths, items, model=model, filter=filter)
+        stored = not (keep_unchanged and held_already(ws, frame, module.SOURCE))
+    if stored:
+        store_answers(workspace, frame, model_source=module.SOURCE, info={"format": fmt, **info})
     return [{"model": name, "answers": len(part), "unreadable": int(part["choice"].isna().sum()),
-             "runs": part["run"].nunique()}
+             "runs": part["run"].nunique(), "stored": stored}
             for name, part in frame.groupby("model", sort=True)]
+
+
+def held_already(ws, frame, source: str) -> bool:
+    """Whether an open workspace (``scoring.answers.open_answers``) holds every answer of ``frame``
+    as source ``source``, each with the same choice."""
+    held = {(m, i, r): c for m, i, r, c in ws.conn.execute(
+        "SELECT model, item_id, run, choice FROM answers WHERE source = ?", (source,))}
+    missing = object()
+    for model, item, run, choice in frame[["model", "item_id", "run", "choice"]].itertuples(index=False, name=None):
+        if held.get((model, item, run), missing) != (None if choice is None or choice != choice else int(choice)):
+            return False
+    return True

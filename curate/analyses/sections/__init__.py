@@ -14,7 +14,8 @@ A section module holds everything about its part of the report:
   sentence, likely broken items, a table), from the metrics alone (``_findings`` documents them).
 - ``FILES`` (optional): regular expressions of the file names it writes into the report folder,
   ``FOLDERS`` the folders (``curate.analyses.outdir`` replaces them with the next report's).
-- ``SCORES = False`` (optional): it also runs on a workspace that holds generations but no scores.
+- ``SCORES = False`` (optional): it also runs on a workspace that holds generations or stored
+  answers but no scores.
 
 Adding a section is adding its module here; modules whose name starts with ``_`` are helpers.
 """
@@ -56,7 +57,7 @@ def name(section: ModuleType) -> str:
 @dataclass
 class Context:
     """What the sections' ``compute`` read. ``scores`` is None for a workspace with generations
-    only; the prediction frames then are empty. Sections run in order, so a later one may read
+    or stored answers only; the prediction frames then are empty. Sections run in order, so a later one may read
     what an earlier one added (``subsets``, ``plots``)."""
     root: Path
     out: Path                      # the folder the report is built in: plots are written here
@@ -72,6 +73,7 @@ class Context:
     length_units: tuple = ("chars",)
     core_mode: str = "zero"
     core_threshold: int | None = 7
+    answers: pd.DataFrame | None = None   # stored answers (scoring.answers.read_answers), None: none
     scores: pd.DataFrame | None = None    # the scores of one shot count (0 where present)
     fewshot_scores: pd.DataFrame | None = None  # every shot count's scores (the few-shot section)
     normalization: str | None = None   # the primary normalization: the one named, or most models have
@@ -199,9 +201,11 @@ def header_blocks(m: dict) -> list:
                     f"(`{prov['items_digest'][:23]}`). Score runs: {len(prov['score_runs'])}; annotation "
                     f"records: {sum(r['records'] for r in prov['annotations'])}. Generated {m['generated_at']} by benchcurate "
                     f"{m['toolkit_version']}. Every number below is in `metrics.json`.")]
-    if s["normalization"] is None:  # a workspace with generations only
-        return blocks + [("p", f"The workspace holds no log-likelihood scores: answers by generation only. Intervals "
-                               f"are {level(s['alpha'])} Wilson score intervals; tests use alpha = {s['alpha']}.")]
+    if s["normalization"] is None:  # a workspace with generated or stored answers only
+        return blocks + [("p", "No scores are present in the workspace (no log-likelihoods): its models are read from "
+                               "their answers alone, generated (curate generate) or imported (curate import-answers), "
+                               "and the sections that read scores are left out. Intervals are "
+                               f"{level(s['alpha'])} Wilson score intervals; tests use alpha = {s['alpha']}.")]
     blocks += [("p", f"Predictions are the argmax option. Unless a table says otherwise they use the "
                      f"`{s['normalization']}` normalization{_own_text(s)}.{_incomplete_text(s)} Intervals are "
                      f"{level(s['alpha'])} Wilson score intervals; tests use alpha = {s['alpha']}."),

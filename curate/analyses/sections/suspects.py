@@ -1,6 +1,7 @@
 """Items most likely broken (issue 28): the label-error ranking across models with its evidence,
 each signal's count, and discrimination vs difficulty; the top items get a page each and lead
-the report's first screen."""
+the report's first screen. Models that only answer (stored answers, issue 40) are pooled with the
+scored ones; on a workspace without scores they make the ranking alone."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,8 @@ import pandas as pd
 
 from curate.analyses import plots
 from curate.validity.item_stats import irt_note
-from curate.validity.item_table import choose, item_table, normalization_for, stored_answers
+from curate.validity.item_table import choose, item_table, normalization_for
+from curate.validity.responses import answer_mode
 from curate.analyses.render import Lit
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
 from curate.core.errors import CurateError
@@ -18,6 +20,7 @@ from curate.filter.kinds import label_error, misfit, no_right_answer, several_co
 from curate.items.store import Workspace
 
 ORDER = 15
+SCORES = False  # also a workspace with stored answers and no scores: the answers make the ranking alone
 ABOUT = {"suspects": "items most likely broken, from how the models answer them (present: false with a reason when "
                      "they cannot be computed): mode, formulation, shot count (fewshot: item validity's choice, "
                      "curate.validity.item_table.choose; other_fewshots: the other shot counts stored), "
@@ -26,7 +29,8 @@ ABOUT = {"suspects": "items most likely broken, from how the models answer them 
                      "scores with the suspected option, the other scores and the evidence (models preferring the "
                      "suspected option, each with its source, probabilities or answers, and its probabilities of it "
                      "and of the gold; the answer-only models' answers), and the item's page; answer_models: the "
-                     "models read from their answers alone (no probabilities) and where the answers come from; "
+                     "models read from their answers alone (no probabilities) and where the answers come from; scored: "
+                     "false when no model read has scores (a workspace with answers and no scores); "
                      "unparsed_answers: their replies that could not be read; "
                      "stats_file lists every item's statistics and scores"}
 FILES = (r"item_stats\.csv", r"discrimination_vs_difficulty\.png")
@@ -55,10 +59,17 @@ FEW_MODELS = 3
 
 def compute(ctx) -> dict:
     scores = ctx.scores if ctx.fewshot_scores is None else ctx.fewshot_scores  # every shot count
-    mode = "full" if (scores["mode"] == "full").any() else ctx.mode_order[0]
+    answers = ctx.answers
+    if scores is not None:
+        mode = "full" if (scores["mode"] == "full").any() else ctx.mode_order[0]
+    elif answers is None:  # neither scores nor answers: nothing to rank
+        return {}
+    else:  # answers alone: those to the full item where there are any (imported answers are)
+        modes = {answer_mode(r, s) for r, s in zip(answers["run"], answers["source"])}
+        mode = "full" if "full" in modes else sorted(modes)[0]
+        scores = pd.DataFrame(columns=["model", "mode", "formulation", "fewshot", "item_id", "option_index"])
     with Workspace.open(ctx.root) as ws:
         choice = choose(scores, ws.meta("formulation", "cloze"), mode=mode)
-        answers = stored_answers(ws)
     try:
         chosen = scores[(scores["mode"] == mode) & (scores["formulation"] == choice.formulation)
                         & (scores["fewshot"] == choice.fewshot)]
@@ -81,7 +92,8 @@ def compute(ctx) -> dict:
                {"signal": "easy", "score": "easy", "cut": None, "items": int(table["easy"].sum()),
                 "meaning": "every model right, confidently"}]
     top = found.head(TOP)
-    return {"suspects": {"present": True, "mode": mode, "formulation": choice.formulation, "fewshot": choice.fewshot,
+    return {"suspects": {"present": True, "scored": not all(responses.answer_only), "mode": mode,
+                         "formulation": choice.formulation, "fewshot": choice.fewshot,
                          "other_fewshots": choice.other_fewshots, "normalization": responses.normalization, "models": list(responses.models),
                          "answer_models": [{"model": m, "source": src} for m, src, a in
                                            zip(responses.models, responses.sources, responses.answer_only) if a],
@@ -117,8 +129,7 @@ def render(m: dict, number: int, out) -> list:
     blocks = [("h2", f"{number}. Item validity: the models against the key")]
     if not s["present"]:
         return blocks + [("p", ["The label-error ranking could not be computed: ", s["reason"]])]
-    blocks += [("p", f"From how the {len(s['models'])} models answer each of {s['n_items']} items in {s['mode']} mode "
-                     f"(`{s['normalization']}`, {s['formulation']}, {_shots(s)}){_apart(s)}: the label-error score is "
+    blocks += [("p", f"{_read_from(s)}{_apart(s)}: the label-error score is "
                      "the log-odds, pooled over the models, that they prefer an option other than the key, raised for "
                      "negative discrimination and raised where the preference grows with the models' accuracy. "
                      f"{_answers_note(s)}It measures the models' preference against the key, not that the key "
@@ -144,6 +155,16 @@ def render(m: dict, number: int, out) -> list:
 def letter(index: int) -> str:
     """An option as the review app and the item pages name it: A, B, C, ..."""
     return chr(ord("A") + int(index))
+
+
+def _read_from(s: dict) -> str:
+    """What the ranking reads: the scores (mode, normalization, formulation, shots), or on a
+    workspace without scores the answers alone (metrics written before: scores)."""
+    if s.get("scored", True):
+        return (f"From how the {len(s['models'])} models answer each of {s['n_items']} items in {s['mode']} mode "
+                f"(`{s['normalization']}`, {s['formulation']}, {_shots(s)})")
+    return (f"From the answers of the {len(s['models'])} models to each of {s['n_items']} items in {s['mode']} mode "
+            "(no scores are present: every model is read from its answers alone)")
 
 
 def _apart(s: dict) -> str:

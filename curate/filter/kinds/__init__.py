@@ -15,7 +15,8 @@ the module of that name in this package, which holds everything about it:
   one of the rounds will do), ``("scores", (model, mode, normalization, formulation[, fewshot]))``
   (fewshot: the shot count when the spec names one, 0-shot without; item validity's kinds give
   ``curate.validity.item_options.ByRule`` for their default),
-  ``("generations", (model, mode))``, ``("tokenizer", (name,))``.
+  ``("generations", (model, mode))``, ``("answers", (model,))`` (the model's stored answers,
+  ``scoring.answers``), ``("tokenizer", (name,))``.
 - ``DEFS`` (optional): further named schema parts its ``SCHEMA`` refers to (``#/$defs/NAME``).
 
 Adding a kind is adding its module here; modules whose name starts with ``_`` are helpers.

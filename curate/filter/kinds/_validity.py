@@ -44,13 +44,15 @@ def cut_schema(description: str, default: float) -> dict:
 
 
 def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
-    """The named models' scores; with no shot count named, the one ``curate.audit.plan`` works
-    out from the supply by item validity's rule (``ByRule``)."""
+    """The named models' scores (with no shot count named, the one ``curate.audit.plan`` works
+    out from the supply by item validity's rule, ``ByRule``), and the stored answers of each
+    model in ``answers``."""
     from curate.validity.item_options import ByRule
 
     formulation = spec.get("formulation", default_formulation)
     fewshot = spec["fewshot"] if "fewshot" in spec else ByRule(tuple(spec["models"]))
-    return [("scores", (model, spec["mode"], spec["normalization"], formulation, fewshot)) for model in spec["models"]]
+    return [("scores", (model, spec["mode"], spec["normalization"], formulation, fewshot)) for model in spec["models"]] \
+        + [("answers", (model,)) for model in spec.get("answers", ())]
 
 
 def table(spec: dict, inputs) -> pd.DataFrame:
