@@ -350,7 +350,7 @@ def test_audit_imports_lm_eval_samples_once_and_plans_them(workspaces, tmp_path)
     ws = ws_copy(workspaces, "hellaswag", tmp_path)
     folder = run_folder(tmp_path, "hellaswag", read_lines(samples_file("hellaswag"))).parent
     cfg = SimpleNamespace(workspace=ws, annotators=(), scoring=Scoring(imports=(ScoreImport("lm-eval-samples", folder),)),
-                          benchmark=SimpleNamespace(make_adapter=lambda: get_adapter("hellaswag")))
+                          answer_imports=(), benchmark=SimpleNamespace(make_adapter=lambda: get_adapter("hellaswag")))
     assert set(supply(cfg).scores) >= {("SmolLM2-135M", "full", "cloze", 0)}
     assert [o.status for o in score_stage(cfg)] == ["ran"]
     assert [o.status for o in score_stage(cfg)] == ["skipped"]

@@ -204,7 +204,8 @@ def plan(ws, tmp_path, rules_text: str, scoring=None):
 
     (tmp_path / "rules.yaml").write_text(rules_text)
     cfg = SimpleNamespace(workspace=ws, annotators=(), scoring=scoring, filter_rules=tmp_path / "rules.yaml",
-                          filter_options={}, benchmark=SimpleNamespace(make_adapter=lambda: get_adapter("hellaswag")))
+                          filter_options={}, answer_imports=(),
+                          benchmark=SimpleNamespace(make_adapter=lambda: get_adapter("hellaswag")))
     return plan_problems(cfg)
 
 
