@@ -130,20 +130,18 @@ def run_ours(ws: Path, model: str, options: dict, backend: str, device: str, dty
 
 
 def lm_eval_fed(out: Path, tokenizer, window: int) -> dict:
-    """Tokens lm-eval feeds for the samples under ``out``, counted two ways: ``distinct``, each
-    distinct context + continuation without its last token, cut from the left to the window (its hf
-    backend groups requests so, and reads every one-token option of a context from one forward
-    pass); ``whole``, every request's context + continuation (its vllm backend sends each request
-    as one prompt and reads that prompt's log-probabilities)."""
+    """Tokens lm-eval feeds for the samples under ``out``, counted two ways: ``distinct``, as its
+    hf backend groups and cuts requests (``benchmarks.fewshot_speed.lmeval_tokens``: every one-token
+    option of a context read from one forward pass); ``whole``, every request's context +
+    continuation (its vllm backend sends each request as one prompt and reads that prompt's
+    log-probabilities)."""
+    from benchmarks.fewshot_speed import lmeval_tokens
     from scoring.encode import encode_pair
-    distinct, whole = set(), 0
-    for path in out.rglob("samples_*.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            for arg in json.loads(line)["arguments"].values():
-                context, continuation, _ = encode_pair(tokenizer, arg["arg_0"], arg["arg_1"])
-                distinct.add(tuple((context + continuation)[-(window + 1):][:-1]))
-                whole += len((context + continuation)[-window:])
-    return {"distinct": sum(len(f) for f in distinct), "whole": whole}
+    pairs = [(arg["arg_0"], arg["arg_1"]) for path in out.rglob("samples_*.jsonl")
+             for line in path.read_text(encoding="utf-8").splitlines()
+             for arg in json.loads(line)["arguments"].values()]
+    whole = sum(len(sum(encode_pair(tokenizer, c, x)[:2], [])[-window:]) for c, x in pairs)
+    return {"distinct": lmeval_tokens([{"arguments": pairs}], tokenizer, window), "whole": whole}
 
 
 def run_lm_eval(backend: str, python: str, model: str, device: str, dtype: str, tasks: Path,

@@ -239,7 +239,8 @@ def answers_fit_problems(cfg: AuditConfig) -> list[tuple[str, str]]:
         return problems
     have = supply(cfg, answers)
     rules = load_rules(cfg.filter_rules, **cfg.filter_options)
-    return [p for (kind, what), where in _reading_stages(cfg, rules).items() if kind == "answers"
+    return [p for (kind, what), where in _reading_stages(cfg, rules, default_formulation_of(cfg)).items()
+            if kind == "answers"
             for p in [_answers_gap(where, what[0], have)] if p]
 
 
@@ -361,7 +362,7 @@ def plan_problems(cfg: AuditConfig, answers: list[AnswersRead] | None = None) ->
         return problems
     rules = load_rules(cfg.filter_rules, **cfg.filter_options)
     have, default = supply(cfg, answers), default_formulation_of(cfg)
-    for (kind, what), where in _reading_stages(cfg, rules).items():
+    for (kind, what), where in _reading_stages(cfg, rules, default).items():
         if kind == "annotation":
             annotator, rounds = what
             if not any((annotator, r) in have.annotations for r in rounds):
@@ -391,11 +392,11 @@ def plan_problems(cfg: AuditConfig, answers: list[AnswersRead] | None = None) ->
     return problems
 
 
-def _reading_stages(cfg: AuditConfig, rules: dict) -> dict[tuple[str, tuple], str]:
+def _reading_stages(cfg: AuditConfig, rules: dict, default: str) -> dict[tuple[str, tuple], str]:
     """Each input the rules read, (kind, what), with the stages reading it ("stages 'a', 'b' of
     rules.yaml"): one problem per missing input, naming every stage that reads it."""
     stages: dict[tuple[str, tuple], list[str]] = {}
-    for need in needs(rules, default_formulation_of(cfg)):
+    for need in needs(rules, default):
         stages.setdefault((need.kind, need.what), []).append(need.stage)
     return {key: (f"stage{'s' * (len(names) > 1)} {', '.join(map(repr, dict.fromkeys(names)))} of "
                   f"{cfg.filter_rules.name}") for key, names in stages.items()}
