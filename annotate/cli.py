@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from annotate.options import ANNOTATE, AnnotateOptions
+from annotate.options import ANNOTATE, IMPORT_VERDICTS, AnnotateOptions, ImportVerdictsOptions
 from curate.click_types import end_of_run
 from curate.core.errors import CurateError
 from curate.core.options import Option, click_options
@@ -118,7 +118,28 @@ def import_annotations(workspace, fmt, round_, file, annotator, missing):
                + ", ".join(f"{k} {s[k]}" for k in ("valid", "refused") if k in s))
 
 
-COMMANDS = (annotate, agreement, import_annotations)
+@click.command("import-verdicts")
+@WORKSPACE
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click_options(IMPORT_VERDICTS, into=ImportVerdictsOptions)
+def import_verdicts(workspace, paths, options):
+    """Import judges' verdicts on items (LLM judges, another audit's labels, reviews made elsewhere)
+    from PATHS into WORKSPACE: all are stored or none; importing a file again replaces what it
+    brought. They join the ranking of likely broken items (suspect_score), each judge weighted by
+    its agreement with the models' evidence."""
+    from annotate.verdict_import import import_verdicts as read_and_store
+
+    s = read_and_store(workspace, paths, fmt=options.format, judge=options.judge)
+    for j in s["judges"]:
+        click.echo(f"  {j['judge']:<40} {j['items']} verdicts, {j['broken']} call the item broken")
+    notes = [f"{s[k]} {what}" for k, what in (("dropped", "no longer in the files, removed"),
+                                              ("repeated", "repeat a judge's verdict on an item, kept")) if s[k]]
+    click.echo(f"imported {s['stored']} verdict{'' if s['stored'] == 1 else 's'} of {len(s['judges'])} judge"
+               f"{'' if len(s['judges']) == 1 else 's'} from {s['files']} file{'' if s['files'] == 1 else 's'}"
+               + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+COMMANDS = (annotate, agreement, import_annotations, import_verdicts)
 
 
 def register(main: click.Group) -> None:

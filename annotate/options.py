@@ -50,3 +50,12 @@ ANNOTATE = [
 DEFAULTS = defaults(ANNOTATE)
 #: The annotate stage's options: one object, every value checked on construction.
 AnnotateOptions = options_class("AnnotateOptions", ANNOTATE)
+
+#: `curate import-verdicts`: judges' verdicts on items from files (annotate.verdict_import).
+IMPORT_VERDICTS = [
+    Option("format", flag="--format", required=True, choices=("table",),
+           help="table: a table of judge, item (id, the benchmark's own id, or row), verdict (ok, error, wrong-key, "
+                "several-correct, no-right-answer, unclear) and optional answer: .csv, .jsonl/.json or .parquet."),
+    Option("judge", help="Store under this judge (for a table of one judge without a judge column)."),
+]
+ImportVerdictsOptions = options_class("ImportVerdictsOptions", IMPORT_VERDICTS)

@@ -111,8 +111,9 @@ def vote_scores(responses) -> np.ndarray:
 
 
 def label_error_scores(responses) -> np.ndarray:
+    """The default ranking (suspect_score): on these panels, of spread ability, the label-error score itself."""
     from curate.validity.suspects import suspects
-    return suspects(responses).set_index("item_id")["label_error_score"].reindex(responses.item_ids).to_numpy(float)
+    return suspects(responses).set_index("item_id")["suspect_score"].reindex(responses.item_ids).to_numpy(float)
 
 
 def confusion_channel(responses):
@@ -184,7 +185,8 @@ def main() -> None:
     k = round(RATE * len(responses.gold))
     print(f"{len(responses.gold)} HellaSwag items, full prompt, {responses.normalization}; {RATE:.0%} gold moves "
           f"(k = {k}), seeds {seeds}; mean and min over the seeds\n")
-    print("\n".join(table(run(configs, seeds), "label-error ranking (curate.validity.suspects):")))
+    print("\n".join(table(run(configs, seeds), "the default ranking, suspect_score (curate.validity.suspects; "
+                                               "on these panels the label-error score):")))
     print()
     ablation = {n: configs[n] for n in ("ten with probabilities", "eight ~1B with probabilities",
                                         "(a) ten as answers only",

@@ -101,13 +101,18 @@ def export(workspace, kind, options):
         raise click.UsageError("--fewshot applies to KIND item-stats and lm-eval-tasks only")
     if fewshot is not None:
         fewshot = _shots(fewshot, one=True)
-    records, columns = table(kind, workspace, **({} if fewshot is None else {"fewshot": fewshot}))
+    extra = {} if fewshot is None else {"fewshot": fewshot}
+    if kind == "item-stats":  # every verdict the workspace holds joins the ranking (read here: a higher layer)
+        from annotate.verdict_store import all_verdicts
+        extra["verdicts"] = all_verdicts
+    records, columns = table(kind, workspace, **extra)
     out = write_records(records, out or workspace / "exports" / f"{kind}.parquet", columns=columns)
     click.echo(f"wrote {len(records)} {kind} rows to {out}")
     if kind == "item-stats" and records:
         from curate.validity.item_stats import irt_note
 
-        if note := irt_note(len(records[0]["models"].split(", "))):
+        answering = [m for key in ("models", "answer_models") for m in str(records[0][key] or "").split(", ") if m]
+        if note := irt_note(len(answering)):
             click.echo(f"note: {note}", err=True)
         if records[0]["set_apart"]:
             click.echo(f"note: set apart from the item statistics: {records[0]['set_apart']}", err=True)

@@ -282,7 +282,7 @@ def test_suspects_queue_report_and_filter_use_one_formulation(letters_ws, tmp_pa
     queue = resolve(ReviewData.load(letters_ws), "suspects:8")
     models = [f"fake/m{m}" for m in range(4)]
     (tmp_path / "rules.yaml").write_text(
-        "name: r\nstages:\n  - {name: s, description: d, when: {label_error: {models: [" + ", ".join(models)
+        "name: r\nstages:\n  - {name: s, description: d, when: {suspect: {models: [" + ", ".join(models)
         + "], mode: full, normalization: sum, top_share: 0.2}}}\n")
     run_cli("filter", letters_ws, "--rules", tmp_path / "rules.yaml", "--out", tmp_path / "f")
     flagged = set(pd.read_parquet(tmp_path / "f" / "decisions.parquet").query("not kept")["item_id"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from annotate.verdict_store import all_verdicts
 from curate.core.errors import CurateError
 from curate.items import lengths
 from curate.items.canonical import canonical_json, sha256_text
@@ -40,6 +41,15 @@ class Inputs:
         """Record that a condition read ``model``'s stored answers (``scoring.answers``)."""
         self.used["answers"][model] = answers_record(self.ws, model)
 
+    def verdicts(self) -> pd.DataFrame:
+        """Every verdict the workspace holds on its items (``annotate.verdict_store.all_verdicts``),
+        recorded as read (its digest in the summary, checked again by a release)."""
+        def read():
+            found = all_verdicts(self.ws, self.items)
+            self.used["verdicts"] = verdicts_record(found)
+            return found
+        return self.cached(("verdicts",), read)
+
     def provenance(self) -> dict:
         """The annotators, score runs, tokenizers and generation runs the evaluated conditions read."""
         found = {"annotators": list(self.used["annotators"].values()),
@@ -48,6 +58,8 @@ class Inputs:
                  "generation_runs": [{"run_id": r, **info} for (r, _), info in sorted(self.used["generation_runs"].items())]}
         if self.used["answers"]:  # only when read: summaries of rules without answers stay as they were
             found["answers"] = [self.used["answers"][m] for m in sorted(self.used["answers"])]
+        if "verdicts" in self.used:  # likewise: only a rule ranking by suspect_score reads them
+            found["verdicts"] = self.used["verdicts"]
         return found
 
     @cached_property
@@ -228,6 +240,13 @@ def answers_record(ws, model: str) -> dict:
     return {"model": model, "run_ids": runs, "answers": len(rows), "answers_sha256": sha256_text(canonical_json(rows))}
 
 
+def verdicts_record(frame: pd.DataFrame) -> dict:
+    """What a filter read of the verdicts: how many per kind of source, and a digest of them all."""
+    rows = sorted(canonical_json([r.source, r.kind, r.item_id, r.verdict]) for r in frame.itertuples())
+    return {"verdicts": len(frame), "sources": int(frame["source"].nunique()) if len(frame) else 0,
+            "verdicts_sha256": sha256_text(canonical_json(rows))}
+
+
 def changed_inputs(ws, inputs: dict) -> str | None:
     """The first score or annotation input a filter read (its summary's ``inputs``) that the
     workspace no longer holds as it was: a label re-scored or re-imported, an annotator's records
@@ -257,5 +276,7 @@ def changed_inputs(ws, inputs: dict) -> str | None:
     for entry in inputs.get("answers", ()):
         if answers_record(ws, entry["model"]) != entry:
             return f"the stored answers of {entry['model']!r}"
+    if "verdicts" in inputs and verdicts_record(all_verdicts(ws, ws.items())) != inputs["verdicts"]:
+        return "the verdicts on the items (imported, reviewers', annotators')"
     return None
 

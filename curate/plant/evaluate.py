@@ -136,8 +136,9 @@ def evaluate_workspace(root, key, *, decisions=(), mode: str = D["mode"],
 
 def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalization, fewshot: int | None = None,
                     notes: list[str]) -> dict:
-    """The item-validity scores and the two-best baseline, from the models' scores in ``mode``
-    (a workspace opened with ``scoring.store.open_scores``), as item validity chooses them."""
+    """The item-validity scores (the default ranking, suspect_score, with every verdict the
+    workspace holds pooled in) and the two-best baseline, from the models' scores in ``mode`` (a
+    workspace opened with ``scoring.store.open_scores``), as item validity chooses them."""
     from curate.validity.item_table import choose, stored_conditions, workspace_table
     from curate.validity.suspects import two_best_baseline
 
@@ -145,8 +146,11 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
     if choice.fewshot not in choice.fewshots:
         notes.append(f"no scores in mode {mode} ({choice.formulation}, {choice.fewshot}-shot): no score detectors")
         return {}
+    from annotate.verdict_store import all_verdicts
+
     responses, table, _ = workspace_table(ws, mode=mode, formulation=choice.formulation, fewshot=choice.fewshot,
-                                          normalization=normalization, items=items)
+                                          normalization=normalization, items=items,
+                                          verdicts=all_verdicts(ws, items))
     if choice.other_fewshots:
         notes.append(f"the score detectors read the {choice.fewshot}-shot scores; also stored: "
                      + ", ".join(f"{k}-shot" for k in choice.other_fewshots) + " (--fewshot K)")
@@ -155,7 +159,7 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
                      f"detectors (first: {responses.left_out[0]})")
     table = table.set_index("item_id")
     out = {name: ("scores", table[name].astype(float))
-           for name in ("label_error_score", "several_correct_score", "no_right_answer_score")}
+           for name in ("suspect_score", "label_error_score", "several_correct_score", "no_right_answer_score")}
     out["two_best_baseline"] = ("scores", two_best_baseline(responses).astype(float))
     return out
 

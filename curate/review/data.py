@@ -66,6 +66,23 @@ class ReviewData:
     #: Tables derived from the scores, computed once (``curate.review.queues.suspect_table``).
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
+    @cached_property
+    def imported_answers(self) -> pd.DataFrame:
+        """The stored answers not made by ``curate generate`` (whose replies the generations show):
+        imported tables, Inspect logs, lm-eval samples; read once, on the first item page asking."""
+        from scoring.answers import read_answers
+
+        with Workspace.open(self.root) as ws:
+            if "answers" not in ws.tables():
+                return pd.DataFrame(columns=["model", "item_id", "choice", "run", "source"])
+        found = read_answers(self.root)
+        return found[found["source"] != "generate"].reset_index(drop=True)
+
+    def answers_of(self, item_id: str) -> pd.DataFrame:
+        """The imported answers to one item (every model and run)."""
+        found = self.imported_answers
+        return found[found["item_id"] == item_id]
+
     @classmethod
     def load(cls, root: str | Path, decisions=()) -> "ReviewData":
         from generate.store import open_generations, read_generations

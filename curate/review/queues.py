@@ -152,10 +152,12 @@ def _suspects_args(arg: str, spec: str) -> tuple[int | None, int | None]:
 
 
 def suspect_table(data: ReviewData, fewshot: int | None = None) -> pd.DataFrame:
-    """Every item's label-error score, suspected option and evidence, likeliest first, from the
-    full-mode scores item validity reads (``curate.validity.item_table.choose``; ``fewshot``: that
-    shot count), which may be k-shot scores the review's 0-shot ``data.scores`` do not hold.
-    Computed once per shot count: the queue and its item pages read the same table."""
+    """Every item's suspect score (the models' evidence with every verdict the workspace holds
+    pooled in: judges', reviewers', the annotators'), suspected option and evidence, likeliest
+    first, from the full-mode scores item validity reads (``curate.validity.item_table.choose``;
+    ``fewshot``: that shot count), which may be k-shot scores the review's 0-shot ``data.scores``
+    do not hold. Computed once per shot count: the queue and its item pages read the same table."""
+    from annotate.verdict_store import all_verdicts
     from curate.validity.item_table import workspace_table
     from scoring.store import open_scores
 
@@ -164,35 +166,36 @@ def suspect_table(data: ReviewData, fewshot: int | None = None) -> pd.DataFrame:
         with open_scores(data.root) as ws:
             try:
                 _, found, _ = workspace_table(ws, fewshot=fewshot, items=data.items,
-                                              preferred_normalization=data.normalization)
+                                              preferred_normalization=data.normalization,
+                                              verdicts=all_verdicts(ws, data.items))
             except CurateError as exc:
                 raise CurateError(f"queue 'suspects' needs full-mode scores: {exc}") from None
-        data.derived[key] = found.sort_values("label_error_score", ascending=False, kind="stable")
+        data.derived[key] = found.sort_values("suspect_score", ascending=False, kind="stable")
     return data.derived[key]
 
 
 def suspects(data: ReviewData, top: int | None, fewshot: int | None = None) -> list[str]:
-    """Likely label errors, likeliest first (Platinum-style: review the surest errors first): above
-    the label_error kind's default cut, or the ``top`` highest scores (``suspect_table``)."""
-    from curate.filter.kinds.label_error import DEFAULT_ABOVE
-
+    """Likely broken items, likeliest first (Platinum-style: review the surest errors first): the
+    items the ranking makes suspects (``curate.validity.suspects.CUTS``), or the ``top`` highest
+    suspect scores (``suspect_table``)."""
     found = suspect_table(data, fewshot)
     if top is not None:
         return found["item_id"].head(top).tolist()
-    return found.loc[found["label_error_score"] > DEFAULT_ABOVE, "item_id"].tolist()
+    return found.loc[found["suspect"], "item_id"].tolist()
 
 
 def reasons(data: ReviewData, spec: str) -> dict[str, dict]:
     """Why queue ``spec`` holds each of its items, where the item's page would not show it
-    otherwise: for ``suspects`` queues, item id -> its label-error score, suspected option and
-    evidence (``suspect_table``); empty for every other queue (a removed item's filter stages are
-    on its page already)."""
+    otherwise: for ``suspects`` queues, item id -> its suspect score, what it rests on, its
+    label-error score, suspected option and evidence (``suspect_table``); empty for every other
+    queue (a removed item's filter stages are on its page already)."""
     kind, _, arg = spec.partition(":")
     if kind != "suspects":
         return {}
     top, fewshot = _suspects_args(arg, spec)
     table = suspect_table(data, fewshot).set_index("item_id")
-    return {i: {"label_error_score": float(table.at[i, "label_error_score"]),
+    return {i: {"suspect_score": float(table.at[i, "suspect_score"]), "suspect_basis": table.at[i, "suspect_basis"],
+                "label_error_score": float(table.at[i, "label_error_score"]),
                 "suspected_option": int(table.at[i, "suspected_option"]), "evidence": table.at[i, "evidence"]}
             for i in suspects(data, top, fewshot)}
 

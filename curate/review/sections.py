@@ -209,11 +209,14 @@ def suspect_section(ctx: ItemContext) -> Section | None:
         for a in evidence.get("answers", []))
     answered = ("<p>Models that answered without probabilities (p: their accuracy on the option they chose), "
                 f"their answers to this item:</p><ul>{answers}</ul>" if answers else "")
-    return Section("suspect", "Suspected label error",
-                   f"<p>label-error score <b>{s['label_error_score']:.2f}</b> (the models' preference for another "
-                   f"option than the gold, as log-odds pooled over them, less the item's discrimination; the "
-                   f"queue's cut is {DEFAULT_ABOVE:.2f}, odds of 9 to 1): suspected option <b>{sus}</b>, the gold "
-                   f"is <b>{gold}</b>.</p>{models}{answered}")
+    ranked = (f"<p>suspect score <b>{s['suspect_score']:.2f}</b> (the queue's order; it rests on "
+              f"{esc(s['suspect_basis'])}: docs/item-validity.md says how far each combination can be trusted).</p>"
+              if "suspect_score" in s else "")
+    return Section("suspect", "Suspected broken item",
+                   f"{ranked}<p>label-error score <b>{s['label_error_score']:.2f}</b> (the models' preference for "
+                   f"another option than the gold, as log-odds pooled over them, less the item's discrimination; "
+                   f"the label_error filter's cut is {DEFAULT_ABOVE:.2f}, odds of 9 to 1): suspected option "
+                   f"<b>{sus}</b>, the gold is <b>{gold}</b>.</p>{models}{answered}")
 
 
 def generations_section(ctx: ItemContext) -> Section | None:
@@ -236,12 +239,30 @@ def generations_section(ctx: ItemContext) -> Section | None:
                    f"<th>seed</th><th>answer</th><th>parse</th><th>reply</th></tr>{''.join(rows)}</table>")
 
 
+def answers_section(ctx: ItemContext) -> Section | None:
+    """Imported answers (models without probabilities: tables, Inspect logs, lm-eval samples): per
+    model and run, the option it chose, or that its reply named none."""
+    found = ctx.data.answers_of(ctx.item["item_id"])
+    if found.empty:
+        return None
+    opts = letters(len(ctx.item["options"]))
+    rows = "".join(
+        f"<tr><td>{esc(a.model)}</td><td>{esc(a.source)}</td><td>{esc(a.run)}</td><td>"
+        + ("unreadable" if pd.isna(a.choice) else
+           f"{opts[int(a.choice)]} {'&#10003;' if int(a.choice) == ctx.item['gold'] else '&#10007;'}") + "</td></tr>"
+        for a in found.itertuples(index=False))
+    return Section("answers", "Imported answers",
+                   '<p class="hint">Models that gave an answer without probabilities, as imported (curate '
+                   'import-answers): the option chosen, by its letter here.</p><table class="answers"><tr><th>model'
+                   f"</th><th>from</th><th>run</th><th>answer</th></tr>{rows}</table>")
+
+
 #: The item view, top to bottom. A stage adding data about items adds its builder here. Why the
 #: item is in the reviewer's queue (a suspected label error, the filter stages that removed it)
 #: comes first: below eleven models' table it was off the first screen.
 SECTIONS: list[Callable[[ItemContext], Section | None]] = [
     suspect_section, filter_section, context_section, options_section, scores_section, generations_section,
-    annotations_section,
+    answers_section, annotations_section,
 ]
 
 

@@ -77,6 +77,39 @@ def corrected_item_total(correct: np.ndarray) -> np.ndarray:
         return np.where(denom > 0, (xc * rc).sum(axis=0) / denom, np.nan)
 
 
+#: Items per block of the pairwise isotonic R^2 (memory: a few blocks x items floats).
+ISOTONIC_BLOCK = 512
+
+
+def signed_isotonic_r2(correct: np.ndarray) -> np.ndarray:
+    """The signed isotonic R^2 of Hardy, Gilbert and Domingue (2026), per item averaged over the
+    other items: for two items, the largest share of one's variance over the models that a
+    monotone function of the other explains, signed by their association (Kendall's tau). On
+    right/wrong answers that is sign(phi) * phi^2, phi their correlation over the models that
+    answered both (a model answering several times counts as right where most of its answers
+    are); pairs where either item does not vary are left out, NaN for an item with none. Low
+    (negative) where an item goes against the rest of the test. Quadratic in the items (about 3 s
+    for 10042 items here), so it is measured beside the other signals (benchmarks/real_errors.py)
+    rather than computed for every report."""
+    x = np.asarray(correct, dtype=float)
+    seen = (~np.isnan(x)).astype(np.float32)
+    right = np.where(seen > 0, (np.nan_to_num(x) >= 0.5), 0).astype(np.float32)
+    out = np.full(x.shape[1], np.nan)
+    for start in range(0, x.shape[1], ISOTONIC_BLOCK):
+        rows = slice(start, start + ISOTONIC_BLOCK)
+        n = np.maximum(seen[:, rows].T @ seen, 1)   # block x items: models that answered both
+        pi = (right[:, rows].T @ seen) / n          # share right on i, over the models that answered both
+        pj = (seen[:, rows].T @ right) / n
+        cov = (right[:, rows].T @ right) / n - pi * pj
+        var = (pi * (1 - pi)) * (pj * (1 - pj))
+        valid = var > 1e-9
+        valid[np.arange(valid.shape[0]), np.arange(start, start + valid.shape[0])] = False
+        r2 = np.where(valid, cov * np.abs(cov) / np.where(valid, var, 1), 0)
+        counted = valid.sum(axis=1)
+        out[rows] = np.where(counted > 0, r2.sum(axis=1) / np.maximum(counted, 1), np.nan)
+    return out
+
+
 def easy_items(responses: Responses, confidence: float = EASY_CONFIDENCE) -> np.ndarray:
     """Items every model answers right with probability >= ``confidence`` on the gold; a model
     that only answers (no probability to read) must be right in every answer it gave, and one

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from curate.validity.item_stats import item_statistics
@@ -22,7 +23,7 @@ from curate.validity.suspects import suspects
 from curate.core.errors import CurateError
 
 #: The columns of ``curate export WORKSPACE item-stats``.
-COLUMNS = ["item_id", "row_index", "difficulty", "discrimination", "irt_a", "irt_b", "irt_a_se", "irt_b_se", "infit",
+COLUMNS = ["item_id", "row_index", "suspect_score", "suspect", "suspect_basis", "verdict_evidence", "difficulty", "discrimination", "irt_a", "irt_b", "irt_a_se", "irt_b_se", "infit",
            "outfit", "easy", "label_error_score", "suspected_option", "preference_discrimination",
            "several_correct_score", "no_right_answer_score", "unparsed_answers",
            "mode", "formulation", "fewshot", "normalization", "models", "answer_models", "set_apart"]
@@ -93,11 +94,14 @@ def stored_conditions(ws) -> pd.DataFrame:
 
 def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
                formulation: str = "cloze", normalization: str | None = None,
-               fewshot: int = 0, answers: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame]:
+               fewshot: int = 0, answers: pd.DataFrame | None = None,
+               verdicts: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame]:
     """The response matrix and one row per item it holds (row order): item statistics, then the
     suspect scores and their evidence (of the ``fewshot``-shot scores). ``answers`` (a
     ``scoring.answers.read_answers`` frame): the models that only answer join the matrix
-    (``curate.validity.responses.join_answers``); with no scores, they make it alone."""
+    (``curate.validity.responses.join_answers``); with no scores, they make it alone.
+    ``verdicts`` (``curate.validity.judges.COLUMNS``): judges', reviewers' and annotators'
+    verdicts, pooled into ``suspect_score`` (``with_verdicts``)."""
     if models is not None and answers is not None:  # the named models that only answer
         only = set(answers["model"]) - set(scores["model"])
         models = [m for m in models if m not in only] or None
@@ -108,7 +112,29 @@ def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: st
         responses = join_answers(response_matrix(scores, items, models=models, mode=mode, formulation=formulation,
                                                  normalization=normalization, fewshot=fewshot), answers)
     stats = item_statistics(responses)
-    return responses, stats.merge(suspects(responses, stats), on="item_id", how="left")
+    table = stats.merge(suspects(responses, stats), on="item_id", how="left")
+    return responses, with_verdicts(table, verdicts)
+
+
+def with_verdicts(table: pd.DataFrame, verdicts: pd.DataFrame | None) -> pd.DataFrame:
+    """``table`` with the verdicts on its items pooled into ``suspect_score`` (``verdict_evidence``:
+    their weighted sum per item; 0 without verdicts), the basis naming them; as many items are
+    ``suspect`` as the models alone made so, the highest pooled scores; each source's weight is in
+    ``table.attrs["verdict_sources"]`` (``curate.validity.judges.reliability``)."""
+    from curate.validity.judges import pool
+
+    on_items = None if verdicts is None else verdicts[verdicts["item_id"].isin(set(table["item_id"]))]
+    if on_items is None or on_items.empty:
+        out = table.assign(verdict_evidence=0.0)
+        out.attrs["verdict_sources"] = []
+        return out
+    score, evidence, sources = pool(table["suspect_score"].to_numpy(float), table["item_id"].to_numpy(), on_items)
+    flagged = np.zeros(len(score), dtype=bool)
+    flagged[np.argsort(-score, kind="stable")[:int(table["suspect"].sum())]] = True
+    out = table.assign(suspect_score=score, verdict_evidence=evidence, suspect=flagged,
+                       suspect_basis=table["suspect_basis"] + f" + verdicts of {len(sources)} sources")
+    out.attrs["verdict_sources"] = sources.to_dict("records")
+    return out
 
 
 def stored_answers(ws, models=None) -> pd.DataFrame | None:
@@ -144,11 +170,12 @@ def normalization_for(scores: pd.DataFrame, preferred: str | None) -> str | None
 
 def workspace_table(ws, *, mode: str = "full", formulation: str | None = None, fewshot: int | None = None,
                     normalization: str | None = None, models=None, items: list[dict] | None = None,
-                    preferred_normalization: str | None = None) -> tuple[Responses, pd.DataFrame, Choice]:
+                    preferred_normalization: str | None = None,
+                    verdicts: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame, Choice]:
     """``item_table`` of an open workspace (``scoring.store.open_scores``; ``items``: its items,
     when already read) under ``choose``'s choice, reading only the chosen scores; a one-line
     error when there are none. ``normalization`` must be there; ``preferred_normalization`` is
-    used where it is (``normalization_for``)."""
+    used where it is (``normalization_for``); ``verdicts`` as ``item_table`` takes them."""
     from scoring.store import read_scores
 
     choice = choose(stored_conditions(ws), ws.meta("formulation", "cloze"), mode=mode, formulation=formulation,
@@ -163,11 +190,12 @@ def workspace_table(ws, *, mode: str = "full", formulation: str | None = None, f
                           + "; item statistics need several models' scores (curate score or curate import-scores)")
     normalization = normalization or normalization_for(scores, preferred_normalization)
     responses, table = item_table(scores, ws.items() if items is None else items, models=models, mode=mode, formulation=choice.formulation,
-                                  normalization=normalization, fewshot=choice.fewshot, answers=answers)
+                                  normalization=normalization, fewshot=choice.fewshot, answers=answers,
+                                  verdicts=verdicts)
     return responses, table, choice
 
 
-def records(workspace, *, fewshot: int | None = None) -> list[dict]:
+def records(workspace, *, fewshot: int | None = None, verdicts=None) -> list[dict]:
     """The item-stats export: the models scored in full mode that can be read together (the others
     named in ``set_apart``, ``curate.validity.responses``), the workspace's formulation, the primary
     normalization, the shot count ``choose`` picks (or ``fewshot``); ``models`` are those read from

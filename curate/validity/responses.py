@@ -237,15 +237,29 @@ def answer_mode(run: str, source: str) -> str:
     return "full"
 
 
+def answer_modes(answers: pd.DataFrame) -> pd.Series:
+    """Each answer's prompt mode (``answer_mode``), worked out once per distinct (run, source)."""
+    pairs = answers[["run", "source"]].astype(str)
+    codes, uniques = pd.MultiIndex.from_frame(pairs).factorize()
+    modes = np.array([answer_mode(r, s) for r, s in uniques], dtype=object)
+    return pd.Series(modes[codes] if len(codes) else [], index=answers.index, dtype=object)
+
+
+def in_mode(answers: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """The answers given in prompt mode ``mode``."""
+    return answers[(answer_modes(answers) == mode).to_numpy(bool)]
+
+
 def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
     """``responses`` with the models that only answer (a ``scoring.answers.read_answers`` frame:
     model, item_id, choice, run, source) as more rows, after the models with probabilities. Read:
     the answers given in the responses' mode to its items. A model that has probabilities here
     is read from them, its answers set apart (one model, one voice), as is a model that answered
-    none of these items."""
+    none of these items or fewer than ``COVERAGE`` of them (as a model scored on a fraction of the
+    items is: a handful of answers would weigh like a whole panel's on those items)."""
     if answers is None or answers.empty:
         return responses
-    answers = answers[[answer_mode(r, s) == responses.mode for r, s in zip(answers["run"], answers["source"])]]
+    answers = in_mode(answers, responses.mode)
     apart = dict(responses.set_apart)
     for model in sorted(set(answers["model"]) & set(responses.models)):
         apart[f"{model} (answers)"] = "read from its probabilities"
@@ -253,6 +267,11 @@ def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
     on_items = answers[answers["item_id"].isin(set(responses.item_ids))]
     for model in sorted(set(answers["model"]) - set(on_items["model"])):
         apart[f"{model} (answers)"] = f"no {responses.mode}-mode answer to these items"
+    answered = on_items.groupby("model")["item_id"].nunique().to_dict()
+    reference = {**answered, **({"": len(responses.item_ids)} if responses.models else {})}
+    kept, thin = covering(reference)
+    apart.update({f"{m} (answers)": why.replace("scored on", "answered") for m, why in thin.items() if m})
+    on_items = on_items[on_items["model"].isin(kept)]
     models = sorted(on_items["model"].unique())
     if not models:
         return dataclasses.replace(responses, set_apart=tuple(apart.items()))
@@ -279,7 +298,7 @@ def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
 def answers_matrix(answers: pd.DataFrame, items: list[dict], *, mode: str = "full") -> Responses:
     """The response matrix of answers alone (no model with probabilities): the items any model
     answered in ``mode``, in row order."""
-    answers = answers[[answer_mode(r, s) == mode for r, s in zip(answers["run"], answers["source"])]]
+    answers = in_mode(answers, mode)
     answered = set(answers["item_id"])
     keep = [it for it in items if it["item_id"] in answered]
     if not keep:

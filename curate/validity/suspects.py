@@ -38,11 +38,27 @@ read as "no option preferred". Strong models: those at or above the median accur
 ``unparsed_answers``: how many of the answer-only models' replies to the item could not be read
 (no vote in the pooling; not correct in ``correct``).
 
+``suspect_score`` (the default ranking: the suspects queue, the report, ``curate export WORKSPACE
+item-stats`` and the filter kind ``suspect`` order items by it) is one of two combinations, chosen
+from the panel (``choose_basis``; docs/item-validity.md has the measurements behind the rule):
+
+- ``log-odds``: ``label_error_score`` itself, when the models' abilities are spread
+  (``ability_spread`` >= ``ALIKE_SPREAD``): weak models then agree on wrong options often
+  enough that only steep ability weights and the discrimination terms separate a wrong key from
+  a merely attractive distractor (planted gold moves on HellaSwag, the study's ten models:
+  AUROC 0.987 against 0.933 for votes).
+- ``votes``: ``votes_against_key``, when the models are alike: every model is about as reliable,
+  so each counts by its accuracy (the weighted-majority weight of a voter, ``vote_weights``)
+  and a reply that names no option (a refusal, an explanation) counts against the key too. With
+  models this alike, who gets an item right says nothing about ability, so the discrimination
+  terms are noise (MMLU-Redux's expert labels, 20 frontier models: AUROC 0.75 against 0.69).
+
 ``two_best_baseline``: the simple detector to beat: the two most accurate models both prefer a
 non-gold option (score: the smaller of their margins p(best non-gold) - p(gold)).
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -64,18 +80,47 @@ PREFERENCE_WEIGHT = 4.0
 PREFERENCE_MIN_MODELS = IRT_MIN_MODELS
 #: Models listed in an item's evidence: those preferring the suspected option, strongest first.
 EVIDENCE_MODELS = 10
+#: Below this ``ability_spread`` the models count as alike and ``suspect_score`` counts votes:
+#: on planted HellaSwag gold moves, panels of spread 0.05-0.20 ranked better by votes and panels
+#: of 0.29-0.74 by the pooled log-odds (at 0.23 they split: the log-odds with probabilities, votes
+#: with answers); on MMLU-Redux's experts' labels (spread 0.10-0.15) votes did too
+#: (benchmarks/panel_spread.py prints both per panel).
+ALIKE_SPREAD = 0.25
+#: A reply that names no option counts against the key this many times as much as an answer for
+#: another option (it is counted as not right already; once more as a refusal): on MMLU-Redux's
+#: dev split 13 of 15 items with two or more such replies among 20 frontier models are labelled errors.
+REFUSAL_WEIGHT = 1.0
+#: Where the votes against the key tie, the item whose dissenting votes agree on one option ranks
+#: higher (a shared alternative is a likelier wrong key than scattered misses): a tie-break only.
+CONCENTRATION_WEIGHT = 0.01
+#: Each combination's own cut: an item above it is a ``suspect`` (the review queue ``suspects``, the
+#: filter kind ``suspect`` by default, the report's count): odds of 9 to 1 for another option
+#: (the label_error kind's cut), or a weighted majority of the answers against the key.
+CUTS = {"log-odds": math.log(9), "votes": 0.5}
+#: The combinations ``suspect_score`` is made with (``choose_basis``), in words for the export and the report.
+BASES = {
+    "log-odds": "label_error_score: the ability-weighted log-odds that the models prefer another option, less the "
+                "item's discrimination, plus its preference discrimination",
+    "votes": "the models' ability-weighted share of answers against the key, replies naming no option counted "
+             "against it once more, ties broken by how many dissenting answers agree on one option",
+}
 
 
 def suspects(responses: Responses, stats: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per item, sorted by ``label_error_score`` descending (ties: the responses' order)."""
+    """One row per item, sorted by ``suspect_score`` descending (ties: the responses' order)."""
     stats = item_statistics(responses) if stats is None else stats
     log_odds, suspected = pooled_log_odds(responses, ability_weights(responses))
     graded = preference_discrimination(responses, suspected)
     score = (log_odds - DISCRIMINATION_WEIGHT * np.nan_to_num(stats["discrimination"].to_numpy(float), nan=0.0)
              + PREFERENCE_WEIGHT * graded)
     q = strong_mean_probs(responses)
+    basis = choose_basis(responses)[0]
+    suspect_score = score if basis == "log-odds" else votes_against_key(responses)
     out = pd.DataFrame({
         "item_id": responses.item_ids,
+        "suspect_score": suspect_score,
+        "suspect": suspect_score > CUTS[basis],
+        "suspect_basis": basis,
         "label_error_score": score,
         "suspected_option": suspected,
         "preference_discrimination": graded,
@@ -85,7 +130,73 @@ def suspects(responses: Responses, stats: pd.DataFrame | None = None) -> pd.Data
         "no_right_answer_score": flatness(q, responses.n_options),
         "evidence": evidence(responses, suspected, log_odds, stats, graded),
     })
-    return out.sort_values("label_error_score", ascending=False, kind="stable").reset_index(drop=True)
+    return out.sort_values("suspect_score", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def ability_spread(responses: Responses) -> float:
+    """(best accuracy - worst accuracy) / (best accuracy - chance) over the models read: 0 when
+    they are equally good, near 1 when some are no better than chance."""
+    acc = model_accuracy(responses)
+    chance = float(np.mean(1.0 / responses.n_options))
+    if not len(acc) or acc.max() <= chance:
+        return 0.0
+    return float((acc.max() - acc.min()) / (acc.max() - chance))
+
+
+def choose_basis(responses: Responses) -> tuple[str, str]:
+    """(``BASES`` key, why in words): the pooled log-odds for models of spread ability, votes for
+    models alike (``ALIKE_SPREAD``)."""
+    spread = ability_spread(responses)
+    acc = model_accuracy(responses)
+    span = f"accuracies {acc.min():.2f}-{acc.max():.2f}, spread {spread:.2f}" if len(acc) else "no models"
+    if len(acc) > 1 and spread >= ALIKE_SPREAD:
+        return "log-odds", (f"the {len(acc)} models differ in ability ({span} >= {ALIKE_SPREAD}): weak models' shared "
+                            "mistakes are told from wrong keys by ability weights and discrimination")
+    return "votes", (f"the {len(acc)} models are alike in ability ({span} < {ALIKE_SPREAD}): each answer counts by "
+                     "its model's accuracy, and discrimination says little")
+
+
+def vote_weights(responses: Responses) -> np.ndarray:
+    """w_m = log(acc_m (n - 1) / (1 - acc_m)), the weight of an independent voter right with
+    probability acc_m among n options (weighted majority voting); 0 at or below chance."""
+    acc = model_accuracy(responses)
+    n = float(np.mean(responses.n_options))
+    acc = np.clip(acc, 1e-6, 1 - 1e-6)
+    return np.clip(np.log(acc * (n - 1) / (1 - acc)), 0.0, None)
+
+
+def votes_against_key(responses: Responses) -> np.ndarray:
+    """Per item: the ``vote_weights``-weighted share, over the models that answered it, of their
+    answers against the key (a model with probabilities: 1 - p(gold); a model that only answers:
+    the share of its readable answers for other options), plus ``REFUSAL_WEIGHT`` times the share
+    of replies naming no option, plus ``CONCENTRATION_WEIGHT`` times the weighted share of the
+    most chosen other option."""
+    cols = np.arange(len(responses.gold))
+    shares = responses.probs.copy()
+    answers = responses.answer_only
+    if answers.any():
+        runs = responses.runs[answers]
+        given = runs.sum(axis=2, keepdims=True)
+        shares[answers] = np.where(given > 0, runs / np.maximum(given, 1), np.nan)
+    present = ~np.isnan(shares).all(axis=2)
+    w = vote_weights(responses)[:, None] * present
+    if not (w.sum(axis=0) > 0).all():  # every model at chance: count them alike
+        w = present.astype(float)
+    norm = np.maximum(w.sum(axis=0), 1e-12)
+    filled = np.nan_to_num(shares)
+    against = (w * (1 - filled[:, cols, responses.gold])).sum(axis=0) / norm
+    others = filled.copy()
+    others[:, cols, responses.gold] = 0
+    concentration = (w[:, :, None] * others).sum(axis=0).max(axis=1) / norm
+    return against + REFUSAL_WEIGHT * refusal_share(responses) + CONCENTRATION_WEIGHT * concentration
+
+
+def refusal_share(responses: Responses) -> np.ndarray:
+    """Per item: the share of the answer-only models' replies that name no option (0 without them)."""
+    if responses.unparsed is None:
+        return np.zeros(len(responses.gold))
+    replies = responses.runs.sum(axis=2).sum(axis=0) + responses.unparsed.sum(axis=0)
+    return np.divide(responses.unparsed.sum(axis=0), replies, out=np.zeros(len(responses.gold)), where=replies > 0)
 
 
 def ability_weights(responses: Responses) -> np.ndarray:

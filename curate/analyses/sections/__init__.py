@@ -140,6 +140,9 @@ def intro_findings(m: dict) -> list:
     """The paragraph's first sentence: what was audited."""
     s, prov = m["settings"], m["provenance"]
     what = (f"{len(s['models'])} model(s) in {len(s['modes'])} prompt mode(s) ({', '.join(s['modes'])})")
+    answering = len((m.get("suspects") or {}).get("answer_models") or [])
+    if answering:  # models read from their answers alone (issue 40): counted apart, as the suspects section does
+        what += f" and {answering} more that only gave answers"
     return [_findings.Sentence([f"This audit read {prov['items']} items of ", render.Lit(str(prov["benchmark"])),
                                 f" ({prov['split']}), answered by {what}."])]
 

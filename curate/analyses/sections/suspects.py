@@ -1,7 +1,9 @@
-"""Items most likely broken (issue 28): the label-error ranking across models with its evidence,
-each signal's count, and discrimination vs difficulty; the top items get a page each and lead
-the report's first screen. Models that only answer (stored answers, issue 40) are pooled with the
-scored ones; on a workspace without scores they make the ranking alone."""
+"""Items most likely broken (issues 28, 45): the default ranking (``suspect_score``: the combination
+the panel calls for, every verdict the workspace holds pooled in) with its evidence and how far it
+was measured to be trustworthy, each signal's count, and discrimination vs difficulty; the top
+items get a page each and lead the report's first screen. Models that only answer (stored
+answers, issue 40) are pooled with the scored ones; on a workspace without scores they make the
+ranking alone."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,13 +13,14 @@ import pandas as pd
 from curate.analyses import plots
 from curate.validity.item_stats import irt_note
 from curate.validity.item_table import choose, item_table, normalization_for
-from curate.validity.responses import answer_mode
+from curate.validity.responses import answer_modes
 from curate.analyses.render import Lit
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
 from curate.core.errors import CurateError
 from curate.core.exports import write_records
 from curate.filter.kinds import label_error, misfit, no_right_answer, several_correct
 from curate.items.store import Workspace
+from curate.validity.suspects import BASES, CUTS, choose_basis
 
 ORDER = 15
 SCORES = False  # also a workspace with stored answers and no scores: the answers make the ranking alone
@@ -52,6 +55,23 @@ SIGNALS = {
 }
 #: Where the label-error score's precision was measured (docs/item-validity.md): quoted with it.
 MEASURED = "0.53-0.77 at k = the number planted, in 1-5% of HellaSwag's items with the study's ten models"
+#: How far each combination of ``suspect_score`` was measured to be trustworthy on experts' labels
+#: (benchmarks/real_errors.py on MMLU-Redux's dev split; tests/test_real_errors.py recomputes the
+#: numbers): quoted in the section by the combination the workspace's panel got.
+TRUST = {
+    "votes": ("On experts' labels (MMLU-Redux, 19 MMLU subjects, 1900 items, 186 labelled errors) with 20 frontier "
+              "models' answers, this combination put 28 labelled errors in its top 50 (precision 0.56, 95% interval "
+              "0.41-0.70) and 43 in its top 100 (0.43, 0.30-0.55); AUROC 0.75. The evidence sees wrong keys well "
+              "(AUROC 0.91 on them), several or no right answers partly (0.74, 0.79), and unclear wording hardly "
+              "(0.69 for questions, 0.57 for options): a clean answer pattern does not clear an item."),
+    "log-odds": ("No experts' labels with probabilities were at hand to measure it; on planted gold moves its "
+                 f"precision was {MEASURED}. On MMLU-Redux's experts' labels with answers only (20 models alike in "
+                 "ability) it fell behind counting votes (AUROC 0.69 against 0.75), which is why alike panels get "
+                 "votes. Unclear wording is mostly invisible to answers either way."),
+}
+#: What pooling verdicts was measured to add (benchmarks/real_errors.py, dev split).
+TRUST_VERDICTS = ("Seven 2024 LLM judges' verdicts on 398 of those items, each weighted by its agreement with the "
+                  "models, moved AUROC on the judged items from 0.760 to 0.770.")
 #: Fewer models than this are weak evidence for an item (the demo's one 135M model ranks misspelled
 #: golds above its planted wrong keys): the first screen says so.
 FEW_MODELS = 3
@@ -65,20 +85,23 @@ def compute(ctx) -> dict:
     elif answers is None:  # neither scores nor answers: nothing to rank
         return {}
     else:  # answers alone: those to the full item where there are any (imported answers are)
-        modes = {answer_mode(r, s) for r, s in zip(answers["run"], answers["source"])}
+        modes = set(answer_modes(answers))
         mode = "full" if "full" in modes else sorted(modes)[0]
         scores = pd.DataFrame(columns=["model", "mode", "formulation", "fewshot", "item_id", "option_index"])
+    from annotate.verdict_store import all_verdicts
+
     with Workspace.open(ctx.root) as ws:
         choice = choose(scores, ws.meta("formulation", "cloze"), mode=mode)
+        verdicts = all_verdicts(ws, ctx.items)
     try:
         chosen = scores[(scores["mode"] == mode) & (scores["formulation"] == choice.formulation)
                         & (scores["fewshot"] == choice.fewshot)]
         responses, table = item_table(chosen, ctx.items, mode=mode, formulation=choice.formulation,
                                       fewshot=choice.fewshot, normalization=normalization_for(chosen, ctx.normalization),
-                                      answers=answers)
+                                      answers=answers, verdicts=verdicts)
     except CurateError as e:
         return {"suspects": {"present": False, "reason": str(e)}}
-    found = table.sort_values("label_error_score", ascending=False, kind="stable")
+    found = table.sort_values("suspect_score", ascending=False, kind="stable")
     write_records(table.drop(columns=["evidence"]).to_dict("records"), ctx.out / "item_stats.csv")
     flagged = table["label_error_score"] > label_error.DEFAULT_ABOVE
     plot = plots.discrimination_vs_difficulty(table, flagged, ctx.out / "discrimination_vs_difficulty.png")
@@ -91,17 +114,41 @@ def compute(ctx) -> dict:
                 "meaning": "weaker models right more often than stronger ones"},
                {"signal": "easy", "score": "easy", "cut": None, "items": int(table["easy"].sum()),
                 "meaning": "every model right, confidently"}]
+    basis, why = choose_basis(responses)
+    counts.append({"signal": "likely broken", "score": "suspect_score", "cut": CUTS[basis],
+                   "items": int(table["suspect"].sum()),
+                   "meaning": "the default ranking's suspects (" + ("votes against the key" if basis == "votes" else
+                                                                    "pooled odds above 9 to 1")
+                              + (", verdicts pooled in" if len(table.attrs["verdict_sources"]) else "") + ")"})
     top = found.head(TOP)
     return {"suspects": {"present": True, "scored": not all(responses.answer_only), "mode": mode,
                          "formulation": choice.formulation, "fewshot": choice.fewshot,
                          "other_fewshots": choice.other_fewshots, "normalization": responses.normalization, "models": list(responses.models),
-                         "answer_models": [{"model": m, "source": src} for m, src, a in
-                                           zip(responses.models, responses.sources, responses.answer_only) if a],
+                         "answer_models": _answer_models(responses),
                          "unparsed_answers": int(table["unparsed_answers"].sum()),
                          "n_items": len(table), "left_out": len(responses.left_out), "signals": counts,
                          "set_apart": [{"model": m, "why": why} for m, why in responses.set_apart],
                          "irt_note": irt_note(len(responses.models)),
+                         "ranking": {"basis": basis, "why": why, "formula": BASES[basis], "trust": TRUST[basis],
+                                     "verdict_sources": [{k: (None if isinstance(v, float) and v != v else v)
+                                                          for k, v in src.items()}
+                                                         for src in table.attrs["verdict_sources"]]},
                          "top": _top_rows(ctx, top, scores[scores["fewshot"] == choice.fewshot]), "stats_file": "item_stats.csv"}}
+
+
+def _answer_models(responses) -> list[dict]:
+    """Each model read from its answers alone: where they come from, how many of the items it
+    answered, and its accuracy on them (the share of its answers choosing the key, unreadable
+    replies counted as not right: the matrix's ``correct``)."""
+    import numpy as np
+
+    out = []
+    for m, (name, source) in enumerate(zip(responses.models, responses.sources or ())):
+        if responses.answer_only[m]:
+            right = np.asarray(responses.correct[m], dtype=float)
+            out.append({"model": name, "source": source, "items": int((~np.isnan(right)).sum()),
+                        "accuracy": round(float(np.nanmean(right)), 4)})
+    return out
 
 
 def _top_rows(ctx, top: pd.DataFrame, scores: pd.DataFrame) -> list[dict]:
@@ -116,7 +163,8 @@ def _top_rows(ctx, top: pd.DataFrame, scores: pd.DataFrame) -> list[dict]:
     data = ReviewData(Path(ctx.root), ctx.items, scores.reset_index(drop=True), generations=ctx.gens)
     pages = {r["item_id"]: r["page"] for r in write_item_pages(ctx.out, data, pd.concat([ctx.round1, ctx.round2]),
                                                                reasons, folder="suspects")}
-    return [{"item_id": r.item_id, "label_error_score": r.label_error_score, "gold": r.evidence["gold"],
+    return [{"item_id": r.item_id, "suspect_score": r.suspect_score, "suspect": bool(r.suspect),
+             "label_error_score": r.label_error_score, "gold": r.evidence["gold"],
              "suspected_option": r.suspected_option, "several_correct_score": r.several_correct_score,
              "no_right_answer_score": r.no_right_answer_score, "evidence": r.evidence, "page": pages[r.item_id]}
             for r in top.itertuples()]
@@ -134,21 +182,38 @@ def render(m: dict, number: int, out) -> list:
                      "negative discrimination and raised where the preference grows with the models' accuracy. "
                      f"{_answers_note(s)}It measures the models' preference against the key, not that the key "
                      f"is wrong: measured on planted errors ({MEASURED}), its precision on a benchmark's own items "
-                     "depends on the benchmark and the models. How many items each signal flags, at the cut its "
-                     "filter condition uses by default (review queue `suspects`: every item above the label-error "
-                     f"cut, highest first; every item's numbers are in `{s['stats_file']}`):"),
+                     "depends on the benchmark and the models."),
+               *_ranking_blocks(s),
+               ("p", "How many items each signal flags, at the cut its filter condition uses by default (review "
+                     "queue `suspects`: the default ranking's suspects, highest first; every item's numbers are in "
+                     f"`{s['stats_file']}`):"),
                ("table", pd.DataFrame(s["signals"])),
                ("img", out / m["plots"]["suspects"], "Discrimination vs difficulty")]
     if s.get("irt_note"):
         blocks.append(("p", s["irt_note"][0].upper() + s["irt_note"][1:] + "."))
     if s["top"]:
-        rows = pd.DataFrame([{k: r[k] for k in ("item_id", "label_error_score", "several_correct_score",
-                                                  "no_right_answer_score")}
+        columns = ("item_id", "suspect_score", "label_error_score", "several_correct_score", "no_right_answer_score")
+        rows = pd.DataFrame([{k: r.get(k, r["label_error_score"]) for k in columns}
                              | {"key": letter(r["gold"]), "preferred": letter(r["suspected_option"]),
                                 "backed_by": _backers(r)} for r in s["top"]])
-        blocks += [("p", f"The {len(s['top'])} items with the highest label-error score, each with a page (context, "
+        blocks += [("p", f"The {len(s['top'])} items the default ranking puts first, each with a page (context, "
                          "options, every model's choice):"), ("table", rows),
                    ("links", [(r["item_id"], r["page"], _note(r)) for r in s["top"]])]
+    return blocks
+
+
+def _ranking_blocks(s: dict) -> list:
+    """The default ranking: which combination the panel got and why, how far it was measured to be
+    trustworthy, and the verdicts pooled in (metrics written before issue 45: nothing)."""
+    r = s.get("ranking")
+    if not r:
+        return []
+    blocks = [("p", f"The default ranking (`suspect_score`: the review queue `suspects`, the filter kind `suspect`, "
+                    f"the order below) is {r['basis']}: {r['formula']}; chosen because {r['why']}. {r['trust']}")]
+    if r["verdict_sources"]:
+        blocks += [("p", "Verdicts pooled into it, each source weighted by its agreement with the models (a "
+                         f"reviewer's taken as it is). {TRUST_VERDICTS}"),
+                   ("table", pd.DataFrame(r["verdict_sources"]))]
     return blocks
 
 
@@ -196,7 +261,8 @@ def _answers_note(s: dict) -> str:
     found = s.get("answer_models") or []
     if not found:
         return ""
-    names = ", ".join(f"{a['model']} ({a['source']})" for a in found)
+    names = ", ".join(f"{a['model']} ({a['source']}" + (f"; accuracy {a['accuracy']:.3f} on {a['items']} items"
+                                                        if "accuracy" in a else "") + ")" for a in found)
     unread = s.get("unparsed_answers", 0)
     return (f"{len(found)} of the models answered without probabilities ({names}): each is read as sure of its "
             "answer as its accuracy, its several answers to an item as its agreement with itself"
@@ -220,7 +286,7 @@ def findings(m: dict) -> list:
     flags = [Flag(r["signal"], r["items"], s["n_items"], f"{r['meaning']} ({rests})") for r in s["signals"]]
     label = s["signals"][0]
     top = [(r["item_id"], r["page"], _note(r)) for r in s["top"][:FIRST_SCREEN]
-           if r["label_error_score"] > label["cut"]]
+           if r.get("suspect", r["label_error_score"] > label["cut"])]
     who = f"the {n} models prefer" if n > 1 else "the one model prefers"
     answering = len(s.get("answer_models") or [])
     text = [f"In {label['items']} of {s['n_items']} items ({percent(label['items'], s['n_items'])}) {who} another "

@@ -50,8 +50,9 @@ def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
     from curate.validity.item_options import ByRule
 
     formulation = spec.get("formulation", default_formulation)
-    fewshot = spec["fewshot"] if "fewshot" in spec else ByRule(tuple(spec["models"]))
-    return [("scores", (model, spec["mode"], spec["normalization"], formulation, fewshot)) for model in spec["models"]] \
+    models = spec.get("models", ())
+    fewshot = spec["fewshot"] if "fewshot" in spec else ByRule(tuple(models))
+    return [("scores", (model, spec["mode"], spec["normalization"], formulation, fewshot)) for model in models] \
         + [("answers", (model,)) for model in spec.get("answers", ())]
 
 
@@ -59,15 +60,20 @@ def table(spec: dict, inputs) -> pd.DataFrame:
     """Item statistics and suspect scores of the spec's models, one row per item in row order,
     from the scores ``curate.validity.item_table.choose`` picks (as the report and the review's
     ``suspects`` queue do)."""
-    from curate.validity.item_table import choose, stored_conditions
+    from curate.validity.item_table import Choice, choose, stored_conditions
 
+    if not spec.get("models"):  # answers alone (the suspect kind): no scores to choose among
+        key = ("validity", (), tuple(spec["answers"]), spec.get("mode", "full"), None, None, 0,
+               bool(spec.get("verdicts", False)))
+        choice = Choice(spec.get("mode", "full"), "answers", 0)
+        return inputs.cached(key, lambda: _compute(spec, choice.formulation, choice.fewshot, inputs))
     choice = inputs.cached(("validity-choice", tuple(spec["models"]), spec["mode"], spec.get("formulation"),
                             spec.get("fewshot")),
                            lambda: choose(stored_conditions(inputs.ws), inputs.ws.meta("formulation", "cloze"),
                                           mode=spec["mode"], formulation=spec.get("formulation"),
                                           fewshot=spec.get("fewshot"), models=spec["models"]))
     key = ("validity", tuple(spec["models"]), tuple(spec.get("answers", ())), spec["mode"], spec["normalization"],
-           choice.formulation, choice.fewshot)
+           choice.formulation, choice.fewshot, bool(spec.get("verdicts", False)))
     return inputs.cached(key, lambda: _compute(spec, choice.formulation, choice.fewshot, inputs))
 
 
@@ -85,6 +91,10 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
     for model in named:  # what the decisions rest on, in the filter's summary and a release's manifest
         inputs.used_answers(model)
 
+    if not spec.get("models"):  # answers alone: the models in `answers` make the ranking
+        _, found = item_table(pd.DataFrame(), inputs.items, mode=spec.get("mode", "full"), answers=answers,
+                              verdicts=inputs.verdicts() if spec.get("verdicts", False) else None)
+        return found.set_index("item_id").reindex(inputs.item_ids)
     if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores
         inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
     scores = read_scores(inputs.ws, models=spec["models"], modes=[spec["mode"]], formulations=[formulation],
@@ -94,7 +104,8 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
     inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot,
                        scores=scores)
     _, found = item_table(scores, inputs.items, models=spec["models"] + named, mode=spec["mode"],
-                          formulation=formulation, normalization=spec["normalization"], fewshot=fewshot, answers=answers)
+                          formulation=formulation, normalization=spec["normalization"], fewshot=fewshot, answers=answers,
+                          verdicts=inputs.verdicts() if spec.get("verdicts", False) else None)
     return found.set_index("item_id").reindex(inputs.item_ids)
 
 
