@@ -183,10 +183,27 @@ def judged_lines(responses, kinds, verdicts: pd.DataFrame, resamples: int) -> li
              "  " + ", ".join(f"{r.source} weight {r.weight:.2f} (agreement {r.agreement:.2f})" for r in rel.itertuples()),
              f"  AUROC on the judged items: without {auroc(a, broken):.3f}, with {auroc(b, broken):.3f} "
              f"(difference {auroc(b, broken) - auroc(a, broken):+.3f}, 95% [{lo:+.3f}, {hi:+.3f}])"]
+    lines.append(f"  ceiling: a logistic regression fitted on the experts' labels (the ranking's quantile log-odds and "
+                 f"each judge's verdicts, five-fold): AUROC {supervised_ceiling(without, responses.item_ids, frame, judged, kinds):.3f}")
     whole = metrics(pooled, kinds)
     lines.append(f"  on all {len(kinds)} items with the verdicts: AUROC {whole['AUROC']:.3f}, "
                  f"P@50 {whole['P@50']:.3f}, P@100 {whole['P@100']:.3f}")
     return lines
+
+
+def supervised_ceiling(score, item_ids, frame: pd.DataFrame, judged: np.ndarray, kinds: np.ndarray) -> float:
+    """What the labels themselves make of the same evidence: five-fold cross-validated logistic
+    regression on the judged items (a bound the unsupervised pooling cannot use labels to reach)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_val_predict
+    from curate.validity.judges import per_item, quantile_log_odds
+
+    votes = per_item(frame).pivot(index="item_id", columns="source", values="broken")
+    x = pd.Series(quantile_log_odds(score), index=item_ids)[judged]
+    features = np.column_stack([x.to_numpy(), votes.reindex(x.index).fillna(0.5).to_numpy()])
+    broken = kinds[judged] != "ok"
+    p = cross_val_predict(LogisticRegression(max_iter=1000), features, broken, cv=5, method="predict_proba")[:, 1]
+    return auroc(p, broken)
 
 
 def panels(items, answers, kinds_of, draws: int = 5) -> list[str]:

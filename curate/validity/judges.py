@@ -20,7 +20,7 @@ verdict is read at face value (``c = 1/2``: a confirmed error moves an item up b
 source judged keep their order. Measured on MMLU-Redux's dev split (seven 2024 LLM judges on 398
 items; benchmarks/real_errors.py, docs/item-validity.md): AUROC on the judged items 0.760 without
 the verdicts, 0.770 with them, where a logistic regression fitted on the experts' labels
-themselves reached 0.769 (five-fold): the judges add what they can.
+themselves reached 0.768 (five-fold): the judges add what they can.
 """
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ MEASURED = "0.53-0.77 at k = the number planted, in 1-5% of HellaSwag's items wi
 TRUST = {
     "votes": ("On experts' labels (MMLU-Redux, 19 MMLU subjects, 1900 items, 186 labelled errors) with 20 frontier "
               "models' answers, this combination put 28 labelled errors in its top 50 (precision 0.56, 95% interval "
-              "0.41-0.70) and 43 in its top 100 (0.43, 0.30-0.55); AUROC 0.75. The evidence sees wrong keys well "
+              "0.42-0.68) and 43 in its top 100 (0.43, 0.33-0.54); AUROC 0.75. The evidence sees wrong keys well "
               "(AUROC 0.91 on them), several or no right answers partly (0.74, 0.79), and unclear wording hardly "
               "(0.69 for questions, 0.57 for options): a clean answer pattern does not clear an item."),
     "log-odds": ("No experts' labels with probabilities were at hand to measure it; on planted gold moves its "
