@@ -190,3 +190,21 @@ def test_decisions_of_another_workspace_are_refused_before_any_work(report, tmp_
     proc = run_cli("analyze", report.parent / "ws", "--out", tmp_path / "r2", "--decisions", report, check=False)
     one_line_error(proc, "no decisions.parquet here", str(report))
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
+
+
+def test_every_table_fits_a_1280_pixel_screen(report):
+    """No table of the report runs past a 1280-pixel window (the widest, the prompt modes' agreement
+    and the paired tests, did: their column names now break after an underscore), and the page
+    itself never scrolls sideways."""
+    browser = Browser(require_chromium())
+    try:
+        tab = Tab(browser, WIDTH, HEIGHT)
+        tab.goto((report / "report.html").resolve().as_uri())
+        found = json.loads(tab.evaluate(
+            "JSON.stringify({page: document.documentElement.scrollWidth, tables: Array.from("
+            "document.querySelectorAll('table')).map(t => [t.getBoundingClientRect().right, "
+            "t.rows[0].innerText.slice(0, 60)])})"))
+    finally:
+        browser.close()
+    assert found["page"] <= WIDTH and len(found["tables"]) > 10
+    assert [t for t in found["tables"] if t[0] > WIDTH] == []

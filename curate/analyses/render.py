@@ -156,7 +156,9 @@ def _inline(text: str) -> str:
 
 
 def _html_table(df: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    """A table in a box that scrolls sideways if it must; column names break after an underscore
+    (``both_correct_share``), so a wide table fits a 1280-pixel screen instead of running past it."""
+    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in df.columns)
     rows = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
                    for row in df.itertuples(index=False))
     return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'

@@ -115,11 +115,13 @@ def compute(ctx) -> dict:
                {"signal": "easy", "score": "easy", "cut": None, "items": int(table["easy"].sum()),
                 "meaning": "every model right, confidently"}]
     basis, why = choose_basis(responses)
-    counts.append({"signal": "likely broken", "score": "suspect_score", "cut": CUTS[basis],
-                   "items": int(table["suspect"].sum()),
-                   "meaning": "the default ranking's suspects (" + ("votes against the key" if basis == "votes" else
-                                                                    "pooled odds above 9 to 1")
-                              + (", verdicts pooled in" if len(table.attrs["verdict_sources"]) else "") + ")"})
+    pooled = len(table.attrs["verdict_sources"]) > 0
+    if basis != "log-odds" or pooled:  # else it is the label-error count above, said once
+        counts.append({"signal": "likely broken", "score": "suspect_score", "cut": CUTS[basis],
+                       "items": int(table["suspect"].sum()),
+                       "meaning": "the default ranking's suspects (" + ("votes against the key" if basis == "votes"
+                                                                        else "pooled odds above 9 to 1")
+                                  + (", verdicts pooled in" if pooled else "") + ")"})
     top = found.head(TOP)
     return {"suspects": {"present": True, "scored": not all(responses.answer_only), "mode": mode,
                          "formulation": choice.formulation, "fewshot": choice.fewshot,
