@@ -36,7 +36,13 @@ def review(workspace, queue, reviewer, port, decisions):
     if read_only_filesystem(workspace):  # verdicts could be read but never saved
         raise CurateError(f"{workspace}: is on a read-only file system and `curate review` saves verdicts in the "
                           f"workspace: copy it somewhere writable, or mount it read-write")
+    import time
+
+    started = time.perf_counter()
+    click.echo(f"loading {workspace}: items, scores, generations and decisions ...", err=True)
     data = ReviewData.load(workspace, decisions)
+    click.echo(f"  {len(data.items)} items, {len(data.scores)} score rows in {time.perf_counter() - started:.1f} s; "
+               f"building queue {queue or ('removed' if decisions else 'all')} ...", err=True)
     app = ReviewApp(data, reviewer=reviewer, queue=queue or ("removed" if decisions else "all"))
     try:
         server = make_server(app, port)
@@ -44,7 +50,7 @@ def review(workspace, queue, reviewer, port, decisions):
         raise CurateError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; choose another --port") from None
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     click.echo(f"reviewing {workspace} ({len(data.items)} items), queue {app.queue}: "
-               f"{len(app.queue_items(app.queue))} items")
+               f"{len(app.queue_items(app.queue))} items (ready in {time.perf_counter() - started:.1f} s)")
     click.echo(f"open {url}" + ("?reviewer=NAME" if not app.reviewer else "") + "   (Ctrl-C stops; verdicts are saved as you go)")
     try:
         server.serve_forever()
