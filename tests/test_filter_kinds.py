@@ -110,7 +110,7 @@ def test_the_kinds_are_the_modules_of_the_package():
     kinds = registry()
     assert set(kinds) == {"labels", "answer", "status", "length_spread", "gold_longest", "correct", "seeds_correct",
                           "rotated_correct", "near_duplicate_options", "field", "ids", "duplicate", "min_k_pp",
-                          "label_error", "several_correct", "no_right_answer", "easy", "misfit"}
+                          "label_error", "several_correct", "no_right_answer", "easy", "misfit", "suspect"}
     conditions = rules_schema()["$defs"]["condition"]["properties"]
     assert set(conditions) == {"all", "any", "not", *kinds}
 

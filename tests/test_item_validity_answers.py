@@ -126,9 +126,13 @@ def test_unreadable_answers_are_counted_and_runs_are_the_models_agreement_with_i
     out = tmp_path / "stats.csv"
     run_cli("export", ws, "item-stats", "--out", out)
     exported = pd.read_csv(out)
-    expected = sorted([answered(m) for m in STRONG + SMALL] + [FLAKY])
+    expected = sorted([answered(m) for m in STRONG + SMALL])
     assert exported["answer_models"].iloc[0].split(", ") == [f"{m} (table)" for m in expected]
-    assert "(answers)" not in exported["models"].iloc[0] and exported["unparsed_answers"].sum() == 50
+    assert "(answers)" not in exported["models"].iloc[0]
+    # read with every model (none named), the flaky model's 50 of 2000 items set it apart, as a model
+    # scored on a fraction of the items is (issue 44): its unreadable replies are not counted there
+    assert f"{FLAKY} (answers): answered 50 of {SLICE} items" in exported["set_apart"].iloc[0]
+    assert exported["unparsed_answers"].sum() == 0
 
 
 def test_filter_kinds_pool_the_answers_they_name(ws, tmp_path):

@@ -102,15 +102,17 @@ def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: st
     (``curate.validity.responses.join_answers``); with no scores, they make it alone.
     ``verdicts`` (``curate.validity.judges.COLUMNS``): judges', reviewers' and annotators'
     verdicts, pooled into ``suspect_score`` (``with_verdicts``)."""
+    named = models is not None  # models named by the caller are read whatever they cover
     if models is not None and answers is not None:  # the named models that only answer
-        only = set(answers["model"]) - set(scores["model"])
+        only = set(answers["model"]) - set(scores["model"] if "model" in scores.columns else ())
         models = [m for m in models if m not in only] or None
         scores = scores if models else scores.iloc[:0]
     if scores.empty and answers is not None and not answers.empty:
-        responses = answers_matrix(answers, items, mode=mode)
+        responses = answers_matrix(answers, items, mode=mode, coverage=not named)
     else:
         responses = join_answers(response_matrix(scores, items, models=models, mode=mode, formulation=formulation,
-                                                 normalization=normalization, fewshot=fewshot), answers)
+                                                 normalization=normalization, fewshot=fewshot), answers,
+                                 coverage=not named)
     stats = item_statistics(responses)
     table = stats.merge(suspects(responses, stats), on="item_id", how="left")
     return responses, with_verdicts(table, verdicts)

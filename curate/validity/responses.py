@@ -250,13 +250,14 @@ def in_mode(answers: pd.DataFrame, mode: str) -> pd.DataFrame:
     return answers[(answer_modes(answers) == mode).to_numpy(bool)]
 
 
-def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
+def join_answers(responses: Responses, answers: pd.DataFrame, *, coverage: bool = True) -> Responses:
     """``responses`` with the models that only answer (a ``scoring.answers.read_answers`` frame:
     model, item_id, choice, run, source) as more rows, after the models with probabilities. Read:
     the answers given in the responses' mode to its items. A model that has probabilities here
     is read from them, its answers set apart (one model, one voice), as is a model that answered
-    none of these items or fewer than ``COVERAGE`` of them (as a model scored on a fraction of the
-    items is: a handful of answers would weigh like a whole panel's on those items)."""
+    none of these items or, with ``coverage`` (no models named by the caller), fewer than
+    ``COVERAGE`` of them (as a model scored on a fraction of the items is: a handful of answers
+    would weigh like a whole panel's on those items)."""
     if answers is None or answers.empty:
         return responses
     answers = in_mode(answers, responses.mode)
@@ -269,7 +270,7 @@ def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
         apart[f"{model} (answers)"] = f"no {responses.mode}-mode answer to these items"
     answered = on_items.groupby("model")["item_id"].nunique().to_dict()
     reference = {**answered, **({"": len(responses.item_ids)} if responses.models else {})}
-    kept, thin = covering(reference)
+    kept, thin = covering(reference) if coverage else (list(reference), {})
     apart.update({f"{m} (answers)": why.replace("scored on", "answered") for m, why in thin.items() if m})
     on_items = on_items[on_items["model"].isin(kept)]
     models = sorted(on_items["model"].unique())
@@ -295,7 +296,7 @@ def join_answers(responses: Responses, answers: pd.DataFrame) -> Responses:
     return _with_answer_rows(joined)
 
 
-def answers_matrix(answers: pd.DataFrame, items: list[dict], *, mode: str = "full") -> Responses:
+def answers_matrix(answers: pd.DataFrame, items: list[dict], *, mode: str = "full", coverage: bool = True) -> Responses:
     """The response matrix of answers alone (no model with probabilities): the items any model
     answered in ``mode``, in row order."""
     answers = in_mode(answers, mode)
@@ -311,7 +312,7 @@ def answers_matrix(answers: pd.DataFrame, items: list[dict], *, mode: str = "ful
                       correct=np.zeros((0, len(keep))), normalization="answers", mode=mode, formulation="answers",
                       temperature=np.zeros(0),
                       left_out=tuple(it["item_id"] for it in items if it["item_id"] not in answered))
-    return join_answers(empty, answers)
+    return join_answers(empty, answers, coverage=coverage)
 
 
 def answer_accuracy(runs: np.ndarray, gold: np.ndarray) -> np.ndarray:

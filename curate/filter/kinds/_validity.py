@@ -92,7 +92,7 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
         inputs.used_answers(model)
 
     if not spec.get("models"):  # answers alone: the models in `answers` make the ranking
-        _, found = item_table(pd.DataFrame(), inputs.items, mode=spec.get("mode", "full"), answers=answers,
+        _, found = item_table(pd.DataFrame(), inputs.items, models=named, mode=spec.get("mode", "full"), answers=answers,
                               verdicts=inputs.verdicts() if spec.get("verdicts", False) else None)
         return found.set_index("item_id").reindex(inputs.item_ids)
     if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores
