@@ -252,14 +252,23 @@ def import_answers(workspace, paths, options):
     """Import which option models chose (answers without probabilities) from PATHS into WORKSPACE:
     all are stored or none; importing the same files again replaces their answers."""
     from scoring.answer_imports import import_answers as read_and_store
+    from scoring.answer_options import reading
 
-    summary = read_and_store(workspace, options.format, paths, model=options.model, filter=options.filter)
-    for s in summary:
+    summary = read_and_store(workspace, options.format, paths, **reading(options))
+    for s in summary[:SHOWN]:
         click.echo(f"  {s['model']:<45} {s['answers']} answers ({s['unreadable']} unreadable), "
                    f"{s['runs']} run{'' if s['runs'] == 1 else 's'}")
+    if len(summary) > SHOWN:
+        click.echo(f"  ... and {len(summary) - SHOWN} more models")
     total = sum(s["answers"] for s in summary)
+    replaced = summary[0]["replaced"] if summary else 0
     click.echo(f"imported {total} answer{'' if total == 1 else 's'} of {len(summary)} "
-               f"model{'' if len(summary) == 1 else 's'} ({options.format})")
+               f"model{'' if len(summary) == 1 else 's'} ({options.format})"
+               + (f"; replaced the {replaced} answers these files gave before" if replaced else ""))
+
+
+#: How many models' lines an import prints before it counts the rest.
+SHOWN = 10
 
 
 from curate.filter.cli import filter_command  # noqa: E402
