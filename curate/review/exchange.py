@@ -81,6 +81,7 @@ def full_mode_picks(data: ReviewData) -> dict[str, dict[str, int]]:
 
 def export_review(data: ReviewData, spec: str, fmt: str, out: Path) -> int:
     """Write queue ``spec`` to ``out`` (a folder for argilla, a .jsonl file for jsonl)."""
+    check_writable(out)
     rows = queue_rows(data, spec)
     if fmt == "jsonl":
         blank = {"reviewer": None, **{k: None for k in ANSWERS}, "note": None}
