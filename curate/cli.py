@@ -223,7 +223,8 @@ def _summary(root, ws=None) -> str:
               help="study-csv: the study's CSVs (--dir); lm-eval-samples: lm-eval --log_samples files or folders.")
 @click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The folder to import (or give PATHS).")
-@click.option("--label", default=None, help="Store under this model name (lm-eval-samples; default: the results file's).")
+@click.option("--label", default=None, callback=lambda ctx, param, value: _model_name(value, "--label"),
+              help="Store under this model name (lm-eval-samples; default: the results file's).")
 @click.option("--replace", is_flag=True,
               help="Replace stored scores of the same model and mode that came from elsewhere (refused without it).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -242,6 +243,18 @@ def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
     unit = "file" if fmt == "study-csv" else "part"
     click.echo(f"imported {len(summary)} {unit}{'' if len(summary) == 1 else 's'}: {len(pairs)} (model, mode) "
                f"pair{'' if len(pairs) == 1 else 's'}")
+
+
+def _model_name(value, flag: str):
+    """click callback: a model name as ``curate.core.names`` checks it (None: not given)."""
+    from curate.core.names import model_name
+
+    if value is None:
+        return None
+    try:
+        return model_name(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value[:60]!r}{'...' if len(value) > 60 else ''} {exc}", param_hint=flag) from None
 
 
 @main.command("import-answers")

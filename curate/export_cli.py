@@ -126,7 +126,7 @@ def _review_format(fmt: str | None, out: Path | None) -> str:
     if fmt is None and not by_out:
         raise CurateError(f"{out}: review writes .jsonl (jsonl) or a folder (argilla); name one of them, or give "
                           f"--format")
-    if fmt == "argilla" and by_out == "jsonl":
+    if fmt == "argilla" and by_out == "jsonl" and not out.exists():  # an existing file: exchange names it
         raise CurateError(f"{out}: --format argilla writes a folder (settings.json, records.json), not a .jsonl file")
     return fmt or by_out
 
@@ -161,4 +161,6 @@ def _lm_eval_tasks(workspace, out, modes, formulations, fewshot, fewshot_pool, n
         click.echo(f"  {t['task']:<50} {t['items']} items")
     click.echo(f"wrote {len(done['tasks'])} lm-eval tasks of group {done['group']} to {out}")
     click.echo(f"run: {done['run']}")
-    click.echo(f"then: curate import-scores {workspace} --format lm-eval-samples OUT")
+    click.echo(f"then: curate import-scores {workspace} --format lm-eval-samples --label LABEL OUT")
+    click.echo("LABEL: the name to store MODEL's scores under; not the one `curate score` stores its own under "
+               "(the built-in smollm2-135m's folder is imported as smollm2-135m unless --label names another)")

@@ -61,7 +61,7 @@ def write_records(records: list[dict], out: str | Path, *, columns=None) -> Path
     ext = out.suffix.lower()
     if ext not in FORMATS:
         raise CurateError(f"{out}: unsupported export format {ext or '(none)'}; use {', '.join(FORMATS)}")
-    check_writable(out)
+    check_writable(out, file=True)
     with atomic_path(out) as tmp:
         if ext == ".jsonl":
             with open(tmp, "w", encoding="utf-8") as fh:
