@@ -333,3 +333,19 @@ def test_a_million_row_table_stays_small(arc_ws, tmp_path):
     print(f"peak {peak_mb:.0f} MB")
     assert peak_mb < 500 and len(proc.stdout.splitlines()) <= 25, proc.stdout[-2000:]
     assert len(read_answers(arc_ws)) == 1_000_000
+
+
+def test_the_advice_of_a_garbled_table_names_options_import_answers_has(arc_ws, tmp_path):
+    """A table that is not UTF-8 was refused with "name its encoding with --encoding", an option
+    import-answers did not have (issue 44): it has it now, and --delimiter too."""
+    table = tmp_path / "t.csv"
+    table.write_bytes("model,item,choice\nmodèle,0,A\nmodèle à deux,1,B\n".encode("utf-8")
+                      + "modèle,2,C\n".encode("cp1252"))
+    one_line_error(run_cli("import-answers", arc_ws, "--format", "table", table, check=False),
+                   f"{table}: line 4 is not valid UTF-8", "--encoding")
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("model;item;choice\nmodèle;0;A\n".encode("cp1252"))
+    run_cli("import-answers", arc_ws, "--format", "table", latin, "--encoding", "cp1252", "--delimiter", ";")
+    assert choices_of(arc_ws) == {("modèle", read_answers(arc_ws)["item_id"][0]): 0}
+    one_line_error(run_cli("import-answers", arc_ws, "--format", "inspect", latin, "--encoding", "cp1252", check=False),
+                   "--encoding is for --format table")
