@@ -237,9 +237,11 @@ def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
         raise click.UsageError("give the files or folders to import (PATHS or --dir)")
     summary = get(fmt).import_scores(workspace, paths, label=label, replace=replace, progress=not quiet)
     pairs = sorted({(s["model"], s["mode"]) for s in summary})
-    for model, mode in pairs:
+    for model, mode in pairs[:SHOWN]:
         detail = "; ".join(s["detail"] for s in summary if (s["model"], s["mode"]) == (model, mode))
         click.echo(f"  {model:<45} {mode:<12} {detail}")
+    if len(pairs) > SHOWN:
+        click.echo(f"  ... and {len(pairs) - SHOWN} more (model, mode) pairs")
     unit = "file" if fmt == "study-csv" else "part"
     click.echo(f"imported {len(summary)} {unit}{'' if len(summary) == 1 else 's'}: {len(pairs)} (model, mode) "
                f"pair{'' if len(pairs) == 1 else 's'}")

@@ -221,8 +221,8 @@ def _answers_problem(key: str, message: str) -> tuple[str, str]:
     without "nothing was imported": a check imports nothing)."""
     message = message.removesuffix("; nothing was imported")
     field = "filter" if message.startswith("--filter") else "path"
-    for option in ("filter", "format", "model"):
-        message = message.replace(f"--{option}", option)
+    for option in ("filter", "format", "model", "item_as", "choice_as", "encoding", "delimiter"):
+        message = message.replace(f"--{option.replace('_', '-')}", option)
     return f"{key}.{field}", message
 
 
