@@ -122,6 +122,17 @@ def test_item_references_of_every_kind_in_one_table(redux_built, tmp_path):
     assert refs.find("12", how="row")["row_index"] == 12
     with pytest.raises(ValueError, match="is not a row of the workspace"):
         refs.find("abstract_algebra/3", how="row")
+    # the column functions other table readers take: one list in, one out, the bad cell by position
+    from curate.items.references import CellError, items_of, options_of
+    column = items_of(["abstract_algebra/3", items[7]["item_id"], 12, "abstract_algebra/3"], refs)
+    assert [it["row_index"] for it in column] == [3, 7, 12, 3]
+    with pytest.raises(CellError) as exc:
+        items_of(["abstract_algebra/3", "abstract_algebra/O"], refs)
+    assert exc.value.index == 1 and "the closest is 'abstract_algebra/0'" in str(exc.value)
+    assert options_of(column, ["A", "", None, items[3]["options"][2]]) == [0, None, None, 2]
+    with pytest.raises(CellError) as exc:
+        options_of(column, ["A", "B", "Z", "C"])
+    assert exc.value.index == 2 and "is past item" in str(exc.value)
     table = write_table(tmp_path / "t.csv", [("m", "abstract_algebra/3", "A"), ("m", items[7]["item_id"], "B"),
                                              ("m", "12", "C")])
     run_cli("import-answers", ws, "--format", "table", table)

@@ -1,16 +1,22 @@
-"""Which workspace item a cell of someone else's table names: the workspace's item id
-(``mmlu/test/12``), one of the benchmark's own ids (the columns an ingest keeps as native ids,
-such as the generic adapter's ``ids: [id]``: ``abstract_algebra/12``) or the item's row (0-based,
-in the order ``curate init`` read the rows). Every command that reads a table naming items
-(``curate import-answers --format table``, verdict imports) finds them here, so each reads a
-reference the same way and says the same thing about one that names nothing.
+"""Which workspace item, and which of its options, a cell of someone else's table names. Every
+command that reads a table naming items (``curate import-answers --format table``, verdict
+imports) reads its columns here, so each reads a reference the same way and says the same thing
+about one that names nothing.
 
-A reference may name different items in different ways (HellaSwag's own id ``ind`` is a number,
-so ``24`` is the row of one item and the ``ind`` of another). ``ItemRefs.kinds`` says in which
-ways a reference reads; a reader that knows every cell of its column (``column_kind``) reads the
-column the one way that fits all of its cells, and refuses a cell that still reads two ways
-rather than choose between them. Row numbers are ASCII digits only: ``²`` and ``١`` are digits to
-``str.isdigit`` but no row.
+An item is named by the workspace's item id (``mmlu/test/12``), one of the benchmark's own ids
+(the columns an ingest keeps as native ids, such as the generic adapter's ``ids: [id]``:
+``abstract_algebra/12``) or its row (0-based, in the order ``curate init`` read the rows); an
+option by its 0-based index, its letter (A the first, in the item's own order) or its text.
+
+The column functions ``items_of(refs, table, how)`` and ``options_of(items, cells, how)`` are the
+way in: one list in, one list out, a ``CellError`` naming the first cell (by its position) that
+names nothing. A cell may name two things two ways (HellaSwag's own id ``ind`` is a number, so
+``24`` is the row of one item and the ``ind`` of another; MMLU's option ``'2'`` of
+``['8', '2', '24', '120']`` is index 2 and the text of option 1). Read ``auto``, such a cell is
+read the way most cells of its column read (``usual_kind``: a column of option texts reads it as
+the text), and refused where no way reads more cells than every other, its ``readings`` telling
+the caller which ways to offer. Numbers are ASCII digits only: ``²`` and ``١`` are digits to
+``str.isdigit`` but no row and no index.
 """
 from __future__ import annotations
 
@@ -26,13 +32,18 @@ _ROW = re.compile(r"[0-9]+")
 WORDS = {"id": "item id of the workspace", "own": "benchmark's own id", "row": "row"}
 
 
-class ItemRefError(ValueError):
-    """A reference that names no item, or names several in different ways (``readings``: kind ->
-    item, for the caller's advice on declaring how its column is read)."""
+class CellError(ValueError):
+    """A cell that names nothing, or names different things in different ways (``readings``: kind
+    -> what it names that way, for the caller's advice on declaring how its column is read).
+    ``index``: the cell's position in its column, set by the column functions (else None)."""
 
-    def __init__(self, message: str, readings: dict[str, dict] | None = None):
+    def __init__(self, message: str, readings: dict | None = None, index: int | None = None):
         super().__init__(message)
-        self.readings = readings or {}
+        self.readings, self.index = readings or {}, index
+
+
+class ItemRefError(CellError):
+    """A cell naming no item, or different items in different ways."""
 
 
 def _norm(value) -> str:
@@ -157,12 +168,68 @@ def _text(ref) -> str | None:
     return None
 
 
-def column_kind(refs, table: ItemRefs, counts=None) -> str | None:
-    """The usual kind of a column of item references (``usual_kind``): a column of rows is read
-    as rows though a few of its cells are also own ids. ``counts``: how often each of ``refs``
-    stands in the column (then its distinct cells; default once each)."""
-    refs = list(refs)
-    return usual_kind(zip((table.kinds(ref) for ref in refs), counts or [1] * len(refs)), KINDS, counted=True)
+def items_of(refs, table: ItemRefs, how: str = "auto") -> list[dict]:
+    """The item each cell of the column ``refs`` names (a list of cells: text, int or integral
+    float), read as ``how`` (one of ``HOW``; ``auto``: each cell as it reads, one reading two ways
+    as most cells of the column read). An ``ItemRefError`` for the first cell that names none, or
+    two items where the column cannot say which, its ``index`` the cell's position. Each distinct
+    cell is read once (a million rows name a few thousand items)."""
+    distinct = _distinct(refs)
+    prefer = usual_kind(((table.kinds(ref), n) for ref, n in distinct.values()), KINDS, counted=True) \
+        if how == "auto" else None
+    found: dict = {}
+    out = []
+    for k, ref in enumerate(refs):
+        key = _key(ref)
+        if key not in found:
+            try:
+                found[key] = table.find(ref, how, prefer)
+            except ItemRefError as exc:
+                exc.index = k
+                raise
+        out.append(found[key])
+    return out
+
+
+def options_of(items: list[dict], cells, how: str = "auto", reader: "OptionRefs | None" = None) -> list[int | None]:
+    """The option of ``items[k]`` each cell ``cells[k]`` names, read as ``how`` (one of
+    ``OPTION_HOW``; ``auto`` as ``items_of`` reads); None for an empty cell. An ``OptionRefError``
+    for the first cell that names none, or two options where the column cannot say which, its
+    ``index`` the cell's position. ``reader``: an ``OptionRefs`` to reuse across columns."""
+    reader = reader or OptionRefs()
+    pairs: dict = {}
+    for item, value in zip(items, cells):
+        if not empty_cell(value):
+            key = (item["item_id"], _key(value))
+            pairs[key] = (item, value, pairs[key][2] + 1 if key in pairs else 1)
+    prefer = usual_kind(((reader.kinds(it, v), n) for it, v, n in pairs.values()), OPTION_KINDS, counted=True) \
+        if how == "auto" else None
+    read: dict = {}
+    out = []
+    for k, (item, value) in enumerate(zip(items, cells)):
+        key = (item["item_id"], _key(value))
+        if key not in read:
+            try:
+                read[key] = reader.read(item, value, how, prefer)
+            except OptionRefError as exc:
+                exc.index = k
+                raise
+        out.append(read[key])
+    return out
+
+
+def _key(value):
+    """A cell as a dictionary key, its type kept (True is no row 1); a list or object by its repr."""
+    return (type(value), value) if isinstance(value, (str, int, float, type(None))) else (list, repr(value))
+
+
+def _distinct(cells) -> dict:
+    """key -> (a cell of that key, how many cells have it)."""
+    out: dict = {}
+    for cell in cells:
+        key = _key(cell)
+        out[key] = (cell, out[key][1] + 1) if key in out else (cell, 1)
+    return out
 
 
 # --- options -------------------------------------------------------------------------------
@@ -232,7 +299,7 @@ class OptionRefs:
         """The option ``value`` names read as ``how`` (one of ``OPTION_HOW``); None for an empty
         cell (an answer that could not be read). ``auto`` reads it every way; when two ways name
         different options the ``prefer``red kind decides (its column's usual kind), else an
-        ``OptionRefError`` says so. A ValueError says why no way fits."""
+        ``OptionRefError`` says so, or why no way fits."""
         if empty_cell(value):
             return None
         found = self.kinds(item, value)
@@ -245,7 +312,9 @@ class OptionRefs:
                 return next(iter(found.values()))
         elif how in found:
             return found[how]
-        raise ValueError(self._no_option(item, value, how))
+        elif how not in OPTION_KINDS:
+            raise ValueError(f"how {how!r}: read an option as one of {', '.join(OPTION_HOW)}")
+        raise OptionRefError(self._no_option(item, value, how))
 
     @staticmethod
     def ambiguous(item: dict, value, found: dict[str, int]) -> str:
@@ -273,12 +342,8 @@ class OptionRefs:
                 f"option's text: {_short(item['options'], 100)})")
 
 
-class OptionRefError(ValueError):
-    """A cell naming different options in different ways (``readings``: kind -> option)."""
-
-    def __init__(self, message: str, readings: dict[str, int]):
-        super().__init__(message)
-        self.readings = readings
+class OptionRefError(CellError):
+    """A cell naming no option of its item, or different options in different ways."""
 
 
 def _index(value) -> int | None:

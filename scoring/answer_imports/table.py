@@ -11,12 +11,13 @@ JSON array) or parquet (gzipped, bz2, xz or zst too), one row per answer with th
 - ``run`` (optional): what keeps one model's answers to an item apart (a seed, a shuffle); without
   the column every row's run is the file's name.
 
-How the item and choice columns are read: ``--item-as`` (id, own, row) and ``--choice-as`` (index,
-letter, text), default ``auto``: each cell as what it reads as, and a cell that reads two ways
-naming different items or options as most cells of its column in the file read (a column of
-option texts reads MMLU's option ``'2'`` of ``['8', '2', '24', '120']`` as that text, not as index
-2); where no way reads more cells than every other, such a cell is refused, naming the file, row
-and field, with the flags that decide.
+How the item and choice columns are read (``curate.items.references``: ``items_of``,
+``options_of``): ``--item-as`` (id, own, row) and ``--choice-as`` (index, letter, text), default
+``auto``: each cell as what it reads as, and a cell that reads two ways naming different items or
+options as most cells of its column in the file read (a column of option texts reads MMLU's option
+``'2'`` of ``['8', '2', '24', '120']`` as that text, not as index 2); where no way reads more cells
+than every other, such a cell is refused, naming the file, row and field, with the flags that
+decide.
 
 Other columns are ignored. CSV cells are read as text (``curate.core.textfiles``: ``--encoding``,
 ``--delimiter``). A file that is no regular file, larger than ``MAX_BYTES`` or, with the files
@@ -29,8 +30,7 @@ from pathlib import Path
 
 from curate.core.errors import CurateError, InputError
 from curate.core.names import model_name
-from curate.items.references import KINDS, OPTION_KINDS, ItemRefError, OptionRefError, column_kind, empty_cell, \
-    usual_kind
+from curate.items.references import KINDS, OPTION_KINDS, CellError, items_of, options_of
 from scoring.answer_imports._cells import columns
 from scoring.answer_imports._match import Answers, Items, file_record, short
 
@@ -75,10 +75,16 @@ def read(paths, items: Items, *, model: str | None = None, item_as: str | None =
 
 def _read_file(path: Path, cells: dict, rows: int, items: Items, answers: Answers, model: str | None,
                how: tuple[str, str]) -> None:
-    """Every row of one file, in order; the first bad one refused. Read ``auto``, a cell that reads
-    two ways is read the way most cells of its column read (``usual_kind``). Each distinct cell is
-    read once (a million rows name a few thousand items)."""
-    reader = _Reader(items, cells, how)
+    """Every row of one file: its item and choice columns read whole (``curate.items.references``),
+    then each row's model and run; the first bad cell refused, naming its row and field."""
+    try:
+        found = items_of(cells["item"], items.refs, how[0])
+    except CellError as exc:
+        _refused(path, exc, "item", "--item-as", KINDS)
+    try:
+        chosen = options_of(found, cells["choice"], how[1], items.options)
+    except CellError as exc:
+        _refused(path, exc, "choice", "--choice-as", OPTION_KINDS)
     file, run_of_file = answers.read_file(path), path.name
     names: dict = {}
     for n in range(rows):
@@ -86,85 +92,28 @@ def _read_file(path: Path, cells: dict, rows: int, items: Items, answers: Answer
             raise InputError(f"{message}; nothing was imported", path=str(path), row=n, field=field)
 
         label = model or _name(cells["model"][n], names, bad)
-        item = reader.item(cells["item"][n], bad)
         run = cells["run"][n] if "run" in cells else run_of_file
         if run is None or not str(run).strip():
             bad("run", f"{short(run)} is empty (leave the column out for one run per file)")
-        choice = reader.choice(cells["choice"][n], item, bad)
-        answers.extend(model=label, item_id=item["item_id"], choice=choice, run=str(run).strip(), file=file,
+        answers.extend(model=label, item_id=found[n]["item_id"], choice=chosen[n], run=str(run).strip(), file=file,
                        where=n)
+
+
+def _refused(path: Path, exc: CellError, field: str, flag: str, kinds: tuple[str, ...]):
+    """A cell no way reads, or two ways read differently: one line naming the file, row and field
+    (and the flag that says how the column is read)."""
+    advice = "" if not exc.readings else "; say how the column is read: " + " or ".join(
+        f"{flag} {k}" for k in kinds if k in exc.readings)
+    raise InputError(f"{exc}{advice}; nothing was imported", path=str(path), row=exc.index, field=field) from None
 
 
 def _name(value, names: dict, bad) -> str:
     """A model cell as its name (each distinct cell checked once)."""
+    if not isinstance(value, str):
+        bad("model", f"{short(value)} is not a model name (a text)")
     if value not in names:
         try:
             names[value] = model_name(value)
-        except (ValueError, TypeError) as exc:
+        except ValueError as exc:
             bad("model", f"{short(value)} is not a model name: it {exc}")
     return names[value]
-
-
-class _Reader:
-    """The file's item and choice cells as items and options, each distinct cell read once."""
-
-    def __init__(self, items: Items, cells: dict, how: tuple[str, str]):
-        self.items = items
-        self.item_how = (how[0], _usual_item(cells["item"], items) if how[0] == "auto" else None)
-        self.found: dict = {}
-        self.read: dict = {}
-        self.choice_how = (how[1], self._usual_choice(cells) if how[1] == "auto" else None)
-
-    def item(self, value, bad) -> dict:
-        key = _hashable(value)
-        if key not in self.found:
-            try:
-                self.found[key] = self.items.refs.find(value, *self.item_how)
-            except ItemRefError as exc:
-                advice = "" if not exc.readings else "; say how the column is read: " + " or ".join(
-                    f"--item-as {k}" for k in KINDS if k in exc.readings)
-                bad("item", f"{exc}{advice}")
-        return self.found[key]
-
-    def choice(self, value, item: dict, bad) -> int | None:
-        key = (item["item_id"], _hashable(value))
-        if key not in self.read:
-            try:
-                self.read[key] = self.items.options.read(item, value, *self.choice_how)
-            except OptionRefError as exc:
-                bad("choice", f"{exc}; say how the column is read: " + " or ".join(
-                    f"--choice-as {k}" for k in OPTION_KINDS if k in exc.readings))
-            except ValueError as exc:
-                bad("choice", str(exc))
-        return self.read[key]
-
-    def _usual_choice(self, cells: dict) -> str | None:
-        """The usual kind of the file's choice column (``usual_kind``), its items read as the rows
-        will be (a row whose item names nothing is named when the rows are read)."""
-        pairs: dict = {}
-        for ref, value in zip(cells["item"], cells["choice"]):
-            if not empty_cell(value):
-                pairs[(_hashable(ref), _hashable(value))] = pairs.get((_hashable(ref), _hashable(value)), 0) + 1
-        readings = []
-        for (ref, value), count in pairs.items():
-            try:
-                item = self.items.refs.find(ref[1], *self.item_how)
-            except ValueError:
-                continue
-            readings.append((self.items.options.kinds(item, value[1]), count))
-        return usual_kind(readings, OPTION_KINDS, counted=True)
-
-
-def _hashable(value):
-    """A cell as a dictionary key, its type kept (True is no 1, the row); a JSON list or object as
-    its repr: it names nothing anyway."""
-    return (type(value), value) if isinstance(value, (str, int, float, type(None))) else (list, repr(value))
-
-
-def _usual_item(refs: list, items: Items) -> str | None:
-    """The usual kind of the file's item column (``curate.items.references.column_kind``)."""
-    counts: dict = {}
-    for ref in refs:
-        key = _hashable(ref)
-        counts[key] = counts.get(key, 0) + 1
-    return column_kind([key[1] for key in counts], items.refs, counts=[counts[key] for key in counts])
