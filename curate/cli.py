@@ -223,7 +223,8 @@ def _summary(root, ws=None) -> str:
               help="study-csv: the study's CSVs (--dir); lm-eval-samples: lm-eval --log_samples files or folders.")
 @click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The folder to import (or give PATHS).")
-@click.option("--label", default=None, help="Store under this model name (lm-eval-samples; default: the results file's).")
+@click.option("--label", default=None, callback=lambda ctx, param, value: _model_name(value, "--label"),
+              help="Store under this model name (lm-eval-samples; default: the results file's).")
 @click.option("--replace", is_flag=True,
               help="Replace stored scores of the same model and mode that came from elsewhere (refused without it).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -236,12 +237,26 @@ def import_scores(workspace, paths, fmt, directory, label, replace, quiet):
         raise click.UsageError("give the files or folders to import (PATHS or --dir)")
     summary = get(fmt).import_scores(workspace, paths, label=label, replace=replace, progress=not quiet)
     pairs = sorted({(s["model"], s["mode"]) for s in summary})
-    for model, mode in pairs:
+    for model, mode in pairs[:SHOWN]:
         detail = "; ".join(s["detail"] for s in summary if (s["model"], s["mode"]) == (model, mode))
         click.echo(f"  {model:<45} {mode:<12} {detail}")
+    if len(pairs) > SHOWN:
+        click.echo(f"  ... and {len(pairs) - SHOWN} more (model, mode) pairs")
     unit = "file" if fmt == "study-csv" else "part"
     click.echo(f"imported {len(summary)} {unit}{'' if len(summary) == 1 else 's'}: {len(pairs)} (model, mode) "
                f"pair{'' if len(pairs) == 1 else 's'}")
+
+
+def _model_name(value, flag: str):
+    """click callback: a model name as ``curate.core.names`` checks it (None: not given)."""
+    from curate.core.names import model_name
+
+    if value is None:
+        return None
+    try:
+        return model_name(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value[:60]!r}{'...' if len(value) > 60 else ''} {exc}", param_hint=flag) from None
 
 
 @main.command("import-answers")
@@ -252,14 +267,23 @@ def import_answers(workspace, paths, options):
     """Import which option models chose (answers without probabilities) from PATHS into WORKSPACE:
     all are stored or none; importing the same files again replaces their answers."""
     from scoring.answer_imports import import_answers as read_and_store
+    from scoring.answer_options import reading
 
-    summary = read_and_store(workspace, options.format, paths, model=options.model, filter=options.filter)
-    for s in summary:
+    summary = read_and_store(workspace, options.format, paths, **reading(options))
+    for s in summary[:SHOWN]:
         click.echo(f"  {s['model']:<45} {s['answers']} answers ({s['unreadable']} unreadable), "
                    f"{s['runs']} run{'' if s['runs'] == 1 else 's'}")
+    if len(summary) > SHOWN:
+        click.echo(f"  ... and {len(summary) - SHOWN} more models")
     total = sum(s["answers"] for s in summary)
+    replaced = summary[0]["replaced"] if summary else 0
     click.echo(f"imported {total} answer{'' if total == 1 else 's'} of {len(summary)} "
-               f"model{'' if len(summary) == 1 else 's'} ({options.format})")
+               f"model{'' if len(summary) == 1 else 's'} ({options.format})"
+               + (f"; replaced the {replaced} answers these files gave before" if replaced else ""))
+
+
+#: How many models' lines an import prints before it counts the rest.
+SHOWN = 10
 
 
 from curate.filter.cli import filter_command  # noqa: E402

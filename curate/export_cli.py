@@ -47,7 +47,8 @@ EXPORT = [
            help="Output file (.parquet, .csv or .jsonl); default WORKSPACE/exports/KIND.parquet. review: a folder "
                 "(argilla) or a .jsonl file. lm-eval-tasks: a new folder (default WORKSPACE/exports/lm-eval-tasks)."),
     Option("fmt", flag="--format", choices=("argilla", "jsonl"),
-           help="review: Argilla 2.x settings.json + records.json, or plain JSON lines."),
+           help="review: Argilla 2.x settings.json + records.json, or plain JSON lines [default: by --out: a .jsonl "
+                "file, or a folder for argilla]."),
     Option("queue", help="review: the queue to export (as `curate review --queue`; default removed with "
                          "--decisions, else all)."),
     Option("decisions", path="folder", multiple=True, default=(),
@@ -88,8 +89,7 @@ def export(workspace, kind, options):
         from curate.review.data import ReviewData
         from curate.review.exchange import export_review
 
-        if fmt is None:
-            raise click.UsageError("export review needs --format argilla or jsonl")
+        fmt = _review_format(fmt, out)
         spec = queue or ("removed" if decisions else "all")
         out = out or workspace / "exports" / ("review-argilla" if fmt == "argilla" else "review.jsonl")
         n = export_review(ReviewData.load(workspace, decisions), spec, fmt, out)
@@ -116,6 +116,24 @@ def export(workspace, kind, options):
             click.echo(f"note: {note}", err=True)
         if records[0]["set_apart"]:
             click.echo(f"note: set apart from the item statistics: {records[0]['set_apart']}", err=True)
+
+
+def _review_format(fmt: str | None, out: Path | None) -> str:
+    """The review export's format: --format, else --out's suffix (.jsonl: jsonl; none, or an
+    existing folder: argilla's folder), as the other exports take theirs."""
+    from curate.core.errors import CurateError
+
+    by_out = None if out is None else ("jsonl" if out.suffix.lower() == ".jsonl" else
+                                       "argilla" if not out.suffix or out.is_dir() else "")
+    if fmt is None and by_out is None:
+        raise CurateError("export review: give --out (a .jsonl file, or a folder for Argilla) or --format argilla "
+                          "or jsonl")
+    if fmt is None and not by_out:
+        raise CurateError(f"{out}: review writes .jsonl (jsonl) or a folder (argilla); name one of them, or give "
+                          f"--format")
+    if fmt == "argilla" and by_out == "jsonl" and not out.exists():  # an existing file: exchange names it
+        raise CurateError(f"{out}: --format argilla writes a folder (settings.json, records.json), not a .jsonl file")
+    return fmt or by_out
 
 
 def _shots(value: str, one: bool = False):
@@ -148,4 +166,6 @@ def _lm_eval_tasks(workspace, out, modes, formulations, fewshot, fewshot_pool, n
         click.echo(f"  {t['task']:<50} {t['items']} items")
     click.echo(f"wrote {len(done['tasks'])} lm-eval tasks of group {done['group']} to {out}")
     click.echo(f"run: {done['run']}")
-    click.echo(f"then: curate import-scores {workspace} --format lm-eval-samples OUT")
+    click.echo(f"then: curate import-scores {workspace} --format lm-eval-samples --label LABEL OUT")
+    click.echo("LABEL: the name to store MODEL's scores under; not the one `curate score` stores its own under "
+               "(the built-in smollm2-135m's folder is imported as smollm2-135m unless --label names another)")

@@ -66,6 +66,31 @@ MIGRATIONS = [
     """),
 ]
 
+#: Each import's answers know the file they came from and the name the import gave their model
+#: (``--model``; '' when the file names it), so importing a file again replaces what it gave
+#: before, rows deleted from it included; ``answer_imports`` records each import's fingerprint
+#: (format, settings, every file's sha256), so a rerun of the audit knows, from the store alone,
+#: whether the files changed. Answers imported before keep the file their run record names
+#: when it names one.
+FILES = ("answers-003-files", """
+    ALTER TABLE answers ADD COLUMN file TEXT;       -- the file an import read it from; NULL: curate generate's
+    ALTER TABLE answers ADD COLUMN named TEXT NOT NULL DEFAULT '';  -- --model of its import; '': the file's name
+    UPDATE answers SET file = (
+        SELECT COALESCE(json_extract(r.info_json, '$.files[0].path'), json_extract(r.info_json, '$.logs[0].path'))
+        FROM answer_runs r WHERE r.run_id = answers.run_id
+          AND COALESCE(json_array_length(r.info_json, '$.files'), json_array_length(r.info_json, '$.logs')) = 1)
+    WHERE source != 'generate';
+    CREATE TABLE IF NOT EXISTS answer_imports (
+        fingerprint  TEXT PRIMARY KEY,   -- sha256 of the format, its settings and each file read (path, sha256)
+        source       TEXT NOT NULL,
+        named        TEXT NOT NULL,
+        files_json   TEXT NOT NULL,      -- the files read, as their answers' ``file``
+        answers      INTEGER NOT NULL,   -- how many answers it stored
+        summary_json TEXT NOT NULL,      -- per model: answers, unreadable, runs
+        created_at   TEXT NOT NULL
+    );
+""")
+
 #: Generations stored before the answers table existed, copied once (``generate_run`` spells
 #: their ``run``; SQLite's ``||`` builds the same text).
 BACKFILL = ("answers-002-generations", """
@@ -90,7 +115,7 @@ def prepare(ws: Workspace) -> Workspace:
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone()
     # Nothing to copy in a workspace without generations: every generation written from now on
     # is written here as well (generate.store), so the copy is needed once, at most.
-    ws.migrate([(BACKFILL[0], BACKFILL[1] if has_generations else "SELECT 1;")])
+    ws.migrate([(BACKFILL[0], BACKFILL[1] if has_generations else "SELECT 1;"), FILES])
     return ws
 
 
@@ -122,17 +147,80 @@ def store_answers(root, frame: pd.DataFrame, *, model_source: str, info: dict) -
         ws.close()
 
 
+def replace_answers(root, frame: pd.DataFrame, *, source: str, info: dict, files: list[str], named: str,
+                    fingerprint: str, summary: list[dict]) -> dict:
+    """``store_answers`` for an import that read ``files`` (each answer's ``file`` column names
+    the one it came from) under the name ``named`` (its ``--model``, '' when the files name their
+    models): first every answer an earlier import of these files under that name stored is
+    deleted, so rows deleted from a file leave the workspace; then the import's ``fingerprint``
+    and ``summary`` are recorded (``imported``). All in one transaction. Returns ``stored`` and
+    ``replaced`` (the answers deleted first)."""
+    ws = open_answers(root)
+    try:
+        with ws.transaction(foreign_keys=False):  # rows checked against the items; their runs written here
+            replaced = _delete_from(ws, source, files, named)
+            stored = write_answers(ws, frame.assign(named=named), source=source, info=info)
+            _record_import(ws, fingerprint, source=source, files=files, named=named, answers=stored, summary=summary)
+    finally:
+        ws.close()
+    return {"stored": stored, "replaced": replaced}
+
+
+def _delete_from(ws: Workspace, source: str, files: list[str], named: str) -> int:
+    ws.conn.execute("CREATE TEMP TABLE IF NOT EXISTS import_files (file TEXT PRIMARY KEY)")
+    ws.conn.execute("DELETE FROM import_files")
+    ws.conn.executemany("INSERT OR IGNORE INTO import_files VALUES (?)", ((f,) for f in files))
+    return ws.conn.execute("DELETE FROM answers WHERE source = ? AND named = ? AND file IN (SELECT file FROM "
+                           "import_files)", (source, named)).rowcount
+
+
+def _record_import(ws: Workspace, fingerprint: str, *, source: str, files: list[str], named: str, answers: int,
+                   summary: list[dict]) -> None:
+    """Record an import; the records of earlier imports of any of its files under its name go."""
+    mine = set(files)
+    for key, held in ws.conn.execute("SELECT fingerprint, files_json FROM answer_imports WHERE source = ? AND "
+                                     "named = ?", (source, named)).fetchall():
+        if mine & set(json.loads(held)):
+            ws.conn.execute("DELETE FROM answer_imports WHERE fingerprint = ?", (key,))
+    ws.conn.execute("INSERT OR REPLACE INTO answer_imports VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (fingerprint, source, named, json.dumps(sorted(mine)), answers, json.dumps(summary), now()))
+
+
+def imported(ws: Workspace, fingerprint: str) -> list[dict] | None:
+    """The summary of the import recorded under ``fingerprint`` when the workspace still holds
+    every answer it stored (none replaced by another file's since), else None: the files, the
+    format's settings and the name are those of an import made before, byte for byte."""
+    row = ws.conn.execute("SELECT source, named, files_json, answers, summary_json FROM answer_imports "
+                          "WHERE fingerprint = ?", (fingerprint,)).fetchone()
+    if row is None:
+        return None
+    source, named, files, answers, summary = row
+    ws.conn.execute("CREATE TEMP TABLE IF NOT EXISTS import_files (file TEXT PRIMARY KEY)")
+    ws.conn.execute("DELETE FROM import_files")
+    ws.conn.executemany("INSERT OR IGNORE INTO import_files VALUES (?)", ((f,) for f in json.loads(files)))
+    held = ws.conn.execute("SELECT COUNT(*) FROM answers WHERE source = ? AND named = ? AND file IN "
+                           "(SELECT file FROM import_files)", (source, named)).fetchone()[0]
+    return json.loads(summary) if held == answers else None
+
+
 def write_answers(ws: Workspace, frame: pd.DataFrame, *, source: str, info: dict) -> int:
-    """``store_answers`` inside the caller's transaction: one run record per model of ``frame``."""
-    rows = check_answers(ws, frame, source=source)
+    """``store_answers`` inside the caller's transaction: one run record per model of ``frame``
+    (optional columns ``file`` and ``named``: where each answer was read, ``replace_answers``)."""
+    choices, digests = check_answers(ws, frame, source=source)
+    models, items, runs = (frame[c].tolist() for c in ("model", "item_id", "run"))
     run_ids = {}
-    for model in sorted({r[0] for r in rows}):
+    info_json = json.dumps(redact_data(info), sort_keys=True)  # once: an import may hold 50,000 models
+    for model in sorted(set(models)):
         run_ids[model] = f"answers-{source}:{uuid.uuid4().hex[:16]}"
-        add_run(ws, run_id=run_ids[model], model=model, source=source, info=info)
-    write_rows(ws, [{"model": model, "item_id": item, "run": run, "source": source, "choice": choice,
-                     "content_hash": digest, "run_id": run_ids[model]} for model, item, run, choice, digest in rows])
+        ws.conn.execute("INSERT OR IGNORE INTO answer_runs VALUES (?, ?, ?, ?, ?)",
+                        (run_ids[model], model, source, info_json, now()))
+    files = frame["file"].tolist() if "file" in frame.columns else [None] * len(frame)
+    named = frame["named"].tolist() if "named" in frame.columns else [""] * len(frame)
+    write_rows(ws, ({"model": m, "item_id": i, "run": r, "source": source, "choice": c, "content_hash": digests[i],
+                     "run_id": run_ids[m], "file": f, "named": n}
+                    for m, i, r, c, f, n in zip(models, items, runs, choices, files, named)))
     drop_empty_runs(ws, source)
-    return len(rows)
+    return len(choices)
 
 
 def add_run(ws: Workspace, *, run_id: str, model: str, source: str, info: dict) -> None:
@@ -141,24 +229,24 @@ def add_run(ws: Workspace, *, run_id: str, model: str, source: str, info: dict) 
                     (run_id, model, source, json.dumps(redact_data(info), sort_keys=True), now()))
 
 
-#: The columns of a row ``write_rows`` takes.
+#: The columns of a row ``write_rows`` takes (and optionally ``file`` and ``named``).
 ROW_COLUMNS = ("model", "item_id", "run", "source", "choice", "content_hash", "run_id")
 
 
-def write_rows(ws: Workspace, rows: list[dict]) -> None:
-    """Insert or replace answers (dicts with ``ROW_COLUMNS``) whose items, choices and run records
-    the caller has checked (``check_answers``, or ``curate generate``'s own records); call inside a
-    transaction."""
+def write_rows(ws: Workspace, rows) -> None:
+    """Insert or replace answers (dicts with ``ROW_COLUMNS``, an iterable read once) whose items,
+    choices and run records the caller has checked (``check_answers``, or ``curate generate``'s
+    own records); call inside a transaction."""
     stamp = now()
     ws.conn.executemany(
-        f"INSERT OR REPLACE INTO answers ({', '.join(ROW_COLUMNS)}, created_at) "
-        f"VALUES ({', '.join('?' * (len(ROW_COLUMNS) + 1))})",
-        ([r[c] for c in ROW_COLUMNS] + [stamp] for r in rows))
+        f"INSERT OR REPLACE INTO answers ({', '.join(ROW_COLUMNS)}, file, named, created_at) "
+        f"VALUES ({', '.join('?' * (len(ROW_COLUMNS) + 3))})",
+        ([r[c] for c in ROW_COLUMNS] + [r.get("file"), r.get("named", ""), stamp] for r in rows))
 
 
-def check_answers(ws: Workspace, frame: pd.DataFrame, *, source: str) -> list[tuple]:
-    """(model, item_id, run, choice, content_hash) of each row, or a CurateError naming the first
-    row that names no item, an option the item lacks, or an answer given twice."""
+def check_answers(ws: Workspace, frame: pd.DataFrame, *, source: str) -> tuple[list, dict]:
+    """(each row's choice as stored, item id -> content hash), or a CurateError naming the first
+    row that names no item or an option the item lacks, then the first answer given twice."""
     if source not in SOURCES:
         raise CurateError(f"answers: unknown source {source!r}; known: {', '.join(SOURCES)}")
     missing = [c for c in ("model", "item_id", "choice", "run") if c not in frame.columns]
@@ -167,29 +255,32 @@ def check_answers(ws: Workspace, frame: pd.DataFrame, *, source: str) -> list[tu
                           f"(it needs model, item_id, choice, run)")
     items = {r[0]: (r[1], r[2]) for r in ws.conn.execute(
         "SELECT item_id, json_array_length(item_json, '$.options'), content_hash FROM items")}
-    rows, seen = [], {}
-    for n, (model, item_id, choice, run) in enumerate(
-            frame[["model", "item_id", "choice", "run"]].itertuples(index=False, name=None)):
-        where = f"answers row {n}"
+    choices = []
+    for n, (model, item_id, choice, run) in enumerate(zip(*(frame[c].tolist() for c in ("model", "item_id",
+                                                                                        "choice", "run")))):
         for name, value in (("model", model), ("item_id", item_id), ("run", run)):
             if not isinstance(value, str) or not value:
-                raise CurateError(f"{where}, field '{name}': {value!r} is not a non-empty text; nothing was stored")
+                raise CurateError(f"answers row {n}, field '{name}': {value!r} is not a non-empty text; nothing was "
+                                  f"stored")
         if item_id not in items:
-            raise CurateError(f"{where}, item {item_id!r}, field 'item_id': no such item in the workspace; "
+            raise CurateError(f"answers row {n}, item {item_id!r}, field 'item_id': no such item in the workspace; "
                               f"nothing was stored")
-        n_options, digest = items[item_id]
-        choice = _choice(choice, n_options, f"{where}, item {item_id!r}, field 'choice'")
-        key = (model, item_id, run)
-        if key in seen:
-            raise CurateError(f"{where}, item {item_id!r}, field 'run': model {model!r} answers it twice in run "
-                              f"{run!r} (rows {seen[key]} and {n}); give each answer its own run; nothing was stored")
-        seen[key] = n
-        rows.append((model, item_id, run, choice, digest))
-    return rows
+        choices.append(_choice(choice, items[item_id][0], n, item_id))
+    twice = frame.duplicated(["model", "item_id", "run"], keep="first")
+    if twice.any():
+        n = int(twice.to_numpy().argmax())
+        model, item_id, run = frame["model"].iat[n], frame["item_id"].iat[n], frame["run"].iat[n]
+        first = int(((frame["model"] == model) & (frame["item_id"] == item_id) & (frame["run"] == run)).to_numpy().argmax())
+        raise CurateError(f"answers row {n}, item {item_id!r}, field 'run': model {model!r} answers it twice in run "
+                          f"{run!r} (rows {first} and {n}); give each answer its own run; nothing was stored")
+    return choices, {i: items[i][1] for i in set(frame["item_id"])}
 
 
-def _choice(value, n_options: int, where: str) -> int | None:
+def _choice(value, n_options: int, n: int, item_id: str) -> int | None:
     """The stored choice: an option index of the item, or None for an unreadable reply."""
+    if type(value) is int and 0 <= value < n_options:
+        return value  # the usual answer, at once
+    where = f"answers row {n}, item {item_id!r}, field 'choice'"
     if value is None or value is pd.NA or (isinstance(value, numbers.Real) and math.isnan(value)):
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or int(value) != value:

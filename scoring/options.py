@@ -62,9 +62,11 @@ def formulations_of(value) -> list[str] | None:
 
 
 def label_of(value: str) -> str:
+    from curate.core.names import model_name  # the one check of every stored model name
+
     if not value.strip():  # "" became the model name, " " a label no one can read
         raise ValueError("is empty; give a name, or leave --label out to use --model")
-    return value
+    return model_name(value)
 
 
 def backend_of(value: str) -> str:

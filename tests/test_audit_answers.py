@@ -271,3 +271,20 @@ def test_analyze_reports_pooled_answers_without_scores(tmp_path):
     assert (f"From the answers of the 3 models to each of {N} items in full mode (no scores are present: every "
             "model is read from its answers alone)") in report
     assert "3 of the models answered without probabilities" in report
+
+
+def test_the_audits_rerun_imports_a_table_whose_rows_were_deleted(tmp_path):
+    """Rows deleted from an imported table leave the workspace on the audit's next run: the
+    store's fingerprint of the file changed, so the import runs again and replaces what the file
+    gave before (issue 44: the rerun said "already imported" and kept the deleted answers)."""
+    from scoring.answers import read_answers
+
+    answers = write_answers(tmp_path / "answers.csv")
+    config = write_config(tmp_path, answers=[{"format": "table", "path": "answers.csv"}], analyze=False)
+    run_cli("audit", config, cwd=tmp_path)
+    write_answers(answers, models={k: v for k, v in ANSWERERS.items() if k != "model/weak"})
+    out = run_cli("audit", config, cwd=tmp_path).stdout
+    assert "already imported" not in out and f"imported 60 answers of 2 models (0 unreadable) from {answers}" in out, out
+    assert sorted(set(read_answers(tmp_path / "out" / "ws")["model"])) == ["model/middling", "model/strong"]
+    again = run_cli("audit", config, cwd=tmp_path).stdout
+    assert f"skipped table answers from {answers} already imported" in again, again

@@ -444,3 +444,12 @@ def test_a_table_without_its_columns_is_refused_in_one_line(ws, tmp_path):
     one_line_error(run_cli("import-answers", ws, bad, "--format", "table", check=False),
                    f"{bad}: has no column 'choice', 'model'", "or give --model", "nothing was imported")
     assert len(read_answers(ws)) == 0
+
+
+def test_an_empty_lm_eval_generate_samples_file_is_refused(ws, tmp_path):
+    """A samples file with no sample ended in an IndexError traceback (its filters: none)."""
+    from conftest import one_line_error
+    path = lm_eval_copy(tmp_path, [])
+    one_line_error(run_cli("import-answers", ws, path, "--format", "lm-eval-generate", check=False),
+                   f"{path}: holds no samples", "nothing was imported")
+    assert len(read_answers(ws)) == 0

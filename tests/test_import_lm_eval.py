@@ -355,3 +355,29 @@ def test_audit_imports_lm_eval_samples_once_and_plans_them(workspaces, tmp_path)
     assert [o.status for o in score_stage(cfg)] == ["ran"]
     assert [o.status for o in score_stage(cfg)] == ["skipped"]
     assert stored(ws)[0]["item_id"].nunique() == 50
+
+
+def test_an_empty_samples_file_is_refused_not_skipped(workspaces, tmp_path):
+    """A samples file with no sample was skipped silently (issue 44): the import stored the other
+    files and said nothing. It is refused, naming the file, and nothing is stored."""
+    ws = ws_copy(workspaces, "hellaswag", tmp_path)
+    [res] = FIXTURES.glob("results_*.json")
+    results = json.loads(res.read_text())
+    results["n-shot"]["hellaswag_other_local"] = 0  # a second task of the run, which lm-eval logged nothing of
+    path = run_folder(tmp_path, "hellaswag", read_lines(samples_file("hellaswag")), results=results)
+    empty = path.with_name(path.name.replace("samples_hellaswag", "samples_hellaswag_other"))
+    empty.write_text("\n")
+    one_line_error(run_cli("import-scores", ws, "--format", "lm-eval-samples", path.parent, "--quiet", check=False),
+                   f"{empty}: holds no samples", "nothing was imported")
+    assert_nothing_stored(ws)
+
+
+def test_a_results_files_model_name_is_checked_as_every_model_name(workspaces, tmp_path):
+    ws = ws_copy(workspaces, "hellaswag", tmp_path)
+    [res] = FIXTURES.glob("results_*.json")
+    results = json.loads(res.read_text())
+    results["model_name"] = "org/model\nnext line"
+    path = run_folder(tmp_path, "hellaswag", read_lines(samples_file("hellaswag")), results=results)
+    one_line_error(run_cli("import-scores", ws, "--format", "lm-eval-samples", path.parent, "--quiet", check=False),
+                   "field 'model_name'", "control character", "give --label")
+    assert_nothing_stored(ws)

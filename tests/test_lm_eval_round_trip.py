@@ -238,3 +238,19 @@ def test_tasks_build_curate_score_requests_and_their_samples_land_in_place(bench
            for key, group in scores.groupby(["mode", "formulation", "fewshot"])}
     assert got == expected
     assert len(expected) == 3 * 2 * (1 if formulations == "cloze" else 4)  # ARC: 4 rotations of 4 options
+
+
+def test_the_commands_the_export_prints_run_in_batches_and_import_under_a_label(tmp_path):
+    """The `lm_eval` line the export printed ran at batch 1 (401 s where the engine takes 38 s),
+    and the import line stored the built-in model's scores under the name `curate score` uses,
+    which then refused to score it (issue 44): the lines carry --batch_size and --label."""
+    ws, folder = tmp_path / "ws", tmp_path / "tasks"
+    run_cli("init", ws, "--benchmark", "arc_challenge", "--data",
+            SHARED / "benchmarks" / "arc_challenge" / "validation.jsonl.gz", "--limit", 3)
+    said = run_cli("export", ws, "lm-eval-tasks", "--out", folder).stdout.splitlines()
+    [run] = [line for line in said if line.startswith("run: ")]
+    [then] = [line for line in said if line.startswith("then: ")]
+    assert " --batch_size 16 " in run and f"--include_path {folder.resolve()}" in run, run
+    assert then == f"then: curate import-scores {ws} --format lm-eval-samples --label LABEL OUT", then
+    assert any("LABEL: " in line and "curate score" in line for line in said), said
+    assert "--batch_size 16" in (folder / "curate_arc_challenge.yaml").read_text().splitlines()[0]

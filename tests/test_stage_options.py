@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from conftest import run_cli
 from scoring.model_spec import backend_named
 from curate.core.options import Option, click_options, schema_properties
 from schemas import SCHEMA_DIR
@@ -214,3 +216,60 @@ def test_a_model_spec_without_a_name_is_refused_in_one_line(spec):
 
     with pytest.raises(CurateError, match=r"^annotator .*: expected anthropic:MODEL, local:NAME or a local model NAME$"):
         parse(spec, "annotator")
+
+
+def test_a_single_valued_option_given_twice_is_refused_for_every_command(tmp_path):
+    """`--modes full --modes zero` kept the last value silently (issue 44), while `-o NAME` given
+    twice was refused: every single-valued option of a stage's table is refused the same way, on
+    every command; a repeatable one still takes each value, and an old spelling beside the new
+    one is refused too."""
+    table = [Option("modes", default="full"), Option("model", aliases=("--old-model",)),
+             Option("decisions", multiple=True, default=()), Option("replace", bool, False)]
+
+    @click.command()
+    @click_options(table)
+    def run(modes, model, decisions, replace):
+        click.echo(f"{modes} {model} {list(decisions)} {replace}")
+
+    runner = CliRunner()
+    assert runner.invoke(run, ["--modes", "zero", "--decisions", "a", "--decisions", "b"]).output == \
+        "zero None ['a', 'b'] False\n"
+    for args, message in ((["--modes", "full", "--modes", "zero"], "--modes is given twice ('full', then 'zero')"),
+                          (["--model", "a", "--old-model", "b"], "--old-model and --model both set model"),
+                          (["--old-model", "a", "--old-model", "b"], "--old-model is given twice")):
+        result = runner.invoke(run, args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for command in (["score", ws, "--model", "smollm2-135m", "--modes", "full", "--modes", "zero"],
+                    ["score", ws, "--model", "smollm2-135m", "--backend", "engine", "--backend", "vllm"],
+                    ["export", ws, "scores", "--out", tmp_path / "a.csv", "--out", tmp_path / "b.csv"],
+                    ["import-answers", ws, ws, "--format", "table", "--model", "a", "--model", "b"]):
+        proc = run_cli(*command, check=False)
+        flag = command[-2]
+        assert proc.returncode == 2 and f"{flag} is given twice" in proc.stderr and "give it once" in proc.stderr, \
+            proc.stderr
+
+
+@pytest.mark.parametrize("name, message", [("", "is empty"), ("  ", "is empty"), ("a\nb", "control character '\\n'"),
+                                           ("a\u202eb", "U+202E"), ("x" * 100_000, "100000 characters long")])
+def test_a_model_name_is_checked_in_one_place_for_every_import_and_command(tmp_path, name, message):
+    """Model names with newlines, 100,000 characters or invisible controls were accepted, and
+    `--model ''` was ignored (issue 44): refused, by `import-answers --model`, a table's model
+    column, `import-scores --label` and `score --label` alike. HTML is a name (escaped wherever
+    it is shown)."""
+    from curate.core.names import model_name
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model_name(name)
+    assert model_name(" <b>m</b> ") == "<b>m</b>"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    table = tmp_path / "t.csv"
+    table.write_text("item,choice\n0,A\n")
+    for command in (["import-answers", ws, table, "--format", "table", "--model", name],
+                    ["import-scores", ws, table, "--format", "lm-eval-samples", "--label", name],
+                    ["score", ws, "--model", "smollm2-135m", "--label", name]):
+        proc = run_cli(*command, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr, (command, proc.stderr)

@@ -197,8 +197,9 @@ def read_answer_imports(cfg: AuditConfig, items: list[dict] | None) -> list[Answ
     those the import's ``model`` names, else not known (None), and the plan accepts any model's
     answers from them; the audit reads them right after its ingest (``answers_fit_problems``)."""
     from curate.core.errors import CurateError
-    from scoring.answer_imports import get
+    from scoring.answer_imports import read_files
     from scoring.answer_imports._match import Items
+    from scoring.answer_options import reading
 
     found, matched = [], Items(items) if items is not None else None
     for i, imp in enumerate(cfg.answer_imports):
@@ -207,7 +208,7 @@ def read_answer_imports(cfg: AuditConfig, items: list[dict] | None) -> list[Answ
             found.append(AnswersRead(key, frozenset([o.model]) if o.model else None))
             continue
         try:
-            frame, _ = get(o.format).read([imp.path], matched, model=o.model, filter=o.filter)
+            frame, _ = read_files(o.format, [imp.path], matched, **reading(o))
         except CurateError as exc:
             found.append(AnswersRead(key, None, _answers_problem(key, str(exc))))
             continue
@@ -220,8 +221,8 @@ def _answers_problem(key: str, message: str) -> tuple[str, str]:
     without "nothing was imported": a check imports nothing)."""
     message = message.removesuffix("; nothing was imported")
     field = "filter" if message.startswith("--filter") else "path"
-    for option in ("filter", "format", "model"):
-        message = message.replace(f"--{option}", option)
+    for option in ("filter", "format", "model", "item_as", "choice_as", "encoding", "delimiter"):
+        message = message.replace(f"--{option.replace('_', '-')}", option)
     return f"{key}.{field}", message
 
 

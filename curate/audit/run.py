@@ -154,12 +154,12 @@ def answers_stage(cfg: AuditConfig) -> list[Outcome]:
     """Each of ``answers.imports``, as `curate import-answers` imports it; one whose answers the
     workspace already holds, as the files give them, stores nothing (skipped)."""
     from scoring.answer_imports import import_answers
+    from scoring.answer_options import reading
 
     outcomes = []
     for imp in cfg.answer_imports:
         start, o = time.perf_counter(), imp.options
-        summary = import_answers(cfg.workspace, o.format, [imp.path], model=o.model, filter=o.filter,
-                                 keep_unchanged=True)
+        summary = import_answers(cfg.workspace, o.format, [imp.path], keep_unchanged=True, **reading(o))
         if not any(s["stored"] for s in summary):
             outcomes.append(Outcome("answers", "skipped", f"{o.format} answers from {imp.path} already imported",
                                     seconds=time.perf_counter() - start))

@@ -27,7 +27,7 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise CurateError(f"{target}: cannot write here ({exc.strerror or exc})") from None
+        raise CurateError(f"{target}: cannot be written ({exc.strerror or exc})") from None
     os.close(fd)
     tmp = Path(tmp)
     try:
@@ -77,14 +77,23 @@ def write_bytes(target: str | os.PathLike, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def check_writable(path: str | os.PathLike) -> None:
+def check_writable(path: str | os.PathLike, *, file: bool = False) -> None:
     """Refuse, before any work is done, a destination that cannot be written: the nearest part of
-    ``path`` that exists is a file, or a folder this user may not write into. (Root may write
-    into read-only folders; writes that still fail later are reported by the caller.)"""
+    ``path`` that exists is a file, a symbolic link to nothing, or a folder this user may not
+    write into. ``file``: ``path`` names a file to write (or replace), so it may exist as a file
+    but not as a folder. (Root may write into read-only folders, and /proc looks writable; writes
+    that still fail later are reported by the caller, ``unwritable``.)"""
     path = Path(path)
-    probe = path
+    if file and path.is_dir():
+        raise CurateError(f"{path}: is a folder; name a file to write")
+    probe = path.parent if file and not path.is_symlink() else path
     while not (probe.exists() or probe.is_symlink()) and probe.parent != probe:
         probe = probe.parent
+    if probe.is_symlink() and not probe.exists():  # writing through it would make its target, or replace it
+        raise CurateError(f"{path}: cannot be written: {probe} is a symbolic link to {os.readlink(probe)}, which does "
+                          f"not exist; remove the link or name another path")
+    if file and probe == path:
+        probe = path.parent  # a link to an existing file: replaced, as a file is
     if not probe.is_dir():
         raise CurateError(f"{path}: cannot be written: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):

@@ -204,6 +204,7 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
                     if o.multiple and value:  # an old repeatable spelling adds to the option's values
                         kwargs[o.name] = (*(kwargs[o.name] or ()), *value)
                     elif value is not None and value is not False and not o.multiple:
+                        _refuse_both(o, alias)
                         kwargs[o.name] = _alias_value(o, alias, value)
             given: dict[str, str] = {}
             for name, value in kwargs.pop(_KNOBS, ()) if knobs else ():
@@ -220,9 +221,10 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
 
         for o in reversed(table):
             for i, alias in enumerate(o.aliases):
-                command = click.option(alias.split("=")[0], _alias_key(o, i), hidden=True,
+                command = click.option(alias.split("=")[0], _alias_key(o, i), hidden=True, cls=_Once,
                                        **_alias_kwargs(o, alias))(command)
-            command = click.option(o.spelling, o.name, hidden=o.backend is not None, **_click_kwargs(o))(command)
+            command = click.option(o.spelling, o.name, hidden=o.backend is not None, cls=_Once,
+                                   **_click_kwargs(o))(command)
         if knobs:
             command = click.option("-o", "--option", _KNOBS, type=(str, str), multiple=True, metavar="NAME VALUE",
                                    help=_knobs_help(knobs.values()))(command)
@@ -231,6 +233,26 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
 
 
 _KNOBS = "backend_options"
+
+
+class _Once(click.Option):
+    """A single-valued option refused when given twice (click keeps the last value silently): the
+    parser collects every value given, and a second one is a UsageError naming both, as a repeated
+    ``-o NAME`` is."""
+
+    def add_to_parser(self, parser, ctx) -> None:
+        if self.multiple or self.count or self.is_flag:
+            return super().add_to_parser(parser, ctx)
+        parser.add_option(obj=self, opts=self.opts, dest=self.name, action="append", nargs=self.nargs)
+
+    def consume_value(self, ctx, opts):
+        given = opts.get(self.name)
+        if isinstance(given, list) and not (self.multiple or self.count or self.is_flag):
+            if len(given) > 1:
+                raise click.UsageError(f"{self.opts[0]} is given twice ({given[0]!r}, then {given[1]!r}): give it once",
+                                       ctx=ctx)
+            opts = {**opts, self.name: given[0]}
+        return super().consume_value(ctx, opts)
 
 
 def _knobs_help(knobs) -> str:
@@ -287,6 +309,15 @@ def _click_kwargs(o: Option) -> dict:
     if o.metavar:
         kw["metavar"] = o.metavar
     return kw | _callback(o)
+
+
+def _refuse_both(o: Option, alias: str) -> None:
+    """An old spelling that takes a value, given beside the option's own flag: one would be lost."""
+    if "=" in alias:
+        return  # ``--old=VALUE`` flags say so themselves (``_alias_value``)
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source(o.name) is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError(f"{alias} and {o.spelling} both set {o.name}: give it once")
 
 
 def _alias_value(o: Option, alias: str, value):

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 import curate
 from curate.core.atomic import atomic_path, check_writable, unwritable, write_text
+from curate.core.exports import write_csv
 from curate.core.clock import now
 from curate.core.errors import CurateError, InputError
 from curate.filter.conditions import evaluate
@@ -94,7 +95,7 @@ class Filter(Stage):
                 with atomic_path(out_dir / DECISIONS) as tmp:
                     decisions.to_parquet(tmp, index=False)
                 with atomic_path(out_dir / STAGES) as tmp:
-                    table.to_csv(tmp, index=False)
+                    write_csv(table, tmp)
                 write_text(out_dir / RULES, rules["text"])
                 summary["outputs"] = {name: file_sha256(out_dir / name) for name in (DECISIONS, STAGES)}
                 write_text(out_dir / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")

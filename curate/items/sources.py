@@ -318,10 +318,16 @@ def read_json(path: Path, encoding: str | None = None) -> list[dict]:
     and 1 taken for duplicates). Refused, naming the line or row and the field: bytes that
     are not UTF-8 (or ``encoding``), invalid JSON, a row that is not an object, a key written
     twice in one object, a string with a lone surrogate escape."""
-    from curate.core.reading import loads
-    from curate.core.textfiles import decode, not_utf8_message, read_bytes
+    from curate.core.textfiles import read_bytes
 
-    where, raw = str(path), read_bytes(path)
+    return json_rows(read_bytes(path), str(path), encoding)
+
+
+def json_rows(raw: bytes, where: str, encoding: str | None = None) -> list[dict]:
+    """``read_json`` of bytes already read (``where`` names their file in errors)."""
+    from curate.core.reading import loads
+    from curate.core.textfiles import decode, not_utf8_message
+
     if encoding:
         text, _ = decode(raw, where, encoding)
     else:

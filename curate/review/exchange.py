@@ -83,6 +83,7 @@ def export_review(data: ReviewData, spec: str, fmt: str, out: Path) -> int:
     """Write queue ``spec`` to ``out`` (a folder for argilla, a .jsonl file for jsonl)."""
     rows = queue_rows(data, spec)
     if fmt == "jsonl":
+        check_writable(out, file=True)
         blank = {"reviewer": None, **{k: None for k in ANSWERS}, "note": None}
         write_text(out, "".join(json.dumps({k: v for k, v in r.items() if k != "picks"} | blank, ensure_ascii=False)
                                 + "\n" for r in rows))

@@ -3,16 +3,15 @@
 answers so that one answered twice is named with both places."""
 from __future__ import annotations
 
-import string
+import functools
 from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 
 from curate.core.errors import CurateError
+from curate.items.references import LETTERS, ItemRefs, OptionRefs, letter_index  # noqa: F401  (the formats' names)
 from curate.items.sources import file_sha256
-
-LETTERS = string.ascii_uppercase
 
 
 def norm(text) -> str:
@@ -28,12 +27,6 @@ def short(value, most: int = 60) -> str:
 def fail(where: str, field: str, message: str):
     """The one-line refusal of every format: the place (file, sample or row), the field, why."""
     raise CurateError(f"{where}, field '{field}': {message}; nothing was imported")
-
-
-def letter_index(text) -> int | None:
-    """A letter answer as an index: "B", "(B)", "B." and "B)" are 1; anything else None."""
-    core = str(text).strip().strip("()[].:").strip()
-    return LETTERS.index(core) if len(core) == 1 and core in LETTERS else None
 
 
 def option_of(item: dict, text) -> list[int]:
@@ -68,6 +61,15 @@ class Items:
                 self.by_field[(key, norm(value))].append(it)
             self.by_options[tuple(sorted(norm(o) for o in it["options"]))].append(it)
 
+    @functools.cached_property
+    def refs(self) -> ItemRefs:
+        """The items by every reference a table may write (``curate.items.references``)."""
+        return ItemRefs(self.items)
+
+    @functools.cached_property
+    def options(self) -> OptionRefs:
+        return OptionRefs()
+
     def by_native_id(self, value) -> list[dict]:
         """Items one of whose native ids (a benchmark's own id column) is ``value``."""
         return self.by_native.get(norm(value), [])
@@ -98,26 +100,74 @@ def fields(item: dict) -> dict:
 
 
 class Answers:
-    """The answers read so far, each with where it was read, for one store."""
+    """The answers read so far, each with where it was read and the file it came from, for one
+    store. ``add`` refuses an answer given twice as it comes; a format reading a million rows
+    ``extend``s instead, each answer's place its row number in its file, and calls ``check_once``
+    when done (one pass over integer codes rather than a dictionary of every answer)."""
 
     def __init__(self):
-        self.rows: list[tuple] = []
-        self.where: dict[tuple[str, str, str], str] = {}
+        self.columns: dict[str, list] = {c: [] for c in ("model", "item_id", "choice", "run", "file")}
+        self.places: list = []
+        self.where: dict[tuple[str, str, str], object] = {}
+        self.files: list[str] = []
+        self.given: dict[str, str] = {}
 
-    def add(self, *, model: str, item: dict, choice: int | None, run: str, where: str, field: str) -> None:
+    def read_file(self, path) -> str:
+        """Note a file read (its answers' ``file``), whether it gives answers or not."""
+        name = str(Path(path).resolve())
+        if name not in self.files:
+            self.files.append(name)
+            self.given[name] = str(path)
+        return name
+
+    def add(self, *, model: str, item: dict, choice: int | None, run: str, where: str, field: str, file: str) -> None:
         key = (model, item["item_id"], run)
         if key in self.where:
             fail(where, field, f"answers item {item['item_id']}, which {self.where[key]} answers already (model "
                                f"{model!r}, run {run!r}): each answer is stored once")
         self.where[key] = where
-        self.rows.append((model, item["item_id"], choice, run))
+        self.extend(model=model, item_id=item["item_id"], choice=choice, run=run, file=file, where=where)
+
+    def extend(self, *, model: str, item_id: str, choice: int | None, run: str, file: str, where) -> None:
+        """One answer, not checked against those before it (``check_once``); ``where`` a text, or
+        the answer's row in ``file``."""
+        for column, value in (("model", model), ("item_id", item_id), ("choice", choice), ("run", run),
+                              ("file", file)):
+            self.columns[column].append(value)
+        self.places.append(where)
+
+    def place(self, k: int) -> str:
+        where = self.places[k]
+        return where if isinstance(where, str) else f"{self.given[self.columns['file'][k]]}, row {where}"
+
+    def check_once(self, field: str) -> None:
+        """Refuse the first answer given twice (the same model, item and run), naming both places."""
+        import numpy as np
+
+        codes = [pd.factorize(pd.Series(self.columns[c], dtype=object))[0] + 1 for c in ("model", "item_id", "run")]
+        sizes = [int(c.max(initial=0)) + 1 for c in codes]
+        if sizes[0] * sizes[1] * sizes[2] < 2 ** 62:
+            key = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
+            twice = pd.Series(key).duplicated(keep="first").to_numpy()
+        else:  # more distinct values than one integer key holds
+            twice = pd.DataFrame({c: self.columns[c] for c in ("model", "item_id", "run")}).duplicated().to_numpy()
+        if twice.any():
+            n = int(twice.argmax())
+            model, item_id, run = (self.columns[c][n] for c in ("model", "item_id", "run"))
+            first = int(np.flatnonzero((codes[0] == codes[0][n]) & (codes[1] == codes[1][n])
+                                       & (codes[2] == codes[2][n]))[0])
+            fail(self.place(n), field, f"answers item {item_id}, which {self.place(first)} answers already (model "
+                                       f"{model!r}, run {run!r}): each answer is stored once")
 
     def claimed(self, model: str, item: dict, run: str) -> bool:
         return (model, item["item_id"], run) in self.where
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame.from_records(self.rows, columns=["model", "item_id", "choice", "run"]).astype(
-            {"choice": object})
+        """The answers as ``scoring.answers`` stores them, with the file of each; ``attrs["files"]``
+        lists every file read (one whose answers are all gone still replaces what it gave)."""
+        frame = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in self.columns.items()})
+        frame.attrs["files"] = list(self.files)
+        return frame
 
 
 def files_under(paths, patterns: tuple[str, ...], what: str) -> list[Path]:

@@ -31,12 +31,21 @@ SOURCE = "inspect"
 SCORER = "choice"
 
 
-def read(paths, items: Items, *, model: str | None = None, filter: str | None = None):
-    if filter is not None:
-        raise CurateError("--filter is for --format lm-eval-generate; an Inspect log's answer is its scorer's reading")
+#: The import settings this format reads besides ``model`` (none: a log's answer is its scorer's reading).
+SETTINGS: tuple[str, ...] = ()
+PATTERNS = ("*.eval", "*.json")
+
+
+def inputs(paths) -> list[Path]:
+    """The files ``read`` reads."""
+    return files_under(paths, PATTERNS, "Inspect eval logs")
+
+
+def read(paths, items: Items, *, model: str | None = None):
     answers, logs, errored = Answers(), [], 0
-    for path in files_under(paths, ("*.eval", "*.json"), "Inspect eval logs"):
+    for path in inputs(paths):
         log = _read_log(path)
+        file = answers.read_file(path)
         label = model or log.eval.model
         run_of = f"task={log.eval.task},eval={log.eval.eval_id}"
         for sample in log.samples:
@@ -46,7 +55,7 @@ def read(paths, items: Items, *, model: str | None = None, filter: str | None = 
                 continue
             item, shown_to_original = _match(sample, items, where)
             answers.add(model=label, item=item, choice=_choice(sample, shown_to_original, where),
-                        run=f"{run_of},epoch={sample.epoch}", where=where, field="id")
+                        run=f"{run_of},epoch={sample.epoch}", where=where, field="id", file=file)
         logs.append({**file_record(path), "task": log.eval.task, "eval_id": log.eval.eval_id,
                      "model": log.eval.model, "status": log.status, "samples": len(log.samples)})
     return answers.frame(), {"logs": logs, "samples_with_errors": errored}

@@ -35,9 +35,28 @@ DESCRIPTION = ("lm-evaluation-harness 0.4.x --log_samples output of a generate_u
 SOURCE = "lm-eval"
 
 
+#: The import settings this format reads besides ``model``.
+SETTINGS = ("filter",)
+
+
+def _sample_files(paths) -> list[Path]:
+    return files_under(paths, ("samples_*",), "lm-eval sample files (samples_<task>_<date>.jsonl)")
+
+
+def inputs(paths) -> list[Path]:
+    """The files ``read`` reads: the sample files and the results files beside them."""
+    found = []
+    for path in _sample_files(paths):
+        match = SAMPLES.match(path.name)
+        results = sorted(p for p in path.parent.glob(f"*_{match.group('date')}.json")
+                         if not p.name.startswith("samples_")) if match else []
+        found.extend(f for f in [path, *results] if f not in found)
+    return found
+
+
 def read(paths, items: Items, *, model: str | None = None, filter: str | None = None):
     answers, files = Answers(), []
-    for path in files_under(paths, ("samples_*",), "lm-eval sample files (samples_<task>_<date>.jsonl)"):
+    for path in _sample_files(paths):
         match = SAMPLES.match(path.name)
         if not match:
             raise CurateError(f"{path}: not an lm-eval samples file (samples_<task>_<date>.jsonl, .jsonl.gz or "
@@ -45,6 +64,10 @@ def read(paths, items: Items, *, model: str | None = None, filter: str | None = 
         task, date = match.group("task"), match.group("date")
         label, results = _label(path, date, model)
         samples = list(read_samples(path))
+        if not samples:
+            raise CurateError(f"{path}: holds no samples (lm-eval wrote none: the task ran on no documents?); leave "
+                              f"it out; nothing was imported")
+        file = answers.read_file(path)
         chosen = _filter(path, samples, filter)
         run = f"task={task},date={date},filter={chosen}"
         count = 0
@@ -58,7 +81,7 @@ def read(paths, items: Items, *, model: str | None = None, filter: str | None = 
             texts = _answers_of(sample, where)
             for k, text in enumerate(texts):
                 answers.add(model=label, item=item, choice=answer_option(item, text),
-                            run=run if len(texts) == 1 else f"{run},repeat={k}", where=where, field="doc")
+                            run=run if len(texts) == 1 else f"{run},repeat={k}", where=where, field="doc", file=file)
             count += 1
         files.append({**file_record(path), "task": task, "date": date, "filter": chosen, "samples": count,
                       "results": str(results.resolve()) if results else None})

@@ -135,12 +135,22 @@ def model_label(results: dict, path: Path) -> str:
     if not name:
         raise InputError("names no model (no model_name, no pretrained= in config.model_args); give --label",
                          path=str(path), field="model_name")
-    name = str(name)
+    name = _checked(str(name), path)
     if not name.startswith(("/", "./", "../", "~")):
         return name  # a Hub id
     if hub := HUB_SNAPSHOT.search(name):
         return hub.group("repo").replace("--", "/")
     return converted_name(name) or Path(name).name
+
+
+def _checked(name: str, path: Path) -> str:
+    """A model name from a results file, as every stored model name is checked (``curate.core.names``)."""
+    from curate.core.names import model_name, shown
+
+    try:
+        return model_name(name)
+    except ValueError as exc:
+        raise InputError(f"{shown(name)} {exc}; give --label", path=str(path), field="model_name") from None
 
 
 def _model_args(results: dict) -> dict:
@@ -462,6 +472,9 @@ def match_file(path: Path, index: Index, out: Matched, k: int, progress, ablatio
         out.parts.setdefault((ablation.mode if ablation else MODE, formulation, k), {})[i] = (lls, greedy)
         out.samples += 1
         progress(samples=1)
+    if not out.samples:  # stored as a run of nothing, it would be lost without a word
+        raise CurateError(f"{path}: holds no samples (lm-eval wrote none: the task ran on no documents?); leave it "
+                          f"out; nothing was imported")
     progress(files=1)
     return out
 
@@ -495,6 +508,12 @@ def import_scores(workspace, paths, *, label=None, replace=False, progress=True)
     from tqdm import tqdm
 
     runs = find_runs(paths)  # nothing to import: fail before the workspace is opened
+    if label is not None:
+        from curate.core.names import model_name
+        try:
+            label = model_name(label)
+        except ValueError as exc:
+            raise CurateError(f"--label {label[:60]!r} {exc}") from None
     labels = {run.results: label or model_label(run.info(), run.results) for run in runs}
     ws = open_scores(workspace)
     try:
