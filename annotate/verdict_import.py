@@ -24,111 +24,81 @@ from pathlib import Path
 import pandas as pd
 
 from annotate.verdict_store import open_verdicts, store_verdicts
-from curate.core.errors import CurateError
+from curate.core.errors import CurateError, InputError
+from curate.core.names import model_name
+from curate.items.references import KINDS, OPTION_KINDS, CellError, ItemRefs, OptionRefs, items_of, options_of
 from curate.validity.judges import VERDICTS
-from scoring.answer_imports._match import Items, file_record, letter_index, option_of
-from scoring.answer_imports.table import read_rows
+from scoring.answer_imports._cells import columns
+from scoring.answer_imports._match import file_record, short
 
 DESCRIPTION = ("a table of judge, item (id, the benchmark's own id, or row), verdict (ok, error, wrong-key, "
                "several-correct, no-right-answer, unclear) and optional answer: .csv, .jsonl/.json or .parquet")
-FORMATS = {"table": DESCRIPTION}
-#: Rows read from one import at most: a table that is not a verdict table (or /dev/zero) is refused early.
+COLUMNS = ("judge", "item", "verdict", "answer")
+#: Bounds of one import, as an answers table's: bytes per file (after decompression), verdicts in all.
+MAX_BYTES = 256 * 1024 * 1024
 MAX_ROWS = 2_000_000
 
 
 def import_verdicts(root, paths, *, fmt: str = "table", judge: str | None = None) -> dict:
     """Read every file, check every row, then store them all (or nothing); returns the counts."""
     with open_verdicts(root) as ws:
-        items = Items(ws.items())
-    rows, files = [], []
+        refs = ItemRefs(ws.items())
+    frames, files, total = [], [], 0
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             raise CurateError(f"{path}: --format table reads files (.csv, .jsonl, .json, .parquet), not folders")
-        table = read_rows(path)
-        if not table:
+        cells, rows, _ = columns(path, COLUMNS, max_bytes=MAX_BYTES, max_rows=MAX_ROWS - total)
+        if not rows:
             raise CurateError(f"{path}: the table has no rows; nothing was imported")
-        if len(rows) + len(table) > MAX_ROWS:
-            raise CurateError(f"{path}: more than {MAX_ROWS} verdicts in one import; nothing was imported")
-        needed = [c for c in ("item", "verdict") + (() if judge else ("judge",)) if c not in table[0]]
+        needed = [c for c in ("item", "verdict") + (() if judge else ("judge",)) if c not in cells]
         if needed:
-            raise CurateError(f"{path}: no column {', '.join(map(repr, needed))} (a verdict table has columns judge, "
-                              "item, verdict and optionally answer" + ("; or give --judge" if "judge" in needed else "")
-                              + "); nothing was imported")
+            raise InputError(f"has no column {', '.join(map(repr, needed))} (a verdict table has columns judge, item, "
+                             "verdict and optionally answer" + ("; or give --judge" if "judge" in needed else "")
+                             + "); nothing was imported", path=str(path))
+        total += rows
         record = file_record(path)
-        for n, row in enumerate(table):
-            rows.append(verdict_row(row, f"{path}, row {n}", items, judge) | {"path": record["path"], "row": n})
-        files.append(record | {"rows": len(table)})
-    frame = pd.DataFrame(rows, columns=["judge", "item_id", "verdict", "answer", "path", "row"])
+        frames.append(read_file(path, cells, rows, refs, judge).assign(path=record["path"]))
+        files.append(record | {"rows": rows})
+    frame = pd.concat(frames, ignore_index=True)
     counts = store_verdicts(root, frame, files, fmt)
     per_judge = frame.groupby("judge")["verdict"].agg(items="size", broken=lambda v: int((v != "ok").sum()))
     return counts | {"judges": per_judge.reset_index().to_dict("records"), "files": len(files)}
 
 
-def verdict_row(row: dict, where: str, items: Items, judge: str | None) -> dict:
-    """One row checked: its judge, item, verdict and answer, or a one-line refusal."""
-    who = judge if judge else _text(row.get("judge"))
-    if not who:
-        _fail(where, "judge", "empty: name who judged")
-    item = find_item(items, row.get("item"), where)
-    verdict = _text(row.get("verdict")).lower().replace("_", "-")
-    if verdict not in VERDICTS:
-        _fail(where, "verdict", f"{row.get('verdict')!r} is not one of {', '.join(VERDICTS)}")
-    return {"judge": who, "item_id": item["item_id"], "verdict": verdict,
-            "answer": answer_index(item, row.get("answer"), where)}
+def read_file(path: Path, cells: dict, rows: int, refs: ItemRefs, judge: str | None) -> pd.DataFrame:
+    """One file's rows checked: judge, item_id, verdict, answer and row; the first bad cell refused."""
+    try:
+        items = items_of(cells["item"], refs)
+    except CellError as exc:
+        _refused(path, exc, "item", KINDS)
+    try:
+        answers = options_of(items, cells.get("answer", [None] * rows), reader=OptionRefs())
+    except CellError as exc:
+        _refused(path, exc, "answer", OPTION_KINDS)
+    names: dict = {}
+    out = []
+    for n in range(rows):
+        verdict = str(cells["verdict"][n] or "").strip().lower().replace("_", "-")
+        if verdict not in VERDICTS:
+            raise InputError(f"{short(cells['verdict'][n])} is not one of {', '.join(VERDICTS)}; nothing was imported",
+                             path=str(path), row=n, field="verdict")
+        out.append((judge or _judge(cells["judge"][n], names, path, n), items[n]["item_id"], verdict, answers[n], n))
+    return pd.DataFrame(out, columns=["judge", "item_id", "verdict", "answer", "row"])
 
 
-def find_item(items: Items, cell, where: str) -> dict:
-    """The item a cell names: a workspace id, the benchmark's own id, or a row number."""
-    text = _text(cell)
-    if not text:
-        _fail(where, "item", "empty")
-    if text in items.by_id:
-        return items.by_id[text]
-    native = items.by_native_id(text)
-    if len(native) == 1:
-        return native[0]
-    if len(native) > 1:
-        _fail(where, "item", f"{text!r} is the own id of {len(native)} items ({native[0]['item_id']}, ...)")
-    if text.isascii() and text.isdigit() and int(text) in items.by_row:
-        return items.by_row[int(text)]
-    _fail(where, "item", f"{text!r} is no item id, own id or row of the workspace{closest_id(items, text)}")
+def _judge(value, names: dict, path: Path, row: int) -> str:
+    """A judge cell as its name, checked as a model name is (each distinct cell once)."""
+    if value not in names:
+        try:
+            names[value] = model_name(value if isinstance(value, str) else "")
+        except ValueError as exc:
+            raise InputError(f"{short(value)} is not a judge's name: it {exc}; nothing was imported",
+                             path=str(path), row=row, field="judge") from None
+    return names[value]
 
 
-def closest_id(items: Items, text: str) -> str:
-    """"; closest: ID" for the id (workspace or own) most like ``text``, or nothing."""
-    from rapidfuzz import process
-
-    names = list(items.by_id) + list(items.by_native)
-    best = process.extractOne(text, names)
-    return f"; closest: {best[0]}" if best else ""
-
-
-def answer_index(item: dict, cell, where: str) -> int | None:
-    """The option a judge calls right: a 0-based index, a letter or an option's text; None when
-    empty. A cell that reads two ways (a number that is also another option's text) is refused."""
-    text = _text(cell)
-    if not text:
-        return None
-    readings = set(option_of(item, text))
-    if text.isascii() and text.isdigit():
-        readings.add(int(text))
-    letter = letter_index(text)
-    if letter is not None:
-        readings.add(letter)
-    readings = {r for r in readings if 0 <= r < len(item["options"])}
-    if len(readings) != 1:
-        why = "reads as several options (" + ", ".join(map(str, sorted(readings))) + ")" if readings else \
-            f"is not one of the item's {len(item['options'])} options (index, letter or text)"
-        _fail(where, "answer", f"{text!r} {why}")
-    return readings.pop()
-
-
-def _text(value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
-    return str(value).strip()
-
-
-def _fail(where: str, field: str, message: str):
-    raise CurateError(f"{where}, field '{field}': {message}; nothing was imported")
+def _refused(path: Path, exc: CellError, field: str, kinds: tuple[str, ...]):
+    """A cell no way reads, or two ways read differently: one line naming the file, row and field."""
+    advice = "" if not exc.readings else " (it reads as " + " and as ".join(k for k in kinds if k in exc.readings) + ")"
+    raise InputError(f"{exc}{advice}; nothing was imported", path=str(path), row=exc.index, field=field) from None

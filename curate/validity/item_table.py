@@ -201,12 +201,15 @@ def records(workspace, *, fewshot: int | None = None, verdicts=None) -> list[dic
     """The item-stats export: the models scored in full mode that can be read together (the others
     named in ``set_apart``, ``curate.validity.responses``), the workspace's formulation, the primary
     normalization, the shot count ``choose`` picks (or ``fewshot``); ``models`` are those read from
-    their probabilities, ``answer_models`` those read from their answers alone (with the source)."""
+    their probabilities, ``answer_models`` those read from their answers alone (with the source).
+    ``verdicts(ws, items)``: the verdicts to pool in (``annotate.verdict_store.all_verdicts``; the
+    export passes it: a lower layer cannot read them)."""
     from scoring.store import open_scores
 
     with open_scores(workspace) as ws:
         items = ws.items()
-        responses, table, choice = workspace_table(ws, fewshot=fewshot, items=items)
+        responses, table, choice = workspace_table(ws, fewshot=fewshot, items=items,
+                                                   verdicts=verdicts(ws, items) if verdicts else None)
     rows = {it["item_id"]: it["row_index"] for it in items}
     table = table.assign(row_index=table["item_id"].map(rows), mode=responses.mode, formulation=choice.formulation,
                          fewshot=choice.fewshot, normalization=responses.normalization,
