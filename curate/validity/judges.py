@@ -37,8 +37,9 @@ VERDICTS = (OK, *BROKEN)
 PRIOR_ITEMS = 20
 #: A judge's weight before its agreement is known (an LLM judge of 2024 flags with precision 0.2-0.6).
 PRIOR_WEIGHT = 0.3
-#: A reviewer's verdict, in the models' log-odds of quantile: people confirm or clear what was flagged;
-#: +-10 is more than the spread of the models' ranking on 14042 items (logit(0.5 / n) = -10.2).
+#: A reviewer's verdict, in the models' log-odds of quantile: people confirm or clear what was flagged.
+#: It moves an item by 10 either way, from the middle of 14042 items to their top (the ranking's
+#: log-odds run from -10.2 to 10.2 there).
 REVIEWER_WEIGHT = 20.0
 #: How much a judge's agreement-weighted verdict moves an item (dev split's judged items, AUROC:
 #: 0.770 at 0.5, 0.768 at 1, 0.762 at 2; 0.760 without verdicts).
