@@ -238,17 +238,18 @@ def through_cli(items: pd.DataFrame, answers: pd.DataFrame, expected: pd.Series)
         table = Path(tmp) / "answers.csv"
         answers.to_csv(table, index=False)
         for cmd in (["init", str(ws), "--benchmark", "generic", "--data", str(data), "--columns",
-                     "question=question,options=choices,gold=answer,ids=id"],
+                     "{question: question, choices: choices, answer: answer, answer_format: index, ids: [id], "
+                    "source: subject}"],
                     ["import-answers", str(ws), "--format", "table", str(table)],
                     ["export", str(ws), "item-stats", "--out", str(out)]):
             done = subprocess.run([*curate, *cmd], cwd=ROOT, capture_output=True, text=True)
             if done.returncode:
                 return f"through the CLI: `curate {cmd[0]}` failed: {done.stderr.strip().splitlines()[-1:]}"
         stats = pd.read_csv(out)
-    ids = {f"row{r}": i for r, i in enumerate(items["id"])}
     got = stats.set_index(stats["row_index"].map(lambda r: items["id"].iloc[int(r)]))["suspect_score"]
     diff = float(np.max(np.abs(got.reindex(expected.index).to_numpy() - expected.to_numpy())))
-    return f"through the CLI (init, import-answers by own ids, export item-stats): max |suspect_score difference| {diff:.2e} over {len(ids)} items"
+    return (f"through the CLI (init, import-answers by the benchmark's own ids, export item-stats): max |suspect_score "
+            f"difference| {diff:.2e} over {len(got)} items")
 
 
 def main() -> None:
