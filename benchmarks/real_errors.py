@@ -67,11 +67,11 @@ def signals(responses, verdicts: pd.DataFrame | None = None, full: bool = True) 
     """Per signal, one score per item of the responses (higher = more likely broken); ``full``:
     every signal, else the default ranking and the two simple baselines."""
     from curate.validity.item_stats import signed_isotonic_r2
-    from curate.validity.item_table import item_table
+    from curate.validity.item_table import item_table, with_verdicts
     from curate.validity.suspects import vote_weights
 
-    _, table = item_table(pd.DataFrame(), items_of(responses), answers=answers_of(responses),
-                          verdicts=verdicts)
+    _, table = item_table(pd.DataFrame(), items_of(responses), answers=answers_of(responses))
+    table = with_verdicts(table, verdicts)
     table = table.set_index("item_id").reindex(responses.item_ids)
     correct = np.asarray(responses.correct, dtype=float)
     w = vote_weights(responses)

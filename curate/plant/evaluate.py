@@ -139,7 +139,7 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
     """The item-validity scores (the default ranking, suspect_score, with every verdict the
     workspace holds pooled in) and the two-best baseline, from the models' scores in ``mode`` (a
     workspace opened with ``scoring.store.open_scores``), as item validity chooses them."""
-    from curate.validity.item_table import choose, stored_conditions, workspace_table
+    from curate.validity.item_table import choose, stored_conditions, with_verdicts, workspace_table
     from curate.validity.suspects import two_best_baseline
 
     choice = choose(stored_conditions(ws), ws.meta("formulation", "cloze"), mode=mode, fewshot=fewshot)
@@ -149,8 +149,8 @@ def score_detectors(ws: Workspace, items: list[dict], *, mode: str, normalizatio
     from annotate.verdict_store import all_verdicts
 
     responses, table, _ = workspace_table(ws, mode=mode, formulation=choice.formulation, fewshot=choice.fewshot,
-                                          normalization=normalization, items=items,
-                                          verdicts=all_verdicts(ws, items))
+                                          normalization=normalization, items=items)
+    table = with_verdicts(table, all_verdicts(ws, items))
     if choice.other_fewshots:
         notes.append(f"the score detectors read the {choice.fewshot}-shot scores; also stored: "
                      + ", ".join(f"{k}-shot" for k in choice.other_fewshots) + " (--fewshot K)")

@@ -158,7 +158,7 @@ def suspect_table(data: ReviewData, fewshot: int | None = None) -> pd.DataFrame:
     ``fewshot``: that shot count), which may be k-shot scores the review's 0-shot ``data.scores``
     do not hold. Computed once per shot count: the queue and its item pages read the same table."""
     from annotate.verdict_store import all_verdicts
-    from curate.validity.item_table import workspace_table
+    from curate.validity.item_table import with_verdicts, workspace_table
     from scoring.store import open_scores
 
     key = ("suspects", fewshot)
@@ -166,8 +166,8 @@ def suspect_table(data: ReviewData, fewshot: int | None = None) -> pd.DataFrame:
         with open_scores(data.root) as ws:
             try:
                 _, found, _ = workspace_table(ws, fewshot=fewshot, items=data.items,
-                                              preferred_normalization=data.normalization,
-                                              verdicts=all_verdicts(ws, data.items))
+                                              preferred_normalization=data.normalization)
+                found = with_verdicts(found, all_verdicts(ws, data.items))
             except CurateError as exc:
                 raise CurateError(f"queue 'suspects' needs full-mode scores: {exc}") from None
         data.derived[key] = found.sort_values("suspect_score", ascending=False, kind="stable")

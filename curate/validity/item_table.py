@@ -94,14 +94,12 @@ def stored_conditions(ws) -> pd.DataFrame:
 
 def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: str = "full",
                formulation: str = "cloze", normalization: str | None = None,
-               fewshot: int = 0, answers: pd.DataFrame | None = None,
-               verdicts: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame]:
+               fewshot: int = 0, answers: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame]:
     """The response matrix and one row per item it holds (row order): item statistics, then the
     suspect scores and their evidence (of the ``fewshot``-shot scores). ``answers`` (a
     ``scoring.answers.read_answers`` frame): the models that only answer join the matrix
-    (``curate.validity.responses.join_answers``); with no scores, they make it alone.
-    ``verdicts`` (``curate.validity.judges.COLUMNS``): judges', reviewers' and annotators'
-    verdicts, pooled into ``suspect_score`` (``with_verdicts``)."""
+    (``curate.validity.responses.join_answers``); with no scores, they make it alone. Verdicts
+    join afterwards (``with_verdicts``), read by whoever can read them (a higher layer)."""
     named = models is not None  # models named by the caller are read whatever they cover
     if models is not None and answers is not None:  # the named models that only answer
         only = set(answers["model"]) - set(scores["model"] if "model" in scores.columns else ())
@@ -115,7 +113,7 @@ def item_table(scores: pd.DataFrame, items: list[dict], *, models=None, mode: st
                                  coverage=not named)
     stats = item_statistics(responses)
     table = stats.merge(suspects(responses, stats), on="item_id", how="left")
-    return responses, with_verdicts(table, verdicts)
+    return responses, with_verdicts(table, None)
 
 
 def with_verdicts(table: pd.DataFrame, verdicts: pd.DataFrame | None) -> pd.DataFrame:
@@ -172,12 +170,11 @@ def normalization_for(scores: pd.DataFrame, preferred: str | None) -> str | None
 
 def workspace_table(ws, *, mode: str = "full", formulation: str | None = None, fewshot: int | None = None,
                     normalization: str | None = None, models=None, items: list[dict] | None = None,
-                    preferred_normalization: str | None = None,
-                    verdicts: pd.DataFrame | None = None) -> tuple[Responses, pd.DataFrame, Choice]:
+                    preferred_normalization: str | None = None) -> tuple[Responses, pd.DataFrame, Choice]:
     """``item_table`` of an open workspace (``scoring.store.open_scores``; ``items``: its items,
     when already read) under ``choose``'s choice, reading only the chosen scores; a one-line
     error when there are none. ``normalization`` must be there; ``preferred_normalization`` is
-    used where it is (``normalization_for``); ``verdicts`` as ``item_table`` takes them."""
+    used where it is (``normalization_for``)."""
     from scoring.store import read_scores
 
     choice = choose(stored_conditions(ws), ws.meta("formulation", "cloze"), mode=mode, formulation=formulation,
@@ -192,8 +189,7 @@ def workspace_table(ws, *, mode: str = "full", formulation: str | None = None, f
                           + "; item statistics need several models' scores (curate score or curate import-scores)")
     normalization = normalization or normalization_for(scores, preferred_normalization)
     responses, table = item_table(scores, ws.items() if items is None else items, models=models, mode=mode, formulation=choice.formulation,
-                                  normalization=normalization, fewshot=choice.fewshot, answers=answers,
-                                  verdicts=verdicts)
+                                  normalization=normalization, fewshot=choice.fewshot, answers=answers)
     return responses, table, choice
 
 
@@ -208,8 +204,8 @@ def records(workspace, *, fewshot: int | None = None, verdicts=None) -> list[dic
 
     with open_scores(workspace) as ws:
         items = ws.items()
-        responses, table, choice = workspace_table(ws, fewshot=fewshot, items=items,
-                                                   verdicts=verdicts(ws, items) if verdicts else None)
+        responses, table, choice = workspace_table(ws, fewshot=fewshot, items=items)
+        table = with_verdicts(table, verdicts(ws, items) if verdicts else None)
     rows = {it["item_id"]: it["row_index"] for it in items}
     table = table.assign(row_index=table["item_id"].map(rows), mode=responses.mode, formulation=choice.formulation,
                          fewshot=choice.fewshot, normalization=responses.normalization,

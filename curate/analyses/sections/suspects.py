@@ -12,7 +12,7 @@ import pandas as pd
 
 from curate.analyses import plots
 from curate.validity.item_stats import irt_note
-from curate.validity.item_table import choose, item_table, normalization_for
+from curate.validity.item_table import choose, item_table, normalization_for, with_verdicts
 from curate.validity.responses import answer_modes
 from curate.analyses.render import Lit
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
@@ -98,7 +98,8 @@ def compute(ctx) -> dict:
                         & (scores["fewshot"] == choice.fewshot)]
         responses, table = item_table(chosen, ctx.items, mode=mode, formulation=choice.formulation,
                                       fewshot=choice.fewshot, normalization=normalization_for(chosen, ctx.normalization),
-                                      answers=answers, verdicts=verdicts)
+                                      answers=answers)
+        table = with_verdicts(table, verdicts)
     except CurateError as e:
         return {"suspects": {"present": False, "reason": str(e)}}
     found = table.sort_values("suspect_score", ascending=False, kind="stable")

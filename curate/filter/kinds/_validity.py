@@ -79,7 +79,7 @@ def table(spec: dict, inputs) -> pd.DataFrame:
 
 def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame:
     from curate.core.errors import CurateError
-    from curate.validity.item_table import item_table, stored_answers
+    from curate.validity.item_table import item_table, stored_answers, with_verdicts
     from scoring.store import read_scores
 
     named = list(spec.get("answers", ()))
@@ -92,8 +92,8 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
         inputs.used_answers(model)
 
     if not spec.get("models"):  # answers alone: the models in `answers` make the ranking
-        _, found = item_table(pd.DataFrame(), inputs.items, models=named, mode=spec.get("mode", "full"), answers=answers,
-                              verdicts=inputs.verdicts() if spec.get("verdicts", False) else None)
+        _, found = item_table(pd.DataFrame(), inputs.items, models=named, mode=spec.get("mode", "full"), answers=answers)
+        found = with_verdicts(found, inputs.verdicts() if spec.get("verdicts", False) else None)
         return found.set_index("item_id").reindex(inputs.item_ids)
     if "scores" not in inputs.ws.tables():  # stops the run, saying the workspace holds no scores
         inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot)
@@ -104,8 +104,8 @@ def _compute(spec: dict, formulation: str, fewshot: int, inputs) -> pd.DataFrame
     inputs.predictions(spec["models"], spec["mode"], spec["normalization"], formulation, fewshot=fewshot,
                        scores=scores)
     _, found = item_table(scores, inputs.items, models=spec["models"] + named, mode=spec["mode"],
-                          formulation=formulation, normalization=spec["normalization"], fewshot=fewshot, answers=answers,
-                          verdicts=inputs.verdicts() if spec.get("verdicts", False) else None)
+                          formulation=formulation, normalization=spec["normalization"], fewshot=fewshot, answers=answers)
+    found = with_verdicts(found, inputs.verdicts() if spec.get("verdicts", False) else None)
     return found.set_index("item_id").reindex(inputs.item_ids)
 
 
