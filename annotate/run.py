@@ -152,6 +152,12 @@ class Annotate(Stage):
         if options.batch and self.backend != "anthropic":
             raise CurateError("--batch works with anthropic: annotators only")
 
+    @classmethod
+    def provides(cls, options) -> set[tuple]:
+        """The round's records of the annotator (none for a dry run), as the filter's kinds read them."""
+        return set() if options.dry_run else {
+            ("annotation", model_spec.canonical(options.annotator, "annotator"), options.round)}
+
     def work(self) -> str | None:
         o = self.options
         return None if o.dry_run else f"annotate {o.annotator} round {o.round}"

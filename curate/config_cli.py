@@ -23,7 +23,7 @@ def check_config(config, no_files):
     from here ("cannot check offline").
     """
     from curate.audit import config as ac
-    from curate.audit.plan import before_spending, plan_summary, scoring_fit_problems
+    from curate.audit.plan import before_spending, plan_summary
 
     path = config or ac.DEFAULT_CONFIG
     data = ac.read_yaml(path)
@@ -41,8 +41,6 @@ def check_config(config, no_files):
             complete = not problems
         else:
             problems += before_spending(resolved, files=False).problems + ([] if no_files else missing)
-            if no_files:
-                problems += scoring_fit_problems(resolved)  # needs no input files
     offline = [f"cannot check offline: {what}: {why}" for what, why in unchecked]
     if problems:
         for line in offline:
@@ -67,8 +65,8 @@ def retirement_notes(cfg) -> None:
     """A note for each planned Claude annotator whose model the anthropic SDK says retires."""
     from curate.anthropic_api.prices import retirement_note
 
-    for a in cfg.annotators:
-        if note := retirement_note(a.annotator):
+    for annotator in dict.fromkeys(o.annotator for o in cfg.options("annotate")):
+        if note := retirement_note(annotator):
             click.echo(note, err=True)
 
 
@@ -83,9 +81,9 @@ def report(path: Path, problems: list[tuple[str, str]]) -> None:
 def audit(config):
     """Run the whole audit CONFIG describes (default: the embedded offline demo).
 
-    ingest -> annotate -> score -> filter -> analyze -> release in one workspace; every stage
-    resumes, so running the same command again does only what is missing. Nothing runs unless
-    the plan is complete (as `curate check-config` reports it).
+    ingest -> answers -> annotate -> score -> filter -> analyze -> release in one workspace;
+    every stage resumes, so running the same command again does only what is missing. Nothing
+    runs unless the plan is complete (as `curate check-config` reports it).
     """
     from curate.audit import config as ac
     from curate.audit.run import run_audit, summary_lines

@@ -74,7 +74,7 @@ def test_check_config_takes_answers_imports_relative_to_the_config(tmp_path):
     write_answers(tmp_path / "cfg" / "data" / "answers.csv")
     config = write_config(tmp_path / "cfg", answers=[{"format": "table", "path": "data/answers.csv"}])
     cfg = load_config(config, cwd=tmp_path)
-    [imp] = cfg.answer_imports
+    [imp] = cfg.options("answers")
     assert imp.path == tmp_path / "cfg" / "data" / "answers.csv"
     assert (imp.options.format, imp.options.model, imp.options.filter) == ("table", None, None)
     elsewhere = tmp_path / "elsewhere"
@@ -220,7 +220,8 @@ def test_before_the_ingest_of_a_hub_source_the_answers_models_are_not_known_and_
     """A Hub dataset not yet ingested: its items are unknown, so the files are read (and their
     models known) only right after the ingest; the plan accepts the answers they may hold."""
     from curate.audit.config import load_config
-    from curate.audit.plan import plan_problems, read_answer_imports
+    from curate.audit.plan import plan_problems
+    from curate.audit.stages.answers import read_imports as read_answer_imports
 
     write_answers(tmp_path / "answers.csv")
     write_rules(tmp_path / "rules.yaml", ["model/strong"])
@@ -230,7 +231,7 @@ def test_before_the_ingest_of_a_hub_source_the_answers_models_are_not_known_and_
         "answers": {"imports": [{"format": "table", "path": "answers.csv"}]},
         "filter": {"rules": "rules.yaml", "out": "dec"}}))
     cfg = load_config(config, cwd=tmp_path)
-    [found] = read_answer_imports(cfg, None)
+    [found] = read_answer_imports(cfg.runs_of("answers"), None)
     assert found.models is None and found.problem is None
     assert not [p for p in plan_problems(cfg) if p[0] == "answers"]
 

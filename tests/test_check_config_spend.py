@@ -149,7 +149,7 @@ def test_the_shipped_local_variant_checks_complete_offline(tmp_path):
     plan = describe(cfg)
     assert plan[1] == f"ingest     hellaswag: {HELLASWAG.resolve()} (split validation)"
     assert plan[-1] == f"release    goldenswag 1.0.0 -> local {tmp_path / 'goldenswag-release'}"
-    assert plan_problems(cfg) == [] and cfg.scoring.imports[0].dir == PAPER_SCORES.resolve()
+    assert plan_problems(cfg) == [] and cfg.options("score")[0].dir == PAPER_SCORES.resolve()
 
 
 def test_a_hub_dataset_the_hub_does_not_have_is_a_problem(tmp_path):

@@ -21,7 +21,6 @@ def _stages():
     from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE, AnalyzeOptions
-    from curate.audit.config import Annotator, Benchmark, Release
     from curate.cli import import_answers, init
     from curate.filter.cli import filter_command
     from curate.filter.options import FILTER, FilterOptions
@@ -41,11 +40,11 @@ def _stages():
     from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
 
     return {
-        "init": (init, INGEST, IngestOptions, {}, "benchmark", Benchmark),
-        "release": (release_create, RELEASE, ReleaseOptions, {}, "release", Release),
+        "init": (init, INGEST, IngestOptions, {}, "benchmark", IngestOptions),
+        "release": (release_create, RELEASE, ReleaseOptions, {}, "release", ReleaseOptions),
         "score": (score, SCORE, ScoreOptions, {}, "scoring", ScoreOptions),
         "text-scores": (text_scores, TEXT_SCORES, TextScoresOptions, {}, None, None),
-        "annotate": (annotate, ANNOTATE, AnnotateOptions, {}, "annotator", Annotator),
+        "annotate": (annotate, ANNOTATE, AnnotateOptions, {}, "annotator", AnnotateOptions),
         "generate": (generate, GENERATE, GenerateOptions, {}, None, None),
         "duplicates": (duplicates, DUPLICATES, DuplicatesOptions, {}, None, None),
         "analyze": (analyze, ANALYZE, AnalyzeOptions, {}, None, None),
@@ -214,3 +213,4 @@ def test_a_model_spec_without_a_name_is_refused_in_one_line(spec):
 
     with pytest.raises(CurateError, match=r"^annotator .*: expected anthropic:MODEL, local:NAME or a local model NAME$"):
         parse(spec, "annotator")
+
