@@ -7,6 +7,10 @@ from pathlib import Path
 import click
 
 
+#: Where a config's paths lead (``curate.core.config_section``), said under its name.
+PATHS = "paths      outputs under {cwd}, the folder curate runs in; inputs beside the config file"
+
+
 @click.command("check-config")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules, imported scores) to exist "
@@ -47,6 +51,7 @@ def check_config(config, no_files):
             click.echo(f"note: {line}", err=True)
         report(path, problems)
     click.echo(f"config     {path.resolve()}")
+    click.echo(PATHS.format(cwd=Path.cwd()))
     for line in ac.describe(resolved):
         click.echo(line)
     retirement_notes(resolved)
@@ -59,6 +64,24 @@ def check_config(config, no_files):
         sys.exit(1)
     else:
         click.echo(plan_summary(resolved))
+
+
+def show_dry_run(cfg) -> None:
+    """`curate audit --dry-run`: the plan, what each stage would send and cost, what a real run
+    still needs (a key) and what could not be checked offline; exit 2 on a problem."""
+    from curate.audit.dry_run import dry_run
+
+    lines, check, keys = dry_run(cfg)
+    for line in [f"cannot check offline: {what}: {why}" for what, why in check.unchecked]:
+        click.echo(f"note: {line}", err=True)
+    for key, message in keys:
+        click.echo(f"note: a real run needs it ({key}): {message}", err=True)
+    if check.problems:
+        report(cfg.file, check.problems)
+    click.echo(f"config     {cfg.file}")
+    click.echo(PATHS.format(cwd=Path.cwd()))
+    for line in lines:
+        click.echo(line)
 
 
 def retirement_notes(cfg) -> None:
@@ -78,7 +101,9 @@ def report(path: Path, problems: list[tuple[str, str]]) -> None:
 
 @click.command("audit")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
-def audit(config):
+@click.option("--dry-run", is_flag=True, help="Show the plan, the requests Claude's rounds would send (each round's "
+              "first, as sent) and the most they could cost, with no key and no network; run and write nothing.")
+def audit(config, dry_run):
     """Run the whole audit CONFIG describes (default: the embedded offline demo).
 
     ingest -> answers -> annotate -> score -> filter -> analyze -> release in one workspace;
@@ -90,10 +115,13 @@ def audit(config):
     from curate.audit.plan import before_spending
 
     cfg = ac.load_config(config)
+    if dry_run:
+        return show_dry_run(cfg)
     problems = before_spending(cfg).problems  # before anything is spent
     if problems:
         report(cfg.file, problems)
     click.echo(f"config     {cfg.file}")
+    click.echo(PATHS.format(cwd=Path.cwd()))
     retirement_notes(cfg)
     outcomes = run_audit(cfg)
     click.echo(click.style("summary", bold=True))

@@ -100,7 +100,7 @@ def test_check_config_takes_answers_imports_relative_to_the_config(tmp_path):
 def test_check_config_refuses_a_bad_answers_import(tmp_path, why, imports, csv_change, field, message):
     write_answers(tmp_path / "answers.csv", change=csv_change)
     config = write_config(tmp_path, answers=imports)
-    line = one_line_error(run_cli("check-config", config, check=False), message)
+    line = one_line_error(run_cli("check-config", config, cwd=tmp_path, check=False), message)
     assert line.startswith(f"error: {config}, field '{field}': "), line
 
 
@@ -110,7 +110,7 @@ def test_check_config_refuses_answers_to_items_the_ingest_does_not_make(tmp_path
     path = tmp_path / "answers.csv"
     path.write_text("model,item,choice\n" + "".join(f"m,{i},{golds[i % N]}\n" for i in range(N + 5)))
     config = write_config(tmp_path, answers=[{"format": "table", "path": "answers.csv"}])
-    one_line_error(run_cli("check-config", config, check=False),
+    one_line_error(run_cli("check-config", config, cwd=tmp_path, check=False),
                    f"field 'answers.imports[0].path': {path}, row {N}, field 'item': '{N}' is no item id of the "
                    f"workspace, nor a row of it (0-{N - 1})")
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import schemas
-from conftest import PAPER_SCORES, ROOT, run_cli
+from conftest import PAPER_SCORES, ROOT, one_line_error, run_cli
 from curate import demo
 from curate.audit.config import DEFAULT_CONFIG, config_problems, describe, load_config, missing_inputs, read_yaml
 from curate.audit.stages.ingest import resolved
@@ -46,8 +46,8 @@ def test_embedded_defaults_are_the_offline_demo(tmp_path):
     assert "local:smollm2-135m rounds 1, 2" in plan and "demo-clean 0.1.0 -> local" in plan
 
 
-def test_embedded_adapter_reads_the_demo_rows():
-    [source] = load_config(check_files=False).options("ingest")
+def test_embedded_adapter_reads_the_demo_rows(tmp_path):
+    [source] = load_config(cwd=tmp_path, check_files=False).options("ingest")
     adapter = source.adapter
     row = json.loads(demo.benchmark_path().read_text().splitlines()[0])
     item = adapter.to_item(row, 0, resolved(source)["split"])
@@ -58,13 +58,13 @@ def test_embedded_adapter_reads_the_demo_rows():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_documented_examples_validate(example):
-    config = load_config(example, check_files=False)
+def test_documented_examples_validate(example, tmp_path):
+    config = load_config(example, cwd=tmp_path, check_files=False)
     assert config.options("ingest")[0].named in ("hellaswag", "generic")
 
 
-def test_examples_cover_hub_claude_batches_and_each_release_target():
-    configs = [load_config(p, check_files=False) for p in EXAMPLES]
+def test_examples_cover_hub_claude_batches_and_each_release_target(tmp_path):
+    configs = [load_config(p, cwd=tmp_path, check_files=False) for p in EXAMPLES]
     claude = [a for c in configs for a in c.options("annotate") if a.annotator.startswith("anthropic:")]
     assert claude and all(a.batch for a in claude)
     assert {target(r.to)[0] for c in configs for r in c.options("release")} == {"hub", "git", "local"}
@@ -315,14 +315,14 @@ def test_missing_config_file(tmp_path):
 
 
 def test_check_config_cli(tmp_path, base):
-    good = run_cli("check-config", "--no-files")
+    good = run_cli("check-config", "--no-files", cwd=tmp_path)
     assert "score      smollm2-135m on full, zero, choice-only" in good.stdout
     bad = copy.deepcopy(base)
     bad["scoring"]["modes"] = ["fulll"]
     bad["annotators"][0]["annotator"] = "anthropic:"  # a backend with no model name
     path = tmp_path / "audit.yaml"
     path.write_text(yaml.safe_dump(bad))
-    proc = run_cli("check-config", path, check=False)
+    proc = run_cli("check-config", path, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2
@@ -352,8 +352,8 @@ def test_schema_defaults_are_the_loaders_defaults():
     assert dataclasses.fields(Benchmark)[[f.name for f in dataclasses.fields(Benchmark)].index("split")].default is None
 
 
-def test_plan_of_the_claude_example():
-    config = load_config(ROOT / "examples" / "audit" / "hellaswag-claude.yaml", check_files=False)
+def test_plan_of_the_claude_example(tmp_path):
+    config = load_config(ROOT / "examples" / "audit" / "hellaswag-claude.yaml", cwd=tmp_path, check_files=False)
     plan = describe(config)
     assert plan[1] == "ingest     hellaswag: Rowan/hellaswag@<COMMIT-SHA> (split validation)"
     assert plan[2] == "annotate   anthropic:claude-sonnet-4-6 rounds 1, 2 (batch API, concurrency 4, max $150/round)"
@@ -439,7 +439,7 @@ def test_audit_refuses_an_incomplete_plan_before_anything_runs(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 10
     assert all(line.startswith(f"error: {config}, field 'scoring': stage 'zero-prompt-core'") for line in lines)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml"]  # no workspace, nothing else
-    check = run_cli("check-config", config, check=False, env=env)
+    check = run_cli("check-config", config, cwd=tmp_path, check=False, env=env)
     offline = "".join(line + "\n" for line in check.stderr.splitlines() if line.startswith("note: cannot check offline"))
     assert check.returncode == 2 and check.stderr == offline + proc.stderr
 
@@ -447,7 +447,7 @@ def test_audit_refuses_an_incomplete_plan_before_anything_runs(tmp_path):
 def test_a_builtin_without_path_or_hub_names_its_own_hub_id_in_the_plan(tmp_path):
     path = tmp_path / "a.yaml"
     path.write_text("workspace: ws\nbenchmark: {adapter: arc_easy}\n")
-    assert describe(load_config(path, check_files=False))[1] == \
+    assert describe(load_config(path, cwd=tmp_path, check_files=False))[1] == \
         "ingest     arc_easy: allenai/ai2_arc@unpinned (split validation)"
 
 
@@ -486,7 +486,8 @@ def test_a_device_this_machine_lacks_is_a_plan_problem(tmp_path, base):
     path = tmp_path / "audit.yaml"
     path.write_text(yaml.safe_dump(data))
     message = f"error: {path}, field 'scoring.device': device cuda: CUDA is not available here"
-    for proc in (run_cli("check-config", path, check=False), run_cli("check-config", path, "--no-files", check=False),
+    for proc in (run_cli("check-config", path, cwd=tmp_path, check=False),
+                 run_cli("check-config", path, "--no-files", cwd=tmp_path, check=False),
                  run_cli("audit", path, cwd=tmp_path, check=False)):
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml", "rules.yaml"]  # the audit made nothing
@@ -524,12 +525,36 @@ def test_check_config_refuses_a_thinking_model_and_notes_a_retiring_one(tmp_path
         def change(data):
             data["annotators"][0]["annotator"] = data["filter"]["annotator"] = f"anthropic:{name}"
         return change
-    refused = run_cli("check-config", example_in(tmp_path, model("claude-opus-5-5")), "--no-files", check=False)
+    refused = run_cli("check-config", example_in(tmp_path, model("claude-opus-5-5")), "--no-files", cwd=tmp_path,
+                      check=False)
     assert refused.returncode == 2 and "field 'annotators[0].annotator': model 'claude-opus-5-5' is not supported: " \
                                        "it thinks by default" in refused.stderr
-    retiring = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-5")), "--no-files", env=KEYS)
+    retiring = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-5")), "--no-files", env=KEYS,
+                       cwd=tmp_path)
     assert "annotate   anthropic:claude-sonnet-4-5 rounds 1, 2" in retiring.stdout
     assert f"note: claude-sonnet-4-5 reaches its end of life on {DEPRECATED_MODELS['claude-sonnet-4-5']}" in retiring.stderr
-    current = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-6")), "--no-files", env=KEYS)
+    current = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-6")), "--no-files", env=KEYS,
+                      cwd=tmp_path)
     assert "note:" not in current.stderr
 
+
+@pytest.mark.parametrize("key, value, message", [
+    ("backend", "VLLM", "'VLLM': no such scoring backend; known: engine, reference, vllm"),
+    ("gpu_memory_utilization", float("nan"), "nan: is not a finite number"),
+    ("gpu_memory_utilization", float("inf"), "inf is greater than the maximum of 1"),  # the schema's range
+])
+def test_every_stages_options_are_checked_before_any_stage_runs(tmp_path, base, key, value, message):
+    """Issue 44, fail 9: `backend: VLLM` and `gpu_memory_utilization: .nan` passed check-config as
+    "plan complete"; the audit stopped only at its score stage, after ingest and the (paid)
+    annotation, naming the command's flag. Now each section becomes its stage's options object
+    when the config is read: check-config and audit refuse it, naming the config key."""
+    data = copy.deepcopy(base)
+    data["scoring"].update({"backend": "vllm"} if key != "backend" else {}, **{key: value})
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(data))
+    for command in ("check-config", "audit"):
+        line = one_line_error(run_cli(command, path, cwd=tmp_path, check=False))
+        assert line == f"error: {path}, field 'scoring.{key}': {message}" or (
+            line.startswith(f"error: {path}, field 'scoring.{key}': ") and message in line), line
+        assert "--" not in line.split("': ", 1)[1]  # no command-line flag named
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml", "rules.yaml"]  # nothing ran

@@ -78,11 +78,11 @@ def test_readme_documents_every_row():
         assert f"`{kind}`" in text
 
 
-def test_demo_rules_read_only_what_the_demo_produces():
+def test_demo_rules_read_only_what_the_demo_produces(tmp_path):
     from curate.filter.rules import load_rules
 
     rules = load_rules(demo.rules_path())
-    config = load_config()
+    config = load_config(cwd=tmp_path)
     conditions = [next(iter(s["when"])) for s in rules["stages"]]
     assert not {"labels", "answer", "status"} & set(conditions)  # the 135M annotator's labels are noise
     scored = [s["when"]["correct"] for s in rules["stages"] if "correct" in s["when"]]
@@ -103,7 +103,7 @@ def test_demo_ingests_with_the_generic_adapter(tmp_path):
     assert items[5]["prompts"]["full"].startswith(ROWS[5]["topic"] + ": ")
     assert len(raws) == 40
     # the embedded audit config maps the columns exactly as the command line above
-    adapter = load_config(check_files=False).options("ingest")[0].adapter
+    adapter = load_config(cwd=tmp_path, check_files=False).options("ingest")[0].adapter
     assert [adapter.to_item(r, i, "validation")["content_hash"] for i, r in enumerate(ROWS)] == \
            [it["content_hash"] for it in items]
 

@@ -214,3 +214,21 @@ def test_a_model_spec_without_a_name_is_refused_in_one_line(spec):
     with pytest.raises(CurateError, match=r"^annotator .*: expected anthropic:MODEL, local:NAME or a local model NAME$"):
         parse(spec, "annotator")
 
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_float_option_refuses_nan_and_infinity_in_its_options_object(stage):
+    """What the flag refuses the options object refuses too (the audit config and Python callers
+    build it without click): `temperature: .inf` passed GenerateOptions, whose own conversion
+    checked the range alone (issue 44, fail 9)."""
+    from curate.core.errors import CurateError
+
+    _, table, options, *_ = _stages()[stage]
+    if not isinstance(options, type):
+        return
+    required = {o.name: {"model": "m", "annotator": "local:m", "round": 1, "format": "table", "rules": "r.yaml",
+                         "out": "o", "decisions": "d", "name": "n", "version": "1.0.0", "to": "t"}.get(o.name, "x")
+                for o in table if o.required}
+    for o in (o for o in table if o.type is float):
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            with pytest.raises(CurateError, match=f"{o.spelling} {bad!r}"):
+                options(**required, **{o.name: bad})

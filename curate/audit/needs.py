@@ -144,6 +144,7 @@ def unresolvable(name: str, use: str) -> str | None:
 
 def _hub_problem(repo_id: str) -> str | None:
     from huggingface_hub import HfApi, constants, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     try:
         if any(isinstance(try_to_load_from_cache(repo_id, f), str) for f in ("config.json", "tokenizer_config.json")):
@@ -153,7 +154,12 @@ def _hub_problem(repo_id: str) -> str | None:
     if constants.HF_HUB_OFFLINE:
         return "a Hub id that is not in the local Hugging Face cache, and the Hub is offline (HF_HUB_OFFLINE)"
     try:
-        HfApi().model_info(repo_id)
-    except Exception as exc:  # gated without a token, misspelled, no network: say which
-        return f"the Hub cannot give it: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        HfApi().model_info(repo_id, timeout=10)
+    except GatedRepoError:
+        return f"{repo_id} is gated on the Hub and no token given here has access to it"
+    except RepositoryNotFoundError:
+        return f"the Hub has no model {repo_id} (or it is private, and no token here has access)"
+    except Exception as exc:  # no network, a proxy, a server error: not known from here
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return Unknown(f"the Hub cannot be reached: {type(exc).__name__}: {first}")
     return None

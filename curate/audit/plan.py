@@ -116,12 +116,14 @@ class Items:
 class Plan:
     """The plan of ``config``: ``files``: its input files exist and may be read; ``sources``: the
     benchmark's data may be read too (its rows, a Hub dataset); ``resumed``: the workspace, if
-    any, is one the audit resumes (not one its ingest just made). Stages note here what they
-    cannot check from here (``unchecked``: (what, why))."""
+    any, is one the audit resumes (not one its ingest just made); ``online``: a server a stage
+    needs may be asked. Stages note here what they cannot check from here (``unchecked``:
+    (what, why))."""
     config: AuditConfig
     files: bool = True
     sources: bool = True
     resumed: bool = True
+    online: bool = True  # a server a stage needs may be asked (a dry run asks nothing)
     unchecked: list[tuple[str, str]] = field(default_factory=list)
     cache: dict = field(default_factory=dict)
 
@@ -242,16 +244,18 @@ class Check:
     unchecked: list[tuple[str, str]] = field(default_factory=list)
 
 
-def before_spending(config: AuditConfig, *, files: bool = True, sources: bool = True) -> Check:
+def before_spending(config: AuditConfig, *, files: bool = True, sources: bool = True, environment: bool = True,
+                    online: bool = True) -> Check:
     """Everything known now that would stop an audit once it had paid for something: a
     placeholder left in the config (``<COMMIT-SHA>``), a key the environment lacks
     (``AuditStage.environment``), then what each run would refuse (``problems``: a model not
     found, a source that cannot be read, with ``files`` and ``sources`` saying what may be read),
     and with the input files what depends on the items (``fits``) and each need nothing provides
     (``gaps``): ``plan_problems``. A Hub source that cannot be reached is ``unchecked``, with
-    what depends on it."""
-    plan = Plan(config, files=files, sources=files and sources)
-    found = placeholders(config.raw) + [p for run in config.runs for p in run.stage.environment(run)]
+    what depends on it. ``environment`` False leaves out the keys, ``online`` False every server
+    (a dry run)."""
+    plan = Plan(config, files=files, sources=files and sources, online=online)
+    found = placeholders(config.raw) + [p for run in config.runs if environment for p in run.stage.environment(run)]
     if files:
         found += plan_problems(config, plan) + [p for run in config.runs for p in run.stage.fits(run, plan)]
     else:

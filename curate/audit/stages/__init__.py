@@ -17,8 +17,8 @@ of ``AuditStage`` (below) that names its config ``section`` and its ``ORDER``, a
   ``environment`` (a key it needs and the environment lacks), ``problems`` (what would stop it
   once others had spent money, checked before anything runs), ``fits`` (what depends on the
   items: checked again right after the ingest), ``items`` and ``item_list`` (the items it will
-  make), ``describe`` (its lines of the plan) and ``summary`` (its lines of the closing
-  summary).
+  make), ``describe`` (its lines of the plan), ``dry_run`` (what it would send and cost) and
+  ``summary`` (its lines of the closing summary).
 
 The section's schema is in ``schemas/audit.schema.json``; a stage whose section the file does not
 describe gives it as ``SCHEMA``, and `make schemas` writes it there (``curate/schema_files.py``).
@@ -148,6 +148,10 @@ class AuditStage:
     def describe(cls, runs: list[Run]) -> list[str]:
         return []
 
+    @classmethod
+    def dry_run(cls, runs: list[Run], plan) -> list[str]:
+        """What its runs would send and cost, for `curate audit --dry-run` (no key, no network)."""
+        return []
 
     @classmethod
     def summary(cls, runs: list[Run], outcomes: list[Outcome], config) -> list[str]:

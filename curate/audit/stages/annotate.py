@@ -99,6 +99,47 @@ class Step(AuditStage):
         return out
 
     @classmethod
+    def dry_run(cls, runs: list[Run], plan) -> list[str]:
+        """Each Claude round's first request as it would be sent, and the most the round could
+        cost, from the requests' bytes (no key, no network); a local annotator pays nothing."""
+        items, out = plan.item_list, []
+        for run in runs:
+            o = run.options
+            backend, model = model_spec.parse(o.annotator, "annotator")
+            head = f"{o.annotator} round {o.round}"
+            todo = (items[:o.limit] if o.limit else items) if items else None
+            if not todo:
+                out.append(line("annotate", f"{head}: the items are known only once the ingest has read the Hub "
+                                            "dataset: no request or cost to show"))
+            elif backend != "anthropic":
+                out.append(line("annotate", f"{head}: {len(todo)} items on this machine, nothing to pay"))
+            else:
+                out += cls.requests(o, model, todo)
+        return out
+
+    @classmethod
+    def requests(cls, o, model: str, todo: list[dict]) -> list[str]:
+        """One Claude round's ceilings and its first request, system prompt and item, as sent."""
+        from dataclasses import replace
+
+        from annotate.claude import request_params
+        from annotate.run import cost_ceilings
+
+        c = cost_ceilings(model, todo, o.round, replace(o, quiet=True))
+        capped = f"; max_cost stops it at ${o.max_cost:g}" if o.max_cost is not None else ""
+        params = request_params(model, todo[0], o.round)
+        prompt = [f"system: {block['text']}" for block in params["system"]] + [
+            f"{m['role']}: {m['content']}" for m in params["messages"]]
+        return [line("annotate", f"{o.annotator} round {o.round}: {len(todo)} requests"
+                                 f"{' through the Message Batches API' if o.batch else ''}, input at most "
+                                 f"{c['input_tokens']} tokens, output at most {c['max_output_tokens']}; at most "
+                                 f"${c['usd_first_answers']:.4f} if every first reply is usable, "
+                                 f"${c['usd_upper_bound']:.4f} with every re-ask{capped}"),
+                " " * 11 + f"the request for {todo[0]['item_id']} (each item's is alike; tools: "
+                           f"{', '.join(t['name'] for t in params['tools'])}):"] + [
+            " " * 13 + "| " + text for part in prompt for text in part.splitlines()]
+
+    @classmethod
     def summary(cls, runs: list[Run], outcomes: list[Outcome], config) -> list[str]:
         mine = [o for o in outcomes if o.stage.startswith(cls.name)]
         if not mine:

@@ -213,8 +213,13 @@ class Step(AuditStage):
 
     @classmethod
     def problems(cls, run: Run, plan) -> list[tuple[str, str]]:
-        """(``sources``) The data the ingest will read: readable, or on the Hub."""
-        if (plan.config.workspace / DB_NAME).is_file() or not plan.sources:
+        """The workspace to resume: readable, and made from this benchmark's data and settings;
+        else (``sources``) the data the ingest will read: readable, or on the Hub."""
+        if plan.unreadable:
+            return [("workspace", plan.unreadable)]
+        if (plan.config.workspace / DB_NAME).is_file():
+            return resumed_problems(run.options, plan.config, data=plan.sources)
+        if not plan.sources:
             return []
         _, problems, unchecked = plan.once("planned items", lambda: planned(run.options, plan))
         plan.unchecked.extend(u for u in unchecked if u not in plan.unchecked)

@@ -11,6 +11,45 @@ from scoring.options import SCORE
 from scoring.run import Score
 
 
+#: Seconds a check-config waits for a scoring server to answer.
+SERVER_TIMEOUT = 3
+
+
+def server_problems(options, plan) -> list[tuple[str, str]]:
+    """A vLLM server the scores come from (``scoring.server``) must be up: asked for its models
+    (``GET /v1/models``, ``$VLLM_API_KEY`` as its key) with a short timeout. No answer is not
+    known from here ("cannot check offline"), an answer that is not a model list a problem."""
+    import json
+    import os
+    import urllib.error
+    import urllib.request
+
+    url = getattr(options, "server", None)
+    if not url or options.backend != "vllm":
+        return []
+    if not plan.online:
+        plan.unchecked.append((f"scoring.server {url}", "a dry run asks no server"))
+        return []
+    request = urllib.request.Request(url.rstrip("/") + "/v1/models")
+    if os.environ.get("VLLM_API_KEY"):
+        request.add_header("Authorization", f"Bearer {os.environ['VLLM_API_KEY']}")
+    try:
+        with urllib.request.urlopen(request, timeout=SERVER_TIMEOUT) as reply:
+            body = json.loads(reply.read(1 << 20) or b"null")
+    except urllib.error.HTTPError as exc:
+        return [("scoring.server", f"{url} answered GET /v1/models with HTTP {exc.code}: not a vLLM server, or "
+                                   f"it refused the key ($VLLM_API_KEY)")]
+    except ValueError:
+        return [("scoring.server", f"{url} answered GET /v1/models with no JSON: not a vLLM server")]
+    except OSError as exc:  # refused, unreachable, timed out
+        plan.unchecked.append((f"scoring.server {url}", f"no answer in {SERVER_TIMEOUT} s ({exc}): whether it "
+                                                         "serves the model"))
+        return []
+    if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+        return [("scoring.server", f"{url} answered GET /v1/models without a model list: not a vLLM server")]
+    return []
+
+
 class Step(AuditStage):
     name, section, ORDER, PROVIDES = "score", "scoring", 40, ("scores",)
 
@@ -49,7 +88,8 @@ class Step(AuditStage):
 
     @classmethod
     def machine_and_model(cls, run: Run, plan) -> list[tuple[str, str]]:
-        """The device (once), and (with the input files) the model: it must be found."""
+        """The device and a scoring server (once), and (with the input files) the model: it must
+        be found."""
         from curate.audit.needs import Unknown, unresolvable
         from scoring.models import check_device
 
@@ -59,6 +99,7 @@ class Step(AuditStage):
                 check_device(run.options.device)
             except CurateError as exc:
                 problems.append((f"{cls.section}.device", str(exc).replace("--device", "device")))
+            problems += server_problems(run.options, plan)
         model = run.options.model
         if plan.files and (why := unresolvable(model, "model")):
             if isinstance(why, Unknown):
@@ -86,9 +127,12 @@ class Step(AuditStage):
 
     @classmethod
     def describe(cls, runs: list[Run]) -> list[str]:
+        """The models, modes, dtype and device, and the backend that computes the scores (a vLLM
+        server by its address)."""
         o = runs[0].options
+        backend = f"the {o.backend} backend" + (f" at {o.server}" if getattr(o, "server", None) else "")
         return [line("score", f"{', '.join(run.options.model for run in runs)} on {', '.join(o.modes)} "
-                              f"({o.dtype}, {o.device})")]
+                              f"({o.dtype}, {o.device}; {backend})")]
 
     @classmethod
     def run(cls, run: Run, config) -> list[Outcome]:
