@@ -152,6 +152,12 @@ class Annotate(Stage):
         if options.batch and self.backend != "anthropic":
             raise CurateError("--batch works with anthropic: annotators only")
 
+    @classmethod
+    def provides(cls, options) -> set[tuple]:
+        """The round's records of the annotator (none for a dry run), as the filter's kinds read them."""
+        return set() if options.dry_run else {
+            ("annotation", model_spec.canonical(options.annotator, "annotator"), options.round)}
+
     def work(self) -> str | None:
         o = self.options
         return None if o.dry_run else f"annotate {o.annotator} round {o.round}"
@@ -309,11 +315,18 @@ def dry_summary(work: Work, o: AnnotateOptions) -> dict:
            "cache": None}
     if work.backend == "local" or not work.todo:
         return out
-    batch, parse_retries = o.batch, o.parse_retries
     client = api.make_client(timeout=o.timeout, key_header=o.key_header) if os.environ.get("ANTHROPIC_API_KEY") else None
+    return {**out, **cost_ceilings(work.model, work.todo, work.round, o, client)}
+
+
+def cost_ceilings(model: str, items: list[dict], round: int, o: AnnotateOptions, client=None) -> dict:
+    """``dry_summary``'s tokens and ceilings of asking Claude ``model`` about ``items`` in
+    ``round`` with ``o``'s batch and re-asks: input tokens counted by the endpoint with a
+    ``client``, else bounded from the requests' bytes (``api.input_bound``: no key, no network)."""
+    batch, parse_retries = o.batch, o.parse_retries
     retry = dict(retries=o.retries, backoff=o.backoff)
-    cache = cache_decision(client, work.model, work.todo[0], work.round, **retry)
-    params = [claude.request_params(work.model, it, work.round, cache=cache["marked"]) for it in work.todo]
+    cache = cache_decision(client, model, items[0], round, **retry)
+    params = [claude.request_params(model, it, round, cache=cache["marked"]) for it in items]
     counted = count_all(client, params, concurrency=o.concurrency, show_progress=not o.quiet, **retry)
     method = "count_tokens" if counted is not None else "bound"
     bounds = [api.input_bound(p) for p in params]
@@ -321,7 +334,7 @@ def dry_summary(work: Work, o: AnnotateOptions) -> dict:
     ceiling = [max(n, b) for n, b in zip(tokens, bounds)]
     first = sum(claude.worst_case_usd(p, n, attempts=1, batch=batch) for p, n in zip(params, ceiling))
     every = sum(claude.worst_case_usd(p, n, attempts=parse_retries + 1, batch=batch) for p, n in zip(params, ceiling))
-    return {**out, "input_tokens": sum(tokens), "input_tokens_bound": sum(bounds), "input_tokens_method": method,
+    return {"input_tokens": sum(tokens), "input_tokens_bound": sum(bounds), "input_tokens_method": method,
             "max_output_tokens": claude.MAX_TOKENS * len(params), "usd_first_answers": ceil4(first),
             "usd_upper_bound": ceil4(every), "parse_retries": parse_retries, "cache": cache}
 

@@ -266,3 +266,17 @@ def open_batches(ws: Workspace, *, annotator: str, round: int) -> dict[str, dict
 
 def close_batch(ws: Workspace, batch_id: str) -> None:
     ws.conn.execute("UPDATE annotation_batches SET status = 'processed' WHERE batch_id = ?", (batch_id,))
+
+
+def holdings(ws: Workspace):
+    """What the annotations table holds (``curate.items.store.Holdings``): ("annotation",
+    annotator, round) for each round an annotator (or a reviewer) has records in, and the state:
+    every record with its answer and write time, so a verdict edited in place changes it."""
+    from curate.items.store import Holdings
+
+    if "annotations" not in ws.table_names():
+        return Holdings()
+    facts = {("annotation", a, r) for a, r in ws.conn.execute("SELECT DISTINCT annotator, round FROM annotations")}
+    rows = ws.conn.execute("SELECT annotator, round, item_id, status, request_key, result_json, created_at "
+                           "FROM annotations ORDER BY annotator, round, item_id").fetchall()
+    return Holdings(facts, [tuple(r) for r in rows])

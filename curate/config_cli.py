@@ -7,6 +7,10 @@ from pathlib import Path
 import click
 
 
+#: Where a config's paths lead (``curate.core.config_section``), said under its name.
+PATHS = "paths      outputs under {cwd}, the folder curate runs in; inputs beside the config file"
+
+
 @click.command("check-config")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules, imported scores) to exist "
@@ -23,7 +27,7 @@ def check_config(config, no_files):
     from here ("cannot check offline").
     """
     from curate.audit import config as ac
-    from curate.audit.plan import before_spending, plan_summary, scoring_fit_problems
+    from curate.audit.plan import before_spending, plan_summary
 
     path = config or ac.DEFAULT_CONFIG
     data = ac.read_yaml(path)
@@ -41,14 +45,13 @@ def check_config(config, no_files):
             complete = not problems
         else:
             problems += before_spending(resolved, files=False).problems + ([] if no_files else missing)
-            if no_files:
-                problems += scoring_fit_problems(resolved)  # needs no input files
     offline = [f"cannot check offline: {what}: {why}" for what, why in unchecked]
     if problems:
         for line in offline:
             click.echo(f"note: {line}", err=True)
         report(path, problems)
     click.echo(f"config     {path.resolve()}")
+    click.echo(PATHS.format(cwd=Path.cwd()))
     for line in ac.describe(resolved):
         click.echo(line)
     retirement_notes(resolved)
@@ -63,12 +66,30 @@ def check_config(config, no_files):
         click.echo(plan_summary(resolved))
 
 
+def show_dry_run(cfg) -> None:
+    """`curate audit --dry-run`: the plan, what each stage would send and cost, what a real run
+    still needs (a key) and what could not be checked offline; exit 2 on a problem."""
+    from curate.audit.dry_run import dry_run
+
+    lines, check, keys = dry_run(cfg)
+    for line in [f"cannot check offline: {what}: {why}" for what, why in check.unchecked]:
+        click.echo(f"note: {line}", err=True)
+    for key, message in keys:
+        click.echo(f"note: a real run needs it ({key}): {message}", err=True)
+    if check.problems:
+        report(cfg.file, check.problems)
+    click.echo(f"config     {cfg.file}")
+    click.echo(PATHS.format(cwd=Path.cwd()))
+    for line in lines:
+        click.echo(line)
+
+
 def retirement_notes(cfg) -> None:
     """A note for each planned Claude annotator whose model the anthropic SDK says retires."""
     from curate.anthropic_api.prices import retirement_note
 
-    for a in cfg.annotators:
-        if note := retirement_note(a.annotator):
+    for annotator in dict.fromkeys(o.annotator for o in cfg.options("annotate")):
+        if note := retirement_note(annotator):
             click.echo(note, err=True)
 
 
@@ -80,22 +101,27 @@ def report(path: Path, problems: list[tuple[str, str]]) -> None:
 
 @click.command("audit")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
-def audit(config):
+@click.option("--dry-run", is_flag=True, help="Show the plan, the requests Claude's rounds would send (each round's "
+              "first, as sent) and the most they could cost, with no key and no network; run and write nothing.")
+def audit(config, dry_run):
     """Run the whole audit CONFIG describes (default: the embedded offline demo).
 
-    ingest -> annotate -> score -> filter -> analyze -> release in one workspace; every stage
-    resumes, so running the same command again does only what is missing. Nothing runs unless
-    the plan is complete (as `curate check-config` reports it).
+    ingest -> answers -> annotate -> score -> filter -> analyze -> release in one workspace;
+    every stage resumes, so running the same command again does only what is missing. Nothing
+    runs unless the plan is complete (as `curate check-config` reports it).
     """
     from curate.audit import config as ac
     from curate.audit.run import run_audit, summary_lines
     from curate.audit.plan import before_spending
 
     cfg = ac.load_config(config)
+    if dry_run:
+        return show_dry_run(cfg)
     problems = before_spending(cfg).problems  # before anything is spent
     if problems:
         report(cfg.file, problems)
     click.echo(f"config     {cfg.file}")
+    click.echo(PATHS.format(cwd=Path.cwd()))
     retirement_notes(cfg)
     outcomes = run_audit(cfg)
     click.echo(click.style("summary", bold=True))

@@ -4,11 +4,13 @@
   (``curate.filter.kinds.rules_schema``; `curate filter` validates against that, not the file).
 - the built-in benchmark list of ``schemas/audit.schema.json`` (``benchmark.adapter``): the
   adapters' registry (``curate.items.adapters.known``), the list `curate init --benchmark` offers.
-- the score import formats of ``schemas/audit.schema.json`` (``score_import.format``): the
-  registry ``scoring.imports``, the choices `curate import-scores --format` offers.
 - the stage options of ``schemas/audit.schema.json`` (``scoring``'s dtype, device, ...): each
-  stage's option table (``STAGES``; ``curate.core.options.schema_properties``), and
-  ``answer_import``'s format, model and filter: `curate import-answers`' table.
+  stage's option table (``stage_options``; ``curate.core.options.schema_properties``), with
+  ``answer_import``'s format, model and filter (`curate import-answers`' table) and
+  ``score_import``'s format and dir (the registry ``scoring.imports``, as `curate import-scores
+  --format` offers them).
+- the section of each audit stage the file does not describe yet (``AuditStage.SCHEMA``;
+  ``curate.audit.config.audit_schema``): a stage added to ``curate/audit/stages/`` as one file.
 
 ``python -m curate.schema_files`` (``make schemas``) rewrites what is stale; ``--check`` only
 names it (exit 1). A test fails while either file differs from the code.
@@ -32,8 +34,7 @@ def expected() -> dict[Path, str]:
     from curate.filter.kinds import rules_schema
 
     audit = with_options(with_benchmarks(AUDIT.read_text(encoding="utf-8"), known()), stage_options())
-    audit = with_import_formats(audit)
-    return {RULES: dump(rules_schema()) + "\n", AUDIT: audit}
+    return {RULES: dump(rules_schema()) + "\n", AUDIT: with_stages(audit)}
 
 
 def stage_options() -> dict[str, list]:
@@ -43,10 +44,11 @@ def stage_options() -> dict[str, list]:
     from curate.items.ingest_options import INGEST
     from curate.release.options import RELEASE
     from scoring.answer_options import IMPORT_ANSWERS
+    from scoring.import_options import IMPORT_SCORES
     from scoring.options import SCORE
 
     return {"benchmark": INGEST, "annotator": ANNOTATE, "scoring": SCORE, "answer_import": IMPORT_ANSWERS,
-            "filter": FILTER, "release": RELEASE}
+            "score_import": IMPORT_SCORES, "filter": FILTER, "release": RELEASE}
 
 
 def dump(value, indent: int = 0) -> str:
@@ -72,17 +74,20 @@ def with_benchmarks(text: str, names: list[str]) -> str:
     return text.replace(old, json.dumps(list(names)))
 
 
-def with_import_formats(text: str) -> str:
-    """The audit schema's text with ``score_import.format`` listing the import formats of
-    ``scoring.imports`` (each one's description), the rest of the file exactly as it is."""
-    from scoring.imports import get, names
+def with_stages(text: str) -> str:
+    """The audit schema's text with the section of every audit stage it does not describe added
+    to its properties (``curate.audit.config.audit_schema``); unchanged when it describes them all."""
+    from curate.audit.config import audit_schema
 
-    written = json.loads(text)["$defs"]["score_import"]["properties"]["format"]
-    old = f'"format": {json.dumps(written)}'
-    if text.count(old) != 1:
-        raise SystemExit(f"{AUDIT}: $defs.score_import.format is not written once as one line {old}")
-    new = {"description": " ".join(f"{n}: {get(n).DESCRIPTION}." for n in names()), "enum": names()}
-    return text.replace(old, f'"format": {json.dumps(new)}')
+    written = json.loads(text)["properties"]
+    added = {key: value for key, value in audit_schema()["properties"].items() if key not in written}
+    end = '\n  },\n  "$defs"'  # where the top-level properties close
+    if not added:
+        return text
+    if text.count(end) != 1:
+        raise SystemExit(f"{AUDIT}: its properties do not close once before $defs")
+    lines = "".join(f",\n    {json.dumps(key)}: {dump(value, 2)}" for key, value in added.items())
+    return text.replace(end, lines + end)
 
 
 def with_options(text: str, sections: dict[str, list]) -> str:

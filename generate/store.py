@@ -239,3 +239,20 @@ def read_generations(ws: Workspace, *, models=None, modes=None, templates=None) 
 
 def read_runs(ws: Workspace) -> pd.DataFrame:
     return pd.read_sql_query("SELECT * FROM generation_runs ORDER BY created_at, run_id", ws.conn)
+
+
+def holdings(ws: Workspace):
+    """What the generations table holds (``curate.items.store.Holdings``): ("generations", model,
+    mode), and ("answers", model), as read answers include the generated ones; the state: rows
+    and the last write per run, model, template, settings, mode and seed."""
+    from curate.items.store import Holdings
+
+    if "generations" not in ws.table_names():
+        return Holdings()
+    facts = set()
+    for model, mode in ws.conn.execute("SELECT DISTINCT model, mode FROM generations"):
+        facts |= {("generations", model, mode), ("answers", model)}
+    rows = ws.conn.execute("SELECT run_id, model, template, settings, mode, seed, count(*), max(created_at) "
+                           "FROM generations GROUP BY run_id, model, template, settings, mode, seed "
+                           "ORDER BY run_id, model, template, settings, mode, seed").fetchall()
+    return Holdings(facts, [tuple(r) for r in rows])

@@ -330,3 +330,18 @@ def answers_frame(ws: Workspace) -> pd.DataFrame:
 
 def read_runs(ws: Workspace) -> pd.DataFrame:
     return pd.read_sql_query("SELECT * FROM answer_runs ORDER BY created_at, run_id", ws.conn)
+
+
+def holdings(ws: Workspace):
+    """What the answers table holds (``curate.items.store.Holdings``): ("answers", model) for
+    each model with a stored answer, and the state: every answer but those copied from
+    generations (the generations count there: ``generate.store.holdings``). A workspace without
+    answers adds nothing to the state, which stays what it was before answers were stored."""
+    from curate.items.store import Holdings
+
+    if "answers" not in ws.table_names():
+        return Holdings(state=None)
+    facts = {("answers", model) for (model,) in ws.conn.execute("SELECT DISTINCT model FROM answers")}
+    rows = ws.conn.execute("SELECT model, source, run, item_id, choice FROM answers WHERE source != 'generate' "
+                           "ORDER BY model, source, run, item_id").fetchall()
+    return Holdings(facts, [tuple(r) for r in rows] or None)

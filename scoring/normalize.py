@@ -22,6 +22,11 @@ import pandas as pd
 from curate.core.errors import CurateError
 
 NORMALIZATIONS = ("sum", "token", "char", "byte", "seq_mean", "study_sum", "study_byte_mean")
+#: The stored columns each normalization reads (``option_values``): a (model, mode) has a
+#: normalization where every option has all of them.
+INPUTS = {"sum": ("logprob_sum",), "token": ("logprob_sum", "n_tokens"), "char": ("logprob_sum", "n_chars"),
+          "byte": ("logprob_sum", "n_bytes"), "seq_mean": ("seq_mean",), "study_sum": ("study_sum",),
+          "study_byte_mean": ("study_byte_mean",)}
 
 #: The columns naming one set of predictions: which model, in which prompt mode and formulation.
 CONDITION = ["model", "mode", "formulation"]

@@ -35,7 +35,7 @@ from scoring.backends import get as get_backend
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.engine import score_requests
 from scoring.models import ModelStage, load, max_length, resolve
-from scoring.options import DEFAULTS, ScoreOptions, wants_seq_mean
+from scoring.options import DEFAULTS, ScoreOptions, shot_counts, wants_seq_mean
 from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
 from scoring.text_store import open_text_scores, write_text_scores
@@ -196,6 +196,26 @@ class Score(ModelStage):
     def __init__(self, root, options):
         super().__init__(root, options)
         self.rank, self.world, self.state = 0, 1, None
+
+    @classmethod
+    def provides(cls, options) -> set[tuple]:
+        """("scores", label, mode, formulation, fewshot, normalization) for what a run with
+        ``options`` stores: every mode, formulation (None: the workspace's own; letters+rotations
+        stores the letters formulation and each rotation, ``ALL_ROTATIONS`` standing for them)
+        and shot count, in every normalization of the columns ``assemble`` writes (``seq_mean``
+        on the rows its policy gives it)."""
+        from scoring.normalize import INPUTS
+
+        out = set()
+        for k in shot_counts(options.fewshot):
+            stored = {"logprob_sum", "n_tokens", "n_chars", "n_bytes"} | ({"seq_mean"} if wants_seq_mean(
+                options.seq_mean, k) else set())
+            norms = [n for n, needed in INPUTS.items() if stored.issuperset(needed)]
+            for name in options.formulations or (None,):
+                for f in ("letters", forms.ALL_ROTATIONS) if name == forms.ALL_ROTATIONS else (name,):
+                    out |= {("scores", options.label or options.model, mode, f, k, n) for mode in options.modes
+                            for n in norms}
+        return out
 
     def locked(self):
         return super().locked() if self.rank == 0 else nullcontext()  # process 0 holds it for them all

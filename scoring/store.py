@@ -26,7 +26,7 @@ import pandas as pd
 from curate.core.clock import now
 from curate.core.errors import CurateError
 from curate.core.secrets import redact_data
-from curate.items.store import Workspace
+from curate.items.store import Holdings, Workspace
 
 #: The value columns as the scores table and each rebuild of it declare them (a rebuild changes only the key).
 _VALUE_COLUMNS_SQL = """\
@@ -295,3 +295,28 @@ def read_scores(ws: Workspace, *, models=None, modes=None, formulations=None, fe
 
 def read_runs(ws: Workspace) -> pd.DataFrame:
     return pd.read_sql_query("SELECT * FROM score_runs ORDER BY created_at, run_id", ws.conn)
+
+
+def holdings(ws: Workspace) -> Holdings:
+    """What the scores table holds (``curate.items.store.Holdings``): ("scores", model, mode,
+    formulation, fewshot, normalization) for each normalization every option of the group has
+    (``scoring.normalize.INPUTS``), and the state: rows, log-probabilities and runs per (run,
+    model, mode). A table an older toolkit made reads as it was scored then: cloze and 0-shot."""
+    from scoring.normalize import INPUTS
+
+    if "scores" not in ws.table_names():
+        return Holdings()
+    columns = ws.columns("scores")
+    formulation = "formulation" if "formulation" in columns else "'cloze'"  # before scores-003: cloze
+    fewshot = "fewshot" if "fewshot" in columns else "0"  # before scores-004: 0-shot
+    counted = sorted({c for needed in INPUTS.values() for c in needed})
+    facts = set()
+    for model, mode, form, k, total, *have in ws.conn.execute(
+            f"SELECT model, mode, {formulation}, {fewshot}, count(*), {', '.join(f'count({c})' for c in counted)} "
+            "FROM scores GROUP BY 1, 2, 3, 4"):
+        full = {c for c, n in zip(counted, have) if n == total}
+        facts |= {("scores", model, mode, form, k, norm) for norm, needed in INPUTS.items() if full.issuperset(needed)}
+    state = ws.conn.execute(
+        "SELECT run_id, model, mode, count(*), sum(coalesce(logprob_sum, 0) + coalesce(seq_mean, 0)) "
+        "FROM scores GROUP BY run_id, model, mode ORDER BY run_id, model, mode").fetchall()
+    return Holdings(facts, [tuple(r) for r in state])

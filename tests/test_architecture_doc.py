@@ -58,3 +58,13 @@ def test_no_flag_the_commands_do_not_have():
     for command, flag in re.findall(r"`curate ([a-z-]+)[^`]*?(--[a-z-]+)", DOC.read_text(encoding="utf-8")):
         shown = CliRunner().invoke(main, [command, "--help"]).output
         assert flag in shown or flag == "--help", f"curate {command} has no {flag}"
+
+
+def test_the_audit_stages_are_listed_in_their_order():
+    """The sentence listing the audit stages' ORDER says what the stage files say."""
+    from curate.audit.stages import STAGES
+
+    order = sorted((module.Step.ORDER, name) for name, module in STAGES.modules.items())
+    listed = DOC.read_text(encoding="utf-8").split("runs the stages by their `ORDER` values: ")[1].split(".")[0]
+    assert [(int(n), name) for name, n in re.findall(r"(\w+) (\d+)", listed)] == order
+    assert "\n## Adding a stage to the audit\n" in DOC.read_text(encoding="utf-8")

@@ -70,21 +70,23 @@ def check_reruns_see_changes(config, out, tmp_path):
     place, benchmark data or a limit other than the workspace was made from."""
     import pytest
 
-    from curate.audit import run as audit
+    from curate.audit import plan
     from curate.audit.config import load_config
+    from curate.audit.plan import workspace_state
     from curate.core.errors import CurateError
     from curate.filter import run_filter
     from curate.review.verdicts import save_verdict
     from curate.items.store import Workspace
 
     cfg = load_config(config, cwd=tmp_path)
-    state = audit.workspace_state(cfg.workspace)
-    assert audit.filter_stage(cfg, state).status == audit.analyze_stage(cfg, state).status == "skipped"
+    [decisions], [report] = [o.out for o in cfg.options("filter")], [o.out for o in cfg.options("analyze")]
+    state = workspace_state(cfg.workspace)
+    assert stage_run(cfg, "filter").status == stage_run(cfg, "analyze").status == "skipped"
     other = tmp_path / "other.yaml"  # `curate filter` with other rules into the audit's folder
     other.write_text("name: other\nstages:\n  - name: first-row\n    description: row 0\n"
                      "    when: {ids: {row_index: [0]}}\n")
-    run_filter(cfg.workspace, other, cfg.filter_out)
-    redone = audit.filter_stage(cfg, state)  # the stage holds the folder, and run_filter takes it again inside
+    run_filter(cfg.workspace, other, decisions)
+    redone = stage_run(cfg, "filter")  # the stage holds the folder, and run_filter takes it again inside
     assert redone.status == "ran" and redone.data["rules"]["name"] == "demo"
     # Another `curate filter` into the folder just after the stage's filter returned, before its
     # fingerprint: refused (the stage holds the folder from its check to its stamp), so the stamp
@@ -97,26 +99,29 @@ def check_reruns_see_changes(config, out, tmp_path):
 
     def filter_then_another_run(stage):
         summary = run_alone(stage)
-        others.append(run_cli("filter", cfg.workspace, "--rules", other, "--out", cfg.filter_out, check=False))
+        others.append(run_cli("filter", cfg.workspace, "--rules", other, "--out", decisions, check=False))
         return summary
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Filter, "run", filter_then_another_run)
-        assert audit.filter_stage(cfg, "a changed workspace").status == "ran"
+        mp.setattr(plan, "workspace_state", lambda root: "a changed workspace")
+        assert stage_run(cfg, "filter").status == "ran"
     assert others[0].returncode != 0 and "another `curate filter` is writing into this folder" in others[0].stderr
-    again = audit.filter_stage(cfg, "a changed workspace")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan, "workspace_state", lambda root: "a changed workspace")
+        again = stage_run(cfg, "filter")
     assert again.status == "skipped" and again.data["rules"]["name"] == "demo"
-    (cfg.analyze_out / "metrics.json").write_text("{}")
-    assert audit.analyze_stage(cfg, state).status == "ran"
+    (report / "metrics.json").write_text("{}")
+    assert stage_run(cfg, "analyze").status == "ran"
 
     with Workspace.open(cfg.workspace) as ws:
         item = ws.items()[0]
         save_verdict(ws, item, 1, "alice", {"labels": ["nonsense_prompt"]})
-        first = audit.workspace_state(cfg.workspace)
+        first = workspace_state(cfg.workspace)
         save_verdict(ws, item, 1, "alice", {"labels": ["high_quality"]}, expected_version=1)
-    assert first != state and audit.workspace_state(cfg.workspace) != first
+    assert first != state and workspace_state(cfg.workspace) != first
 
-    assert audit.ingest_stage(cfg).status == "skipped"
+    assert stage_run(cfg, "ingest").status == "skipped"
     data = yaml.safe_load(config.read_text())
     moved = tmp_path / "moved.jsonl"  # the same rows elsewhere: the same data
     moved.write_bytes(Path(data["benchmark"]["path"]).read_bytes())
@@ -126,16 +131,22 @@ def check_reruns_see_changes(config, out, tmp_path):
         changed.write_text(yaml.safe_dump({**data, "benchmark": {**data["benchmark"], **change}}))
         cfg = load_config(changed, cwd=tmp_path)
         if message is None:
-            assert audit.ingest_stage(cfg).status == "skipped"
+            assert stage_run(cfg, "ingest").status == "skipped"
         else:
             with pytest.raises(CurateError, match=message):
-                audit.ingest_stage(cfg)
+                stage_run(cfg, "ingest")
 
     afile = tmp_path / "afile"  # a release target that cannot be one says why (not "no release here")
     afile.write_text("x")
     changed.write_text(yaml.safe_dump({**data, "release": {**data["release"], "target": {"local": str(afile)}}}))
     with pytest.raises(CurateError, match="exists and is not a folder"):
-        audit.release_stage(load_config(changed, cwd=tmp_path))
+        stage_run(load_config(changed, cwd=tmp_path), "release")
+
+
+def stage_run(cfg, name):
+    """The first outcome of the one run of stage ``name``, run as `curate audit` runs it."""
+    [run] = cfg.runs_of(name)
+    return run.stage.run(run, cfg)[0]
 
 
 def reordered(path, tmp_path):

@@ -74,7 +74,7 @@ def test_check_config_takes_answers_imports_relative_to_the_config(tmp_path):
     write_answers(tmp_path / "cfg" / "data" / "answers.csv")
     config = write_config(tmp_path / "cfg", answers=[{"format": "table", "path": "data/answers.csv"}])
     cfg = load_config(config, cwd=tmp_path)
-    [imp] = cfg.answer_imports
+    [imp] = cfg.options("answers")
     assert imp.path == tmp_path / "cfg" / "data" / "answers.csv"
     assert (imp.options.format, imp.options.model, imp.options.filter) == ("table", None, None)
     elsewhere = tmp_path / "elsewhere"
@@ -100,7 +100,7 @@ def test_check_config_takes_answers_imports_relative_to_the_config(tmp_path):
 def test_check_config_refuses_a_bad_answers_import(tmp_path, why, imports, csv_change, field, message):
     write_answers(tmp_path / "answers.csv", change=csv_change)
     config = write_config(tmp_path, answers=imports)
-    line = one_line_error(run_cli("check-config", config, check=False), message)
+    line = one_line_error(run_cli("check-config", config, cwd=tmp_path, check=False), message)
     assert line.startswith(f"error: {config}, field '{field}': "), line
 
 
@@ -110,7 +110,7 @@ def test_check_config_refuses_answers_to_items_the_ingest_does_not_make(tmp_path
     path = tmp_path / "answers.csv"
     path.write_text("model,item,choice\n" + "".join(f"m,{i},{golds[i % N]}\n" for i in range(N + 5)))
     config = write_config(tmp_path, answers=[{"format": "table", "path": "answers.csv"}])
-    one_line_error(run_cli("check-config", config, check=False),
+    one_line_error(run_cli("check-config", config, cwd=tmp_path, check=False),
                    f"field 'answers.imports[0].path': {path}, row {N}, field 'item': '{N}' is no item id of the "
                    f"workspace, nor a row of it (0-{N - 1})")
 
@@ -220,7 +220,8 @@ def test_before_the_ingest_of_a_hub_source_the_answers_models_are_not_known_and_
     """A Hub dataset not yet ingested: its items are unknown, so the files are read (and their
     models known) only right after the ingest; the plan accepts the answers they may hold."""
     from curate.audit.config import load_config
-    from curate.audit.plan import plan_problems, read_answer_imports
+    from curate.audit.plan import plan_problems
+    from curate.audit.stages.answers import read_imports as read_answer_imports
 
     write_answers(tmp_path / "answers.csv")
     write_rules(tmp_path / "rules.yaml", ["model/strong"])
@@ -230,7 +231,7 @@ def test_before_the_ingest_of_a_hub_source_the_answers_models_are_not_known_and_
         "answers": {"imports": [{"format": "table", "path": "answers.csv"}]},
         "filter": {"rules": "rules.yaml", "out": "dec"}}))
     cfg = load_config(config, cwd=tmp_path)
-    [found] = read_answer_imports(cfg, None)
+    [found] = read_answer_imports(cfg.runs_of("answers"), None)
     assert found.models is None and found.problem is None
     assert not [p for p in plan_problems(cfg) if p[0] == "answers"]
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 import schemas
-from conftest import PAPER_SCORES, ROOT, run_cli
+from conftest import PAPER_SCORES, ROOT, one_line_error, run_cli
 from curate import demo
 from curate.audit.config import DEFAULT_CONFIG, config_problems, describe, load_config, missing_inputs, read_yaml
+from curate.audit.stages.ingest import resolved
+from curate.audit.stages.release import target
 from curate.core.errors import InputError
 from curate.items.canonical import MODES
+from scoring.model_spec import backend_named
 
 EXAMPLES = sorted((ROOT / "examples" / "audit").glob("*.yaml"))
 
@@ -23,26 +27,30 @@ def test_embedded_defaults_are_the_offline_demo(tmp_path):
     config = load_config(cwd=tmp_path, check_files=False)
     assert config.file == DEFAULT_CONFIG.resolve() == demo.config_path().resolve()
     # inputs resolve beside the config file, outputs under the directory curate runs in
-    assert config.benchmark.path == demo.benchmark_path().resolve()
-    assert config.filter_rules == demo.rules_path().resolve()
+    [source], [rules] = config.options("ingest"), config.options("filter")
+    assert Path(source.options.data) == demo.benchmark_path().resolve()
+    assert rules.rules == demo.rules_path().resolve()
     assert config.workspace == tmp_path / "demo-out" / "workspace"
-    assert config.release.target_kind == "local" and config.release.target == tmp_path / "demo-out" / "release"
-    [annotator] = config.annotators
-    assert (annotator.annotator, annotator.backend, annotator.rounds) == ("local:smollm2-135m", "local", (1, 2))
-    assert config.scoring.models == ("smollm2-135m",)
-    assert config.scoring.modes == ("full", "zero", "choice-only")
-    assert (config.scoring.dtype, config.scoring.device) == ("float32", "cpu")
+    [release] = config.options("release")
+    assert target(release.to) == ("local", tmp_path / "demo-out" / "release")
+    rounds = config.options("annotate")
+    assert [(o.annotator, backend_named(o.annotator, "")[0], o.round) for o in rounds] == [
+        ("local:smollm2-135m", "local", 1), ("local:smollm2-135m", "local", 2)]
+    [scoring] = config.options("score")
+    assert scoring.model == "smollm2-135m"
+    assert scoring.modes == ["full", "zero", "choice-only"]
+    assert (scoring.dtype, scoring.device) == ("float32", "cpu")
     assert missing_inputs(config) == []
-    assert config.filter_options == {}
+    assert (rules.annotator, rules.tokenizer) == (None, None)
     plan = "\n".join(describe(config))
     assert "local:smollm2-135m rounds 1, 2" in plan and "demo-clean 0.1.0 -> local" in plan
 
 
-def test_embedded_adapter_reads_the_demo_rows():
-    config = load_config(check_files=False)
-    adapter = config.benchmark.make_adapter()
+def test_embedded_adapter_reads_the_demo_rows(tmp_path):
+    [source] = load_config(cwd=tmp_path, check_files=False).options("ingest")
+    adapter = source.adapter
     row = json.loads(demo.benchmark_path().read_text().splitlines()[0])
-    item = adapter.to_item(row, 0, config.benchmark.split)
+    item = adapter.to_item(row, 0, resolved(source)["split"])
     assert item["item_id"] == "demo/validation/0"
     assert item["prompts"]["full"] == f"{row['topic']}: {row['context']} {row['start']}"
     assert item["prompts"]["zero"] == row["start"] and item["options"] == row["endings"]
@@ -50,17 +58,18 @@ def test_embedded_adapter_reads_the_demo_rows():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_documented_examples_validate(example):
-    config = load_config(example, check_files=False)
-    assert config.benchmark.adapter in ("hellaswag", "generic")
+def test_documented_examples_validate(example, tmp_path):
+    config = load_config(example, cwd=tmp_path, check_files=False)
+    assert config.options("ingest")[0].named in ("hellaswag", "generic")
 
 
-def test_examples_cover_hub_claude_batches_and_each_release_target():
-    configs = [load_config(p, check_files=False) for p in EXAMPLES]
-    claude = [a for c in configs for a in c.annotators if a.backend == "anthropic"]
+def test_examples_cover_hub_claude_batches_and_each_release_target(tmp_path):
+    configs = [load_config(p, cwd=tmp_path, check_files=False) for p in EXAMPLES]
+    claude = [a for c in configs for a in c.options("annotate") if a.annotator.startswith("anthropic:")]
     assert claude and all(a.batch for a in claude)
-    assert {c.release.target_kind for c in configs if c.release} == {"hub", "git", "local"}
-    assert any(c.benchmark.hub == "Rowan/hellaswag" and c.benchmark.revision for c in configs)
+    assert {target(r.to)[0] for c in configs for r in c.options("release")} == {"hub", "git", "local"}
+    assert any(not s.local and s.options.data == "Rowan/hellaswag" and s.options.revision
+               for c in configs for s in c.options("ingest"))
 
 
 def test_schema_enums_match_the_code():
@@ -166,8 +175,8 @@ BAD = [
     ("a round written as a float", _set("annotators", 0, "rounds", [1.0]), "annotators[0].rounds[0]",
      "is not of type 'integer'"),
     # stages writing one folder, or into another's: the audit would stop half-way
-    ("analyze and filter share a folder", _set("filter", "out", "demo-out/report"), "filter.out",
-     "the same folder as analyze.out"),
+    ("analyze and filter share a folder", _set("filter", "out", "demo-out/report"), "analyze.out",
+     "the same folder as filter.out"),  # the filter runs first, so its folder is named first
     ("release inside the decisions", lambda d: (d["filter"].__setitem__("out", "dec"),
                                                 d["release"].__setitem__("target", {"local": "dec/releases"})),
      "release.target.local", "inside filter.out"),
@@ -189,7 +198,7 @@ def test_release_targets_as_release_takes_them(tmp_path, base):
     subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)  # a git target must exist
     for kind, value in (("local", "out/rel"), ("git", "repo"), ("hub", "me/demo-clean")):
         config = load_changed(tmp_path, base, _set("release", "target", {kind: value}))
-        specs[kind] = config.release.spec
+        specs[kind] = config.options("release")[0].to
     assert specs == {"local": str(tmp_path / "out" / "rel"), "git": f"git:{tmp_path / 'repo'}",
                      "hub": "hf:me/demo-clean"}
     from curate.release.targets import GitTarget, HubTarget, LocalTarget, parse_target
@@ -201,9 +210,9 @@ def test_scoring_on_several_devices_and_its_self_check(tmp_path, base):
     --device, --max-memory and --self-check."""
     def change(data):
         data["scoring"].update(device="auto", max_memory="0=70GiB,1=70GiB,cpu=100GiB,disk", self_check=5)
-    scoring = load_changed(tmp_path, base, change).scoring
+    [scoring] = load_changed(tmp_path, base, change).options("score")
     assert (scoring.device, scoring.max_memory, scoring.self_check) == ("auto", "0=70GiB,1=70GiB,cpu=100GiB,disk", 5)
-    assert load_changed(tmp_path, base, lambda d: None).scoring.self_check == 2
+    assert load_changed(tmp_path, base, lambda d: None).options("score")[0].self_check == 2
 
 
 def test_vllm_settings_reach_the_vllm_backend(tmp_path, base):
@@ -213,11 +222,12 @@ def test_vllm_settings_reach_the_vllm_backend(tmp_path, base):
         data["scoring"].update(backend="vllm", tensor_parallel_size=8, gpu_memory_utilization=0.85,
                                max_model_len=4096, enable_prefix_caching=True, enforce_eager="false",
                                server="http://head:8000", tokens_per_call=1000)
-    options = load_changed(tmp_path, base, change).scoring.options_for("smollm2-135m")
+    [options] = load_changed(tmp_path, base, change).options("score")
+    assert options.model == "smollm2-135m"
     assert (options.backend, options.tensor_parallel_size, options.gpu_memory_utilization, options.max_model_len,
             options.enable_prefix_caching, options.enforce_eager, options.server, options.tokens_per_call) == (
         "vllm", 8, 0.85, 4096, True, False, "http://head:8000", 1000)
-    defaults = load_changed(tmp_path, base, _set("scoring", "backend", "vllm")).scoring.options_for("m")
+    [defaults] = load_changed(tmp_path, base, _set("scoring", "backend", "vllm")).options("score")
     assert (defaults.tensor_parallel_size, defaults.enforce_eager, defaults.max_model_len) == (1, True, None)
 
 
@@ -238,7 +248,7 @@ def test_a_setting_of_another_backend_is_refused(tmp_path, base, backend, key, v
 
 def test_filter_may_read_a_reviewers_verdicts(tmp_path, base):
     cfg = load_changed(tmp_path, base, _set("filter", "annotator", "human:alice"))
-    assert cfg.filter_options["annotator"] == "human:alice"
+    assert cfg.options("filter")[0].annotator == "human:alice"
 
 
 def test_a_bare_local_model_name_is_an_annotator_as_on_the_command_line(tmp_path, base):
@@ -248,15 +258,17 @@ def test_a_bare_local_model_name_is_an_annotator_as_on_the_command_line(tmp_path
         data["annotators"][0]["annotator"] = "smollm2-135m"
         data["filter"]["annotator"] = "local:smollm2-135m"  # the filter reads the records by their stored name
     config = load_changed(tmp_path, base, change)
-    [annotator] = config.annotators
-    assert (annotator.annotator, annotator.backend) == ("local:smollm2-135m", "local")
+    [annotator] = {(o.annotator, backend_named(o.annotator, "")[0]) for o in config.options("annotate")}
+    assert annotator == ("local:smollm2-135m", "local")
 
 
 def test_filter_overrides_reach_the_filter(tmp_path, base):
     def change(data):
         data["filter"].update(annotator="local:smollm2-135m", tokenizer="smollm2-135m")
     config = load_changed(tmp_path, base, change)
-    assert config.filter_options == {"annotator": "local:smollm2-135m", "tokenizer": "smollm2-135m"}
+    [rules] = config.options("filter")
+    assert {"annotator": rules.annotator, "tokenizer": rules.tokenizer} == {"annotator": "local:smollm2-135m",
+                                                                            "tokenizer": "smollm2-135m"}
 
 
 def test_every_problem_is_listed(base):
@@ -281,7 +293,7 @@ def test_relative_inputs_follow_the_config_file(tmp_path, base):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "b.jsonl").write_text(demo.benchmark_path().read_text())
     config = load_changed(tmp_path, base, _set("benchmark", "path", "data/b.jsonl"))
-    assert config.benchmark.path == tmp_path / "data" / "b.jsonl"
+    assert Path(config.options("ingest")[0].options.data) == tmp_path / "data" / "b.jsonl"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -303,14 +315,14 @@ def test_missing_config_file(tmp_path):
 
 
 def test_check_config_cli(tmp_path, base):
-    good = run_cli("check-config", "--no-files")
+    good = run_cli("check-config", "--no-files", cwd=tmp_path)
     assert "score      smollm2-135m on full, zero, choice-only" in good.stdout
     bad = copy.deepcopy(base)
     bad["scoring"]["modes"] = ["fulll"]
     bad["annotators"][0]["annotator"] = "anthropic:"  # a backend with no model name
     path = tmp_path / "audit.yaml"
     path.write_text(yaml.safe_dump(bad))
-    proc = run_cli("check-config", path, check=False)
+    proc = run_cli("check-config", path, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2
@@ -322,7 +334,8 @@ def test_schema_defaults_are_the_loaders_defaults():
     """The schema documents each default; the dataclasses apply them. They must agree."""
     import dataclasses
 
-    from curate.audit.config import Annotator, Benchmark
+    from annotate.options import AnnotateOptions as Annotator
+    from curate.items.ingest_options import IngestOptions as Benchmark
     from scoring.options import ScoreOptions  # the scoring section's values become the score stage's options
 
     defs = schemas.load("audit")["$defs"]
@@ -339,14 +352,14 @@ def test_schema_defaults_are_the_loaders_defaults():
     assert dataclasses.fields(Benchmark)[[f.name for f in dataclasses.fields(Benchmark)].index("split")].default is None
 
 
-def test_plan_of_the_claude_example():
-    config = load_config(ROOT / "examples" / "audit" / "hellaswag-claude.yaml", check_files=False)
+def test_plan_of_the_claude_example(tmp_path):
+    config = load_config(ROOT / "examples" / "audit" / "hellaswag-claude.yaml", cwd=tmp_path, check_files=False)
     plan = describe(config)
     assert plan[1] == "ingest     hellaswag: Rowan/hellaswag@<COMMIT-SHA> (split validation)"
     assert plan[2] == "annotate   anthropic:claude-sonnet-4-6 rounds 1, 2 (batch API, concurrency 4, max $150/round)"
     assert plan[3] == f"score      import study-csv scores from {PAPER_SCORES.resolve()}"
     assert plan[-1] == "release    goldenswag 1.0.0 -> hub your-org/goldenswag"
-    assert config.release.spec == "hf:your-org/goldenswag"
+    assert config.options("release")[0].to == "hf:your-org/goldenswag"
 
 
 # --- plan completeness: every input the rules read will exist -----------------------------------
@@ -426,7 +439,7 @@ def test_audit_refuses_an_incomplete_plan_before_anything_runs(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(lines) == 10
     assert all(line.startswith(f"error: {config}, field 'scoring': stage 'zero-prompt-core'") for line in lines)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml"]  # no workspace, nothing else
-    check = run_cli("check-config", config, check=False, env=env)
+    check = run_cli("check-config", config, cwd=tmp_path, check=False, env=env)
     offline = "".join(line + "\n" for line in check.stderr.splitlines() if line.startswith("note: cannot check offline"))
     assert check.returncode == 2 and check.stderr == offline + proc.stderr
 
@@ -434,7 +447,7 @@ def test_audit_refuses_an_incomplete_plan_before_anything_runs(tmp_path):
 def test_a_builtin_without_path_or_hub_names_its_own_hub_id_in_the_plan(tmp_path):
     path = tmp_path / "a.yaml"
     path.write_text("workspace: ws\nbenchmark: {adapter: arc_easy}\n")
-    assert describe(load_config(path, check_files=False))[1] == \
+    assert describe(load_config(path, cwd=tmp_path, check_files=False))[1] == \
         "ingest     arc_easy: allenai/ai2_arc@unpinned (split validation)"
 
 
@@ -473,7 +486,8 @@ def test_a_device_this_machine_lacks_is_a_plan_problem(tmp_path, base):
     path = tmp_path / "audit.yaml"
     path.write_text(yaml.safe_dump(data))
     message = f"error: {path}, field 'scoring.device': device cuda: CUDA is not available here"
-    for proc in (run_cli("check-config", path, check=False), run_cli("check-config", path, "--no-files", check=False),
+    for proc in (run_cli("check-config", path, cwd=tmp_path, check=False),
+                 run_cli("check-config", path, "--no-files", cwd=tmp_path, check=False),
                  run_cli("audit", path, cwd=tmp_path, check=False)):
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml", "rules.yaml"]  # the audit made nothing
@@ -511,11 +525,36 @@ def test_check_config_refuses_a_thinking_model_and_notes_a_retiring_one(tmp_path
         def change(data):
             data["annotators"][0]["annotator"] = data["filter"]["annotator"] = f"anthropic:{name}"
         return change
-    refused = run_cli("check-config", example_in(tmp_path, model("claude-opus-5-5")), "--no-files", check=False)
+    refused = run_cli("check-config", example_in(tmp_path, model("claude-opus-5-5")), "--no-files", cwd=tmp_path,
+                      check=False)
     assert refused.returncode == 2 and "field 'annotators[0].annotator': model 'claude-opus-5-5' is not supported: " \
                                        "it thinks by default" in refused.stderr
-    retiring = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-5")), "--no-files", env=KEYS)
+    retiring = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-5")), "--no-files", env=KEYS,
+                       cwd=tmp_path)
     assert "annotate   anthropic:claude-sonnet-4-5 rounds 1, 2" in retiring.stdout
     assert f"note: claude-sonnet-4-5 reaches its end of life on {DEPRECATED_MODELS['claude-sonnet-4-5']}" in retiring.stderr
-    current = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-6")), "--no-files", env=KEYS)
+    current = run_cli("check-config", example_in(tmp_path, model("claude-sonnet-4-6")), "--no-files", env=KEYS,
+                      cwd=tmp_path)
     assert "note:" not in current.stderr
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("backend", "VLLM", "'VLLM': no such scoring backend; known: engine, reference, vllm"),
+    ("gpu_memory_utilization", float("nan"), "nan: is not a finite number"),
+    ("gpu_memory_utilization", float("inf"), "inf is greater than the maximum of 1"),  # the schema's range
+])
+def test_every_stages_options_are_checked_before_any_stage_runs(tmp_path, base, key, value, message):
+    """Issue 44, fail 9: `backend: VLLM` and `gpu_memory_utilization: .nan` passed check-config as
+    "plan complete"; the audit stopped only at its score stage, after ingest and the (paid)
+    annotation, naming the command's flag. Now each section becomes its stage's options object
+    when the config is read: check-config and audit refuse it, naming the config key."""
+    data = copy.deepcopy(base)
+    data["scoring"].update({"backend": "vllm"} if key != "backend" else {}, **{key: value})
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(data))
+    for command in ("check-config", "audit"):
+        line = one_line_error(run_cli(command, path, cwd=tmp_path, check=False))
+        assert line == f"error: {path}, field 'scoring.{key}': {message}" or (
+            line.startswith(f"error: {path}, field 'scoring.{key}': ") and message in line), line
+        assert "--" not in line.split("': ", 1)[1]  # no command-line flag named
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml", "rules.yaml"]  # nothing ran

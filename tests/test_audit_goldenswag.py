@@ -76,11 +76,13 @@ def zero_core_reference(rows: int | None) -> np.ndarray:
     return (right >= 7)[:rows] if rows else right >= 7
 
 
-def test_example_check_config_names_the_placeholder_to_fill_in():
+def test_example_check_config_names_the_placeholder_to_fill_in(tmp_path):
     """The example as committed pins no revision yet (`<COMMIT-SHA>`): check-config says so
-    rather than "plan complete" (tests/test_check_config_spend.py checks the rest)."""
+    rather than "plan complete" (tests/test_check_config_spend.py checks the rest). Run from a
+    folder of its own: the example's outputs are relative to where curate runs, and a checkout
+    may hold what a user's run of it left there."""
     proc = run_cli("check-config", EXAMPLE, env={"HF_HUB_OFFLINE": "1", "ANTHROPIC_API_KEY": KEY,
-                                                 "HF_TOKEN": "hf_unused"}, check=False)
+                                                 "HF_TOKEN": "hf_unused"}, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "plan complete" not in proc.stdout
     assert proc.stderr.startswith("note: cannot check offline: benchmark.hub 'Rowan/hellaswag'")
     assert f"error: {EXAMPLE}, field 'benchmark.revision': '<COMMIT-SHA>' is a placeholder" in proc.stderr

@@ -61,7 +61,7 @@ def local_data(limit=None):
 def test_the_claude_example_as_shipped_is_not_complete(tmp_path):
     """Found: "plan complete" for the flagship one-liner with `revision: <COMMIT-SHA>`, no
     ANTHROPIC_API_KEY and the Hub offline; `curate audit` then retried for 25 s and failed."""
-    proc = run_cli("check-config", CLAUDE, env=BARE, check=False)
+    proc = run_cli("check-config", CLAUDE, env=BARE, check=False, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     found = errors(proc)
     assert found["benchmark.revision"].startswith("'<COMMIT-SHA>' is a placeholder"), found
@@ -70,7 +70,7 @@ def test_the_claude_example_as_shipped_is_not_complete(tmp_path):
     assert "plan complete" not in proc.stdout + proc.stderr
     # With the placeholder filled in and both keys set, the Hub still cannot be reached from here.
     pinned = claude_example(tmp_path, lambda data: data["benchmark"].update(revision=PINNED))
-    offline = run_cli("check-config", pinned, env=KEYS, check=False)
+    offline = run_cli("check-config", pinned, env=KEYS, check=False, cwd=tmp_path)
     assert offline.returncode == 1 and not errors(offline), offline.stderr
     assert "cannot check offline: benchmark.hub 'Rowan/hellaswag'" in offline.stdout, offline.stdout
     assert "plan complete" not in offline.stdout
@@ -81,7 +81,7 @@ def test_an_unreachable_hub_is_named_not_complete(tmp_path):
     """HF_HUB_OFFLINE unset, but nothing answers at the Hub's address: the same, at once."""
     pinned = claude_example(tmp_path, lambda data: data["benchmark"].update(revision=PINNED))
     env = {**KEYS, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
-    proc = run_cli("check-config", pinned, env=env, check=False)
+    proc = run_cli("check-config", pinned, env=env, check=False, cwd=tmp_path)
     assert proc.returncode == 1 and not errors(proc), proc.stderr
     assert "cannot check offline: benchmark.hub 'Rowan/hellaswag' (the Hub cannot be reached: " in proc.stdout, \
         proc.stdout
@@ -94,7 +94,7 @@ def test_study_csvs_that_cannot_match_a_limit_are_refused_before_anything_is_spe
     failed at the score stage ("has 10042 rows but the workspace has 300 items") after both
     annotation rounds ran: with real Claude, money spent before a refusal."""
     path = claude_example(tmp_path, local_data(limit=300))
-    proc = run_cli("check-config", path, env=KEYS, check=False)
+    proc = run_cli("check-config", path, env=KEYS, check=False, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     found = errors(proc)
     assert list(found) == ["scoring.imports[0].dir"], proc.stderr
@@ -108,7 +108,7 @@ def test_study_csvs_that_cannot_match_a_limit_are_refused_before_anything_is_spe
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.yaml"]
     # all 10042 rows: they match
     whole = claude_example(tmp_path, local_data())
-    assert run_cli("check-config", whole, env=KEYS).stdout.strip().splitlines()[-1].startswith("plan complete")
+    assert run_cli("check-config", whole, env=KEYS, cwd=tmp_path).stdout.strip().splitlines()[-1].startswith("plan complete")
 
 
 def test_lm_eval_samples_of_more_items_than_the_ingest_makes(tmp_path):
@@ -149,7 +149,7 @@ def test_the_shipped_local_variant_checks_complete_offline(tmp_path):
     plan = describe(cfg)
     assert plan[1] == f"ingest     hellaswag: {HELLASWAG.resolve()} (split validation)"
     assert plan[-1] == f"release    goldenswag 1.0.0 -> local {tmp_path / 'goldenswag-release'}"
-    assert plan_problems(cfg) == [] and cfg.scoring.imports[0].dir == PAPER_SCORES.resolve()
+    assert plan_problems(cfg) == [] and cfg.options("score")[0].dir == PAPER_SCORES.resolve()
 
 
 def test_a_hub_dataset_the_hub_does_not_have_is_a_problem(tmp_path):
@@ -159,7 +159,7 @@ def test_a_hub_dataset_the_hub_does_not_have_is_a_problem(tmp_path):
 
     path = claude_example(tmp_path, lambda data: data["benchmark"].update(hub="nobody/no-such-set", revision=PINNED))
     with running() as (_, hub_env):
-        proc = run_cli("check-config", path, env={**hub_env, "ANTHROPIC_API_KEY": KEY}, check=False)
+        proc = run_cli("check-config", path, env={**hub_env, "ANTHROPIC_API_KEY": KEY}, check=False, cwd=tmp_path)
     assert proc.returncode == 2 and "cannot check offline" not in proc.stdout + proc.stderr, proc.stderr
     assert errors(proc) == {"benchmark.hub": "the Hub has no dataset nobody/no-such-set (or it is private, and no "
                                              "token here has access)"}, proc.stderr

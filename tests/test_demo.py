@@ -78,16 +78,16 @@ def test_readme_documents_every_row():
         assert f"`{kind}`" in text
 
 
-def test_demo_rules_read_only_what_the_demo_produces():
+def test_demo_rules_read_only_what_the_demo_produces(tmp_path):
     from curate.filter.rules import load_rules
 
     rules = load_rules(demo.rules_path())
-    config = load_config()
+    config = load_config(cwd=tmp_path)
     conditions = [next(iter(s["when"])) for s in rules["stages"]]
     assert not {"labels", "answer", "status"} & set(conditions)  # the 135M annotator's labels are noise
     scored = [s["when"]["correct"] for s in rules["stages"] if "correct" in s["when"]]
-    assert {c["mode"] for c in scored} <= set(config.scoring.modes)
-    assert {m for c in scored for m in c["models"]} <= set(config.scoring.models)
+    assert {c["mode"] for c in scored} <= {m for o in config.options("score") for m in o.modes}
+    assert {m for c in scored for m in c["models"]} <= {o.model for o in config.options("score")}
 
 
 def test_demo_ingests_with_the_generic_adapter(tmp_path):
@@ -103,7 +103,7 @@ def test_demo_ingests_with_the_generic_adapter(tmp_path):
     assert items[5]["prompts"]["full"].startswith(ROWS[5]["topic"] + ": ")
     assert len(raws) == 40
     # the embedded audit config maps the columns exactly as the command line above
-    adapter = load_config(check_files=False).benchmark.make_adapter()
+    adapter = load_config(cwd=tmp_path, check_files=False).options("ingest")[0].adapter
     assert [adapter.to_item(r, i, "validation")["content_hash"] for i, r in enumerate(ROWS)] == \
            [it["content_hash"] for it in items]
 
@@ -235,8 +235,8 @@ def test_model_free_demo_stages_catch_exactly_their_plants(tmp_path):
     from curate.release import make_release
     from curate.release.manifest import verify_dir
 
-    release = load_config(cwd=tmp_path).release
-    manifest = make_release(ws, tmp_path / "out", release.name, release.version, release.spec,
+    [release] = load_config(cwd=tmp_path).options("release")
+    manifest = make_release(ws, tmp_path / "out", release.name, release.version, release.to,
                             license=release.license)
     left = [r for r in range(40) if r not in set(rows_of("two_right")) | set(rows_of("long_gold"))]
     assert manifest["counts"] == {"items": 40, "kept": 32, "removed": 8,

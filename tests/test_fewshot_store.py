@@ -108,7 +108,8 @@ def test_the_audit_config_takes_shot_counts_and_a_pool(tmp_path):
         data["scoring"].update(fewshot="0,5", fewshot_pool=pool)
         (tmp_path / "audit.yaml").write_text(yaml.safe_dump(data))
         config = load_config(tmp_path / "audit.yaml", cwd=tmp_path, check_files=False)
-        assert (config.scoring.fewshot, config.scoring.fewshot_pool) == ("0,5", expected)
+        [scoring] = config.options("score")
+        assert (scoring.fewshot, scoring.fewshot_pool) == ([0, 5], expected)  # "0,5" as the score stage takes it
     data["scoring"]["fewshot"] = "five"
     (tmp_path / "audit.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match="scoring.fewshot"):

@@ -72,7 +72,8 @@ def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
     """The example kind's one file is all it takes: the schema takes it (and checks its spec), the
     defaults fill it, `curate filter` evaluates it, and the audit's plan check reads its needs."""
     from curate.audit.config import load_config
-    from curate.audit.plan import needs, plan_problems
+    from curate.audit.plan import plan_problems
+    from curate.audit.stages.filter import rule_needs as needs
     from curate.core.errors import InputError
     from curate.filter import run_filter
     from curate.filter.rules import load_rules

@@ -340,18 +340,21 @@ def test_formats_come_from_one_registry():
 def test_audit_imports_lm_eval_samples_once_and_plans_them(workspaces, tmp_path):
     """`scoring.imports` in an audit config takes the format too: imported once, skipped when the
     files are stored already; the plan knows the model before anything is imported."""
-    from types import SimpleNamespace
+    import yaml
 
-    from curate.items.adapters import get_adapter
-    from curate.audit.run import score_stage
-    from curate.audit.config import ScoreImport, Scoring
-    from curate.audit.plan import supply
+    from curate.audit.config import load_config
+    from curate.audit.plan import Plan
 
     ws = ws_copy(workspaces, "hellaswag", tmp_path)
     folder = run_folder(tmp_path, "hellaswag", read_lines(samples_file("hellaswag"))).parent
-    cfg = SimpleNamespace(workspace=ws, annotators=(), scoring=Scoring(imports=(ScoreImport("lm-eval-samples", folder),)),
-                          answer_imports=(), benchmark=SimpleNamespace(make_adapter=lambda: get_adapter("hellaswag")))
-    assert set(supply(cfg).scores) >= {("SmolLM2-135M", "full", "cloze", 0)}
+    (tmp_path / "audit.yaml").write_text(yaml.safe_dump({
+        "workspace": str(ws), "benchmark": {"adapter": "hellaswag", "path": str(DATA["hellaswag"])},
+        "scoring": {"imports": [{"format": "lm-eval-samples", "dir": str(folder)}]}}))
+    cfg = load_config(tmp_path / "audit.yaml", cwd=tmp_path)
+    assert set(Plan(cfg).supply.scores) >= {("SmolLM2-135M", "full", "cloze", 0)}
+
+    def score_stage(cfg):
+        return [o for run in cfg.runs_of("score") for o in run.stage.run(run, cfg)]
     assert [o.status for o in score_stage(cfg)] == ["ran"]
     assert [o.status for o in score_stage(cfg)] == ["skipped"]
     assert stored(ws)[0]["item_id"].nunique() == 50

@@ -240,17 +240,20 @@ def test_audit_config_reads_builtins_and_file_options(tmp_path):
         path.write_text(yaml.safe_dump({"workspace": "ws", "benchmark": benchmark, **extra}))
         return path
 
-    b = load_config(config({"adapter": "mmlu"}), check_files=False).benchmark
-    assert b.source() == {"data": "cais/mmlu", "split": "test", "config": "all", "revision": None, "limit": None,
+    from curate.audit.stages.ingest import resolved
+
+    b = load_config(config({"adapter": "mmlu"}), cwd=tmp_path, check_files=False).options("ingest")[0]
+    assert resolved(b) == {"data": "cais/mmlu", "split": "test", "config": "all", "revision": None, "limit": None,
                           "delimiter": None, "encoding": None}
     columns = {"question": "question", "choices": "choices", "answer": "answer", "kind": "continuation"}
     b = load_config(config({"adapter": "generic", "path": "x.csv", "delimiter": ";", "encoding": "cp1252",
-                            "columns": columns}), check_files=False).benchmark
-    assert (b.source()["delimiter"], b.source()["encoding"], b.make_adapter().kind) == (";", "cp1252", "continuation")
+                            "columns": columns}), cwd=tmp_path, check_files=False).options("ingest")[0]
+    assert (resolved(b)["delimiter"], resolved(b)["encoding"], b.adapter.kind) == (";", "cp1252", "continuation")
     # 'config' with 'path' picks a per-configuration subfolder of a local Hub-layout folder, as
     # `curate ingest --config` does; 'revision' only pins a Hub dataset.
-    b = load_config(config({"adapter": "arc_easy", "path": "clone", "config": "ARC-Easy"}), check_files=False).benchmark
-    assert (b.source()["data"], b.source()["config"]) == (str(tmp_path / "clone"), "ARC-Easy")
+    b = load_config(config({"adapter": "arc_easy", "path": "clone", "config": "ARC-Easy"}),
+                    cwd=tmp_path, check_files=False).options("ingest")[0]
+    assert (resolved(b)["data"], resolved(b)["config"]) == (str(tmp_path / "clone"), "ARC-Easy")
     problems = dict(config_problems({"workspace": "ws", "benchmark": {"adapter": "arc_easy", "path": "x",
                                                                       "revision": "abc"}}))
     assert "needs 'hub'" in problems["benchmark.revision"]
@@ -258,8 +261,8 @@ def test_audit_config_reads_builtins_and_file_options(tmp_path):
                                                                       "delimiter": ";"}}))
     assert "needs 'path'" in problems["benchmark.delimiter"]
     scoring = {"models": ["smollm2-135m"], "modes": ["full"], "formulations": ["cloze", "letters+rotations"]}
-    s = load_config(config({"adapter": "sciq"}, scoring=scoring), check_files=False).scoring
-    assert s.formulations == ("cloze", "letters+rotations")
+    [s] = load_config(config({"adapter": "sciq"}, scoring=scoring), cwd=tmp_path, check_files=False).options("score")
+    assert tuple(s.formulations) == ("cloze", "letters+rotations")
     assert config_problems({"workspace": "ws", "benchmark": {"adapter": "sciq"},
                             "scoring": {**scoring, "formulations": ["bogus"]}})
 

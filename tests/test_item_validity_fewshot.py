@@ -196,17 +196,20 @@ def test_report_section_reads_the_rule_and_names_the_other_shot_counts(ws, tmp_p
 # --- the audit plan ---------------------------------------------------------------------------
 
 def plan(ws, tmp_path, rules_text: str, scoring=None):
-    """plan_problems of an audit config on workspace ``ws`` reading ``rules_text``."""
-    from types import SimpleNamespace
+    """plan_problems of an audit config of HellaSwag on workspace ``ws`` reading ``rules_text``
+    (``scoring``: its scoring section)."""
+    import yaml
 
-    from curate.items.adapters import get_adapter
+    from conftest import HELLASWAG
+    from curate.audit.config import load_config
     from curate.audit.plan import plan_problems
 
     (tmp_path / "rules.yaml").write_text(rules_text)
-    cfg = SimpleNamespace(workspace=ws, annotators=(), scoring=scoring, filter_rules=tmp_path / "rules.yaml",
-                          filter_options={}, answer_imports=(),
-                          benchmark=SimpleNamespace(make_adapter=lambda: get_adapter("hellaswag")))
-    return plan_problems(cfg)
+    config = {"workspace": str(ws), "benchmark": {"adapter": "hellaswag", "path": str(HELLASWAG)},
+              "filter": {"rules": str(tmp_path / "rules.yaml"), "out": str(tmp_path / "decisions")},
+              **({"scoring": scoring} if scoring else {})}
+    (tmp_path / "audit.yaml").write_text(yaml.safe_dump(config))
+    return plan_problems(load_config(tmp_path / "audit.yaml", cwd=tmp_path))
 
 
 def test_audit_plan_counts_stored_k_shot_scores(ws, tmp_path):
@@ -222,8 +225,7 @@ def test_audit_plan_counts_k_shot_scoring_and_imports(tmp_path):
     results file says 5 shots."""
     import shutil
 
-    from curate.audit.config import ScoreImport, Scoring
-    from curate.audit.plan import import_shot_counts
+    from scoring.imports import shot_counts
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "lm_eval_samples" / "SmolLM2-135M", run)
@@ -231,19 +233,20 @@ def test_audit_plan_counts_k_shot_scoring_and_imports(tmp_path):
     results = json.loads(res.read_text())
     results["n-shot"] = {task: 5 for task in results["n-shot"]}
     res.write_text(json.dumps(results))
-    assert import_shot_counts("lm-eval-samples", run) == {"SmolLM2-135M": {5}}
-    assert import_shot_counts("study-csv", run) == {}
+    assert shot_counts("lm-eval-samples", [run]) == {"SmolLM2-135M": {5}}
+    assert shot_counts("study-csv", [run]) == {}
 
     label = "label_error: {models: [SmolLM2-135M], mode: full, normalization: sum}"
     text = f"name: r\nstages:\n  - {{name: s, description: d, when: {{{label}}}}}\n"
     nothing = tmp_path / "nothing"
-    assert plan(nothing, tmp_path, text, Scoring(imports=(ScoreImport("lm-eval-samples", run),))) == []
+    imports = {"imports": [{"format": "lm-eval-samples", "dir": str(run)}]}
+    assert plan(nothing, tmp_path, text, imports) == []
     five = text.replace("sum}", "sum, fewshot: 5}")
-    assert plan(nothing, tmp_path, five, Scoring(imports=(ScoreImport("lm-eval-samples", run),))) == []
+    assert plan(nothing, tmp_path, five, imports) == []
     [(_, message)] = plan(nothing, tmp_path, text.replace("sum}", "sum, fewshot: 0}"),
-                          Scoring(imports=(ScoreImport("lm-eval-samples", run),)))
+                          imports)
     assert "0-shot" not in message and "will have full 5-shot: byte, char, sum" in message
-    scored = Scoring(models=("smollm2-135m",), modes=("full",), given={"fewshot": "0,5"})
+    scored = {"models": ["smollm2-135m"], "modes": ["full"], "fewshot": "0,5"}
     assert plan(nothing, tmp_path, five.replace("SmolLM2-135M", "smollm2-135m"), scored) == []
 
 

@@ -218,10 +218,10 @@ def _no_license(data, tmp):
     data["release"].pop("license")
 
 
-CLASHES = [
-    ("filter.out equals analyze.out", _outputs(filter="out/report"), "filter.out", "the same folder as analyze.out"),
-    ("filter.out inside analyze.out", _outputs(filter="out/report/dec"), "filter.out", "inside analyze.out"),
-    ("analyze.out inside filter.out", _outputs(analyze="out/dec/report"), "filter.out", "holds analyze.out"),
+CLASHES = [  # the filter runs before the analysis: of the two, analyze.out is named (it comes second)
+    ("filter.out equals analyze.out", _outputs(filter="out/report"), "analyze.out", "the same folder as filter.out"),
+    ("filter.out inside analyze.out", _outputs(filter="out/report/dec"), "analyze.out", "holds filter.out"),
+    ("analyze.out inside filter.out", _outputs(analyze="out/dec/report"), "analyze.out", "inside filter.out"),
     ("workspace inside the report", _outputs(workspace="out/report/ws"), "analyze.out", "holds workspace"),
     ("workspace inside the decisions", _outputs(workspace="out/dec/ws"), "filter.out", "holds workspace"),
     ("workspace inside the release target", _outputs(workspace="out/rel/ws"), "release.target.local",

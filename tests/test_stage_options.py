@@ -23,7 +23,6 @@ def _stages():
     from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE, AnalyzeOptions
-    from curate.audit.config import Annotator, Benchmark, Release
     from curate.cli import import_answers, init
     from curate.filter.cli import filter_command
     from curate.filter.options import FILTER, FilterOptions
@@ -43,11 +42,11 @@ def _stages():
     from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
 
     return {
-        "init": (init, INGEST, IngestOptions, {}, "benchmark", Benchmark),
-        "release": (release_create, RELEASE, ReleaseOptions, {}, "release", Release),
+        "init": (init, INGEST, IngestOptions, {}, "benchmark", IngestOptions),
+        "release": (release_create, RELEASE, ReleaseOptions, {}, "release", ReleaseOptions),
         "score": (score, SCORE, ScoreOptions, {}, "scoring", ScoreOptions),
         "text-scores": (text_scores, TEXT_SCORES, TextScoresOptions, {}, None, None),
-        "annotate": (annotate, ANNOTATE, AnnotateOptions, {}, "annotator", Annotator),
+        "annotate": (annotate, ANNOTATE, AnnotateOptions, {}, "annotator", AnnotateOptions),
         "generate": (generate, GENERATE, GenerateOptions, {}, None, None),
         "duplicates": (duplicates, DUPLICATES, DuplicatesOptions, {}, None, None),
         "analyze": (analyze, ANALYZE, AnalyzeOptions, {}, None, None),
@@ -273,3 +272,22 @@ def test_a_model_name_is_checked_in_one_place_for_every_import_and_command(tmp_p
                     ["score", ws, "--model", "smollm2-135m", "--label", name]):
         proc = run_cli(*command, check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr, (command, proc.stderr)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_float_option_refuses_nan_and_infinity_in_its_options_object(stage):
+    """What the flag refuses the options object refuses too (the audit config and Python callers
+    build it without click): `temperature: .inf` passed GenerateOptions, whose own conversion
+    checked the range alone (issue 44, fail 9)."""
+    from curate.core.errors import CurateError
+
+    _, table, options, *_ = _stages()[stage]
+    if not isinstance(options, type):
+        return
+    required = {o.name: {"model": "m", "annotator": "local:m", "round": 1, "format": "table", "rules": "r.yaml",
+                         "out": "o", "decisions": "d", "name": "n", "version": "1.0.0", "to": "t"}.get(o.name, "x")
+                for o in table if o.required}
+    for o in (o for o in table if o.type is float):
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            with pytest.raises(CurateError, match=f"{o.spelling} {bad!r}"):
+                options(**required, **{o.name: bad})

@@ -88,13 +88,18 @@ class Shell:
         return self.logs / f"{n:02d}.out", self.logs / f"{n:02d}.err"
 
     def run(self, command: str, timeout: float = 900) -> str:
+        """Run ``command``; one that changes folder (``cd``) leaves the shell there, as a shell does."""
         out, err = self.files()
         start = time.monotonic()
+        moved = self.logs / "cwd.txt"
+        then = f" && pwd > {moved}" if re.search(r"(^|&&|;)\s*cd\s", command) else ""
         with out.open("w") as o, err.open("w") as e:
-            proc = subprocess.run(["bash", "-c", f"{ACTIVATE} && {command}"], cwd=self.cwd, env=self.env,
+            proc = subprocess.run(["bash", "-c", f"{ACTIVATE} && {command}{then}"], cwd=self.cwd, env=self.env,
                                   stdout=o, stderr=e, timeout=timeout)
         self.record(command, start)
         assert proc.returncode == 0, f"{command}\nexited {proc.returncode}:\n{err.read_text()[-3000:]}"
+        if then:
+            self.cwd = Path(moved.read_text().strip())
         self.out[bare(command)] = out.read_text()
         return self.out[bare(command)]
 
@@ -216,10 +221,17 @@ def test_tutorial_runs_as_written(tmp_path):
     # lm-eval's logs imported under the label given, then the report and the item statistics
     imported = next(v for k, v in out.items() if "--format lm-eval-samples" in k)
     assert "smollm2-135m-lm-eval" in imported and "5 items" in imported
-    metrics = json.loads((repo / "report" / "metrics.json").read_text())
+    work = shell.cwd  # the folder the page works in from section 2 on, beside the checkout
+    assert work == tmp_path / "tutorial"
+    metrics = json.loads((work / "report" / "metrics.json").read_text())
     assert "smollm2-135m-lm-eval" in json.dumps(metrics)
-    stats = pd.read_csv(repo / "item-stats.csv")
+    stats = pd.read_csv(work / "item-stats.csv")
     assert len(stats) == 10042 and stats["label_error_score"].notna().all()
     assert len(stats["models"].iloc[0].split(", ")) == 10  # the study's ten, in seq_mean
     assert stats["set_apart"].iloc[0] == ("smollm2-135m-lm-eval: no `seq_mean` scores; "
                                           "smollm2-135m: scored on 5 of 10042 items")
+    # section 4: the dry run showed Claude's requests and their cost, with no request sent
+    dry = next(v for k, v in out.items() if k.startswith("curate audit") and k.endswith("--dry-run"))
+    assert "the request for hellaswag/validation/0" in dry and "if every first reply is usable" in dry
+    # the checkout holds nothing the page wrote but `make demo`'s demo-out/ (git ignores it)
+    assert sorted(p.name for p in repo.iterdir()) == [".venv", "demo-out", "examples", "rules"]

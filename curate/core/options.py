@@ -115,6 +115,8 @@ def _checked(o: Option, value):
         return Path(value)
     if o.type is str and o.pattern and o.convert is None and isinstance(value, str) and not re.fullmatch(o.pattern, value):
         raise ValueError(f"does not match {o.pattern}")
+    if o.type is float and isinstance(value, float) and not math.isfinite(value):  # before any conversion
+        raise ValueError("is not a finite number")
     if o.convert is not None:
         return o.convert(value)
     if o.choices:
@@ -128,8 +130,6 @@ def _checked(o: Option, value):
     if o.type in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (o.type is int and isinstance(value, float)):
             raise ValueError(f"expected {'an integer' if o.type is int else 'a number'}")
-        if o.type is float and not math.isfinite(value):
-            raise ValueError("is not a finite number")
         _in_range(o, value)
         return o.type(value)
     if not isinstance(value, o.type):

@@ -7,9 +7,11 @@ from curate.core.options import Option, defaults, options_class
 
 FILTER = [
     Option("rules", flag="--rules", required=True, path="file",
-           help="Rules file (YAML, schemas/rules.schema.json), e.g. rules/goldenswag.yaml."),
+           help="Rules file (YAML, schemas/rules.schema.json), e.g. rules/goldenswag.yaml.",
+           config="Rules YAML (schemas/rules.schema.json), relative to the config file."),
     Option("out", flag="--out", required=True, path="out",
-           help="Folder for decisions.parquet, stages.csv, rules.yaml and summary.json."),
+           help="Folder for decisions.parquet, stages.csv, rules.yaml and summary.json.",
+           config="Folder for decisions.parquet and stages.csv."),
     Option("annotator", pattern=r"^\S+:\S+$",
            help="Annotator for conditions that name none (overrides defaults.annotator).",
            config="Annotator whose records the rules read, overriding the rules' default (e.g. one of the annotators "

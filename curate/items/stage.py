@@ -9,7 +9,13 @@ A stage (score, text-scores, generate, annotate, ...) is a subclass of ``Stage``
 - ``work()``: what one run of it holds while it runs (the lock's name: two runs of the same work
   would both ask for what is pending, and pay twice), or None;
 - ``execute()``: the run itself: what is left to do (from what the workspace holds), the doing,
-  stored as it goes, and a summary.
+  stored as it goes, and a summary;
+- ``from_config(section)``: its options as an audit config's section gives them
+  (``curate.core.config_section.Section``): the config keys of its table, and what the audit
+  gives from elsewhere (the model of one run, the filter's output folder);
+- ``provides(options)``: what a run with ``options`` will store, in the words filter kinds
+  declare what they read (``curate.filter.kinds``): the audit's plan is what the workspace
+  holds (each store's ``holdings``) and what the planned runs provide, less what they need.
 
 ``run()`` is the runner every stage shares: the workspace opened first (a missing or bad one is
 one line, before anything loads or is locked), the work's lock around ``execute``, and the
@@ -43,6 +49,18 @@ class Stage:
     def with_options(cls, root, **values) -> "Stage":
         """The stage with ``values`` for its options (the rest their defaults), checked."""
         return cls(root, cls.Options(**values))
+
+    @classmethod
+    def from_config(cls, section, **values):
+        """The options of a run as an audit config's ``section`` gives them: the config keys of
+        the stage's table that the section sets (``Section.given``), and ``values``, what the
+        audit gives from elsewhere; a refused value names its config key."""
+        return section.options(cls.Options, **{**section.given(cls.Options.TABLE), **values})
+
+    @classmethod
+    def provides(cls, options) -> set[tuple]:
+        """What a run with ``options`` stores that a later stage may read (nothing, here)."""
+        return set()
 
     def work(self) -> str | None:
         """The work a run holds a lock on (None: no lock)."""

@@ -25,6 +25,7 @@ import re
 import shutil
 import sqlite3
 from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -187,6 +188,21 @@ class Workspace:
             raise
         return ws
 
+    @classmethod
+    def peek(cls, root: str | os.PathLike) -> "Workspace | None":
+        """The workspace at ``root`` opened to read what it holds and nothing else (None when
+        there is none yet): read-only, nothing created or upgraded, so a plan made before a run
+        leaves the workspace exactly as it was. A damaged one is refused as ``open`` refuses it."""
+        db = Path(root) / DB_NAME
+        if not db.is_file():
+            return None
+        format_, tables = check_database_file(db)
+        if format_ > WORKSPACE_FORMAT or not CORE_TABLES <= tables:
+            return cls.open(root)  # refused, in open's words
+        ws = cls(Path(root), connect_read_only(db))
+        ws.read_only = True
+        return ws
+
     def close(self) -> None:
         self.conn.close()
 
@@ -302,11 +318,42 @@ class Workspace:
         return [_json(r[1], self.root, f"items row {r[0]} (raw_json)")
                 for r in self.conn.execute("SELECT row_index, raw_json FROM items ORDER BY row_index")]
 
+    def table_names(self) -> set[str]:
+        """The tables the database has (a stage's appear once it first ran here)."""
+        return {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def columns(self, table: str) -> set[str]:
+        """The columns of ``table`` as the database has them (an older toolkit's may lack some)."""
+        return {r[1] for r in self.conn.execute(f'PRAGMA table_info("{table}")')}
+
     def tables(self) -> dict[str, int]:
         """Row count of every table, for `curate info` (stages' own tables included)."""
         names = [r[0] for r in self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
         return {n: self.conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+
+
+@dataclass
+class Holdings:
+    """What one store of a workspace holds, as the audit's plan reads it (each store's
+    ``holdings(ws)``, on a workspace opened with ``Workspace.peek``).
+
+    ``facts``: what later stages may read, in the words filter kinds declare their needs in
+    (``curate.filter.kinds``): ``("annotation", annotator, round)``, ``("scores", model, mode,
+    formulation, fewshot, normalization)``, ``("generations", model, mode)``, ``("answers",
+    model)``, ``("formulation", name)`` (the one scores are in when none is named).
+    ``state``: rows that change whenever the store's content does (the audit's fingerprint of the
+    workspace: a stage that recomputes from stored data reruns when it changes); None: the store
+    adds nothing to it."""
+    facts: set[tuple] = field(default_factory=set)
+    state: list[tuple] | None = field(default_factory=list)
+
+
+def holdings(ws: Workspace) -> Holdings:
+    """The items' part: the formulation scores are in by default, and the item count and last row."""
+    formulation = ws.meta("formulation")
+    facts = {("formulation", formulation)} if formulation else set()
+    return Holdings(facts, [tuple(ws.conn.execute("SELECT count(*), max(row_index) FROM items").fetchone())])
 
 
 def _json(text: str, root: Path, where: str):

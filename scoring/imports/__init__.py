@@ -13,6 +13,8 @@ A format is a module of this package whose name is the format's name with ``-`` 
   (the audit skips the step then).
 - ``supplies(paths, default_formulation) -> {(model, mode, formulation): normalizations}``: what
   importing them will store, read without importing (the audit plan's check).
+- optionally ``shot_counts(paths) -> {model: {fewshot}}``: the shot counts each model's scores
+  will be stored at (0 for a format without it).
 - optionally ``misfits(paths, items, exact) -> list[str]``: the files that cannot be imported
   into a workspace of ``items`` items (``exact``; else at most that many), each named with why,
   read without importing: the audit checks this before anything is spent.
@@ -38,3 +40,9 @@ def names() -> list[str]:
 def get(name: str) -> ModuleType:
     """The module of format ``name``; a CurateError naming the known ones for anything else."""
     return FORMATS.get(name)
+
+
+def shot_counts(name: str, paths) -> dict[str, set[int]]:
+    """Model -> the shot counts format ``name`` stores the files' scores at (empty: 0-shot)."""
+    module = get(name)
+    return module.shot_counts(paths) if hasattr(module, "shot_counts") else {}

@@ -618,6 +618,18 @@ def supplies(paths, default_formulation: str) -> dict:
     return out
 
 
+def shot_counts(paths) -> dict[str, set[int]]:
+    """Model -> the shot counts its runs will be stored at: each task's ``num_fewshot``, as the
+    results file beside its samples records it."""
+    out: dict[str, set[int]] = {}
+    for run in find_runs(paths):
+        results = run.info()
+        for sample in run.samples:
+            task = SAMPLES.match(sample.name).group("task")
+            out.setdefault(model_label(results, run.results), set()).add(shots(results, task, run.results))
+    return out
+
+
 def misfits(paths, items: int, exact: bool) -> list[str]:
     """Sample files that cannot fit a workspace of ``items`` items (or at most that many), read
     without importing: every sample must match an item of its own, so a file may hold no more

@@ -16,7 +16,9 @@ the module of that name in this package, which holds everything about it:
   (fewshot: the shot count when the spec names one, 0-shot without; item validity's kinds give
   ``curate.validity.item_options.ByRule`` for their default),
   ``("generations", (model, mode))``, ``("answers", (model,))`` (the model's stored answers,
-  ``scoring.answers``), ``("tokenizer", (name,))``.
+  ``scoring.answers``), ``("tokenizer", (name,))``, ``("duplicates", ())`` (a duplicate search's
+  pairs). The plan checks that what the workspace holds or a planned stage provides has each
+  (``curate.audit.needs``).
 - ``DEFS`` (optional): further named schema parts its ``SCHEMA`` refers to (``#/$defs/NAME``).
 
 Adding a kind is adding its module here; modules whose name starts with ``_`` are helpers.

@@ -27,6 +27,11 @@ SCHEMA = {
 }
 
 
+def needs(spec: dict, *, default_formulation: str) -> list[tuple[str, tuple]]:
+    """A duplicate search's pairs (``curate duplicates``)."""
+    return [("duplicates", ())]
+
+
 def evaluate(spec: dict, inputs) -> np.ndarray:
     if "duplicate_pairs" not in inputs.ws.tables() or inputs.ws.meta("duplicates") is None:
         raise CurateError(f"duplicate: {inputs.ws.root} has no duplicate search; run `curate duplicates "

@@ -20,6 +20,11 @@ class Duplicates(Stage):
     name = "duplicates"
     Options = DuplicatesOptions
 
+    @classmethod
+    def provides(cls, options) -> set[tuple]:
+        """The search's pairs, which the filter's ``duplicate`` kind reads."""
+        return {("duplicates",)}
+
     def execute(self) -> dict:
         o = self.options
         with store.open_duplicates(self.root) as ws:

@@ -70,3 +70,14 @@ def scope_of(record: dict) -> str:
         return "within"
     other = (collections - {"workspace"}).pop() if "workspace" in collections else record["collection_a"]
     return "split" if other.startswith("split:") else "cross"
+
+
+def holdings(ws: Workspace):
+    """What the last duplicate search left (``curate.items.store.Holdings``): ("duplicates",) once
+    a search ran, and its state: when it ran and how many pairs it found (none before a search)."""
+    from curate.items.store import Holdings
+
+    done = ws.meta("duplicates") if "duplicate_pairs" in ws.table_names() else None
+    if done is None:
+        return Holdings(state=None)
+    return Holdings({("duplicates",)}, [(done.get("created_at"), done.get("pairs"))])
