@@ -118,16 +118,14 @@ def test_judges_verdicts_join_the_ranking(ws, tmp_path):
     """The dev split's judges' verdicts imported by the benchmark's own ids: the ranking on the
     items they judged improves (0.760 -> 0.770, benchmarks/real_errors.py), the export says what it
     rests on, and a second import changes nothing."""
-    from sklearn.metrics import roc_auc_score
-
     labels = dev_items().set_index("id")["error_type"]
     before = exported(ws, tmp_path / "before.csv")
     run_cli("import-verdicts", ws, "--format", "table", DEV / "verdicts.csv")
     after = exported(ws, tmp_path / "after.csv")
     judged = sorted(set(pd.read_csv(DEV / "verdicts.csv")["item"]))
     broken = labels.loc[judged] != "ok"
-    auc_before = roc_auc_score(broken, before.loc[judged, "suspect_score"])
-    auc_after = roc_auc_score(broken, after.loc[judged, "suspect_score"])
+    auc_before = real_errors.auroc(before.loc[judged, "suspect_score"].to_numpy(), broken.to_numpy())
+    auc_after = real_errors.auroc(after.loc[judged, "suspect_score"].to_numpy(), broken.to_numpy())
     assert round(auc_before, 3) == 0.760 and round(auc_after, 3) == 0.770
     assert set(after["suspect_basis"]) == {"votes + verdicts of 7 sources"}
     assert (after.drop(index=judged)["verdict_evidence"] == 0).all()
