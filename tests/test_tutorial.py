@@ -228,8 +228,11 @@ def test_tutorial_runs_as_written(tmp_path):
     stats = pd.read_csv(work / "item-stats.csv")
     assert len(stats) == 10042 and stats["label_error_score"].notna().all()
     assert len(stats["models"].iloc[0].split(", ")) == 10  # the study's ten, in seq_mean
+    # the models that answered 5 items by generation are set apart as the 5-item score run is (issue 44)
     assert stats["set_apart"].iloc[0] == ("smollm2-135m-lm-eval: no `seq_mean` scores; "
-                                          "smollm2-135m: scored on 5 of 10042 items")
+                                          "smollm2-135m: scored on 5 of 10042 items; "
+                                          "anthropic:claude-haiku-4-5 (answers): answered 5 of 10042 items; "
+                                          "smollm2-135m (answers): answered 5 of 10042 items")
     # section 4: the dry run showed Claude's requests and their cost, with no request sent
     dry = next(v for k, v in out.items() if k.startswith("curate audit") and k.endswith("--dry-run"))
     assert "the request for hellaswag/validation/0" in dry and "if every first reply is usable" in dry
