@@ -40,6 +40,7 @@ def summary_lines(summary: dict, options) -> str:
                  f"{shots}]{who}: {summary['computed']} item-modes computed, {summary['cached']} cached, "
                  + (f"{summary['text_computed']} text scores computed, " if options.text_scores else "")
                  + f"{summary['tokens']} tokens in {summary['seconds']:.1f} s (run {summary['run_id']})")
+    lines += summary.get("notes", [])  # what the backend chose for the run (vLLM's memory)
     check = summary["self_check"]
     if options.self_check and summary["computed"] and not check["items"]:  # every row longer than --batch-tokens
         click.echo(f"note: self-check {check['note']}", err=True)

@@ -125,9 +125,15 @@ SCORE = [
                   "starting a worker ($VLLM_API_KEY, when set, is its --api-key)."),
     Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size.",
            config="With backend vllm: vllm.LLM's tensor_parallel_size."),
-    Option("gpu_memory_utilization", float, 0.92, min=0, max=1, min_open=True, backend="vllm",
-           help="vllm.LLM's gpu_memory_utilization (on a CPU, $VLLM_CPU_KVCACHE_SPACE sizes the cache instead).",
-           config="With backend vllm: vllm.LLM's gpu_memory_utilization."),
+    Option("gpu_memory_utilization", float, min=0, max=1, min_open=True, backend="vllm",
+           help="vllm.LLM's gpu_memory_utilization: vLLM's share of each GPU (on a CPU, of the memory of the NUMA "
+                "node it runs on) [default: sized to the machine: on GPUs what is free at start, at most 0.92; on a "
+                "CPU a KV cache of its own size instead, -o kv-cache-gib].",
+           config="With backend vllm: vllm.LLM's gpu_memory_utilization (absent: sized to the machine)."),
+    Option("kv_cache_gib", float, min=0, min_open=True, backend="vllm",
+           help="vLLM's KV cache in GiB (vllm.LLM's kv_cache_memory_bytes) [default on a CPU: room for 4 sequences "
+                "of max_model_len, at most half the memory the weights leave; docs/stages/score.md].",
+           config="With backend vllm: vLLM's KV cache in GiB (absent: sized to the machine)."),
     Option("max_model_len", int, min=2, backend="vllm",
            help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item.",
            config="With backend vllm: vllm.LLM's max_model_len (absent: the model's)."),
@@ -143,6 +149,10 @@ SCORE = [
            help="Tokens sent to vLLM per call (its scheduler batches within a call); each call's scores are "
                 "stored when it returns, so a killed run loses one call at most.",
            config="With backend vllm: tokens sent to vLLM per call; each call's scores are stored when it returns."),
+    Option("server_timeout", float, 600, min=0, min_open=True, metavar="SECONDS", backend="vllm",
+           help="With -o server: seconds one call may wait for the server's reply (its start-up questions, "
+                "/v1/models and /version, at most 30).",
+           config="With backend vllm and a server: seconds one call may wait for the server's reply."),
     Option("limit", int, min=1, help="Score only the first N items."),
     Option("self_check", int, 2, min=0, metavar="N",
            help="Before storing anything, score N units (an item in one mode) also by the model's own plain "

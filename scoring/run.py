@@ -196,6 +196,7 @@ class Score(ModelStage):
     def __init__(self, root, options):
         super().__init__(root, options)
         self.rank, self.world, self.state = 0, 1, None
+        self.say = lambda step: None  # where start-up steps are said (the run's start-up line)
 
     def locked(self):
         return super().locked() if self.rank == 0 else nullcontext()  # process 0 holds it for them all
@@ -215,17 +216,23 @@ class Score(ModelStage):
         if self.rank == 0:
             (open_text_scores if o.text_scores else open_scores)(self.root).close()
         self.wait()
-        backend = get_backend(o.backend).Backend(ref, o)
-        key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
-        run_id = shared_run_id(self.state)
-        with open_scores(self.root) as ws:
-            formulations = self.formulations(ws, items)
-            work = self.plan(ws, backend, items, formulations, shots, settings, key)
-            replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
-            if o.replace:
-                self.wait()
-            tokens, timing = self.score(ws, work, backend, run_id)
-            self.wait()
+        with self.startup(f"starting {o.model} on the {o.backend} backend", enabled=self.rank == 0) as startup:
+            self.say = startup.say
+            backend = get_backend(o.backend).Backend(ref, o, logs=self.root / "logs", say=startup.say)
+            try:
+                key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
+                run_id = shared_run_id(self.state)
+                with open_scores(self.root) as ws:
+                    formulations = self.formulations(ws, items)
+                    work = self.plan(ws, backend, items, formulations, shots, settings, key)
+                    startup.close()
+                    replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
+                    if o.replace:
+                        self.wait()
+                    tokens, timing = self.score(ws, work, backend, run_id)
+                    self.wait()
+            finally:
+                backend.close()
         return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in work.units),
                 "computed": len(work.missing), "cached": len(work.units) - len(work.missing),
                 "text_computed": len(work.texts), "tokens": tokens, "modes": list(o.modes),
@@ -253,7 +260,7 @@ class Score(ModelStage):
         (a label holding another source's scores is refused now, or, with ``replace``, all its rows
         will be deleted, so none counts as done), the batches to run, refused or checked before
         anything is stored."""
-        o, source = self.options, run_source({"origin": "scored", **key})
+        o, source = self.options, run_source({"origin": "scored", **key, "backend": backend.name})
         mine = [i for i, it in enumerate(items) if it["row_index"] % self.world == self.rank]
         work = Work(items, [], stale=other_sources(ws, self.label, source))
         if work.stale and not o.replace:
@@ -293,6 +300,7 @@ class Score(ModelStage):
         """The run's batches (the backend's plan over every unit, kept where any unit is to do),
         what no batch can score refused, and the self-check."""
         items, o = work.items, self.options
+        self.say(f"tokenizing {len(work.units)} units (an item in one mode)")
         specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in work.units]
         built = build_units(backend.tokenizer, specs, max_length=backend.window,
                             seq_mean=partial(wants_seq_mean, o.seq_mean))
@@ -303,6 +311,8 @@ class Score(ModelStage):
                         if any(unit_key(u) in work.missing or unit_key(u) in work.texts for u in b.units)]
         planned = [u for b in work.batches for u in b.units]
         backend.refuse(planned, items)
+        if o.self_check:
+            self.say(f"self-check: the first {o.self_check} units also scored by the model's own forward")
         work.checked = backend.self_check(
             planned, items=o.self_check, names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, "
                                                          f"{u.formulation}" + (f", {u.fewshot}-shot)" if u.fewshot else ")"))
@@ -311,9 +321,10 @@ class Score(ModelStage):
         """The run's record (every process checks the label alike; with ``replace`` process 0
         deletes the label's scores first). Returns the rows deleted."""
         o, replaced = self.options, 0
+        source = run_source({"origin": "scored", **key, "backend": backend.name})
         with ws.transaction():
             if self.rank == 0 or not o.replace:
-                replaced = check_label(ws, self.label, run_source({"origin": "scored", **key}), replace=o.replace)
+                replaced = check_label(ws, self.label, source, replace=o.replace)
                 if work.text_other:
                     ws.conn.execute("DELETE FROM text_scores WHERE model = ?", (self.label,))
             add_run(ws, run_id=run_id, model=self.label, origin="scored", model_hash=key["model_hash"],

@@ -4,10 +4,13 @@ stdout. It imports only vLLM and the standard library (never benchcurate), so vL
 (transformers, numpy, fastapi) need not agree with benchcurate's: the backend that drives it is
 ``scoring/backends/vllm.py``.
 
-    python vllm_worker.py '{"model": FOLDER, "dtype": "float32", ...}'   # vllm.LLM's keywords
+    python vllm_worker.py
 
-First line out: ``{"ready": {"vllm": VERSION, "max_model_len": N}}`` or ``{"error": LINE}``. Then
-per request line ``{"prompts": [{"ids": [...], "lp": bool, "next": [...]}, ...], "echo": bool}``
+First line out, once vLLM is imported: ``{"machine": {...}}``, what vLLM will run on and the
+memory it has (``machine``), or ``{"error": LINE}``. The backend sizes vLLM's memory from it
+and answers with one line ``{"load": {...}}`` (vllm.LLM's keywords); the worker loads the model
+and says ``{"ready": {"vllm": VERSION, "max_model_len": N}}`` or ``{"error": LINE}``. Then per
+request line ``{"prompts": [{"ids": [...], "lp": bool, "next": [...]}, ...], "echo": bool}``
 one reply ``{"results": [...]}`` (or ``{"error": LINE}``), a result per prompt:
 
 - ``lp``, ``greedy``: for prompt positions 1..n-1 (asked with ``"lp": true``, else null), the
@@ -29,13 +32,47 @@ QUIET = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_DO_NOT_TRACK": "
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    """The exception as one line: pydantic's validation errors (vLLM's settings) by their
+    messages, not by the link to pydantic's docs their text ends with."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            messages = [str(e.get("msg", "")).removeprefix("Value error, ") for e in errors()]
+            return f"{type(exc).__name__}: {'; '.join(m for m in messages if m)}"
+        except Exception:
+            pass
+    text = [ln.strip() for ln in str(exc).strip().splitlines()
+            if ln.strip() and not ln.strip().startswith("For further information")]
     return f"{type(exc).__name__}: {text[-1] if text else ''}".rstrip(": ")
 
 
 def reply(channel, obj) -> None:
     channel.write(json.dumps(obj) + "\n")
     channel.flush()
+
+
+def machine() -> dict:
+    """What vLLM runs on and its memory now: on a CPU the NUMA node vLLM binds its memory to
+    (vLLM's own reading of it), on GPUs each visible device's free and total memory."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        try:
+            from vllm.utils.cpu_resource_utils import get_allowed_cpu_list, get_memory_node_info
+            cpus = get_allowed_cpu_list()
+            node = get_memory_node_info(cpus[0].numa_node)
+            return {"device": "cpu", "node": cpus[0].numa_node, "cpus": len(cpus), "total": node.total_memory,
+                    "available": node.available_memory}
+        except Exception:  # another vLLM's internals: the whole machine's memory
+            import psutil
+            memory = psutil.virtual_memory()
+            return {"device": "cpu", "node": None, "cpus": os.cpu_count(), "total": memory.total,
+                    "available": memory.available}
+    if current_platform.is_cuda_alike():
+        import torch
+        gpus = [torch.cuda.mem_get_info(i) for i in range(torch.cuda.device_count())]
+        return {"device": current_platform.device_type, "gpus": [{"free": f, "total": t} for f, t in gpus]}
+    return {"device": current_platform.device_type}
 
 
 def score(llm, SamplingParams, TokensPrompt, prompts: list, echo: bool) -> list:
@@ -64,33 +101,45 @@ def score(llm, SamplingParams, TokensPrompt, prompts: list, echo: bool) -> list:
     return results
 
 
+def load(channel):
+    """vLLM imported, the machine reported, the model loaded with the settings the backend
+    answers: (the LLM, SamplingParams, TokensPrompt), or None once an error line is sent."""
+    try:
+        import vllm
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+        facts = machine()
+    except Exception as exc:  # no vllm here, or a broken install: the backend says so in one line
+        reply(channel, {"error": f"cannot import vllm with {sys.executable}: {first_line(exc)}"})
+        return None
+    reply(channel, {"machine": facts})
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None  # the backend gave up (a refusal on its side): nothing to load
+    try:
+        llm = LLM(**json.loads(line)["load"])
+    except Exception as exc:
+        reply(channel, {"error": f"vllm.LLM could not load the model: {first_line(exc)}"})
+        return None
+    reply(channel, {"ready": {"vllm": vllm.__version__, "max_model_len": llm.llm_engine.model_config.max_model_len}})
+    return llm, SamplingParams, TokensPrompt
+
+
 def main() -> int:
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # everything else written to stdout, here or by vLLM's processes, goes to stderr
     sys.stdout = sys.stderr
     for key, value in QUIET.items():
         os.environ.setdefault(key, value)
-    try:
-        settings = json.loads(sys.argv[1])
-        import vllm
-        from vllm import LLM, SamplingParams
-        from vllm.inputs import TokensPrompt
-    except Exception as exc:  # no vllm here, or a broken install: the backend says so in one line
-        reply(channel, {"error": f"cannot import vllm with {sys.executable}: {first_line(exc)}"})
+    loaded = load(channel)
+    if loaded is None:
         return 2
-    try:
-        llm = LLM(**settings)
-    except Exception as exc:
-        reply(channel, {"error": f"vllm.LLM could not load the model: {first_line(exc)}"})
-        return 2
-    reply(channel, {"ready": {"vllm": vllm.__version__, "max_model_len": llm.llm_engine.model_config.max_model_len}})
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
             request = json.loads(line)
-            reply(channel, {"results": score(llm, SamplingParams, TokensPrompt, request["prompts"],
-                                             request.get("echo", False))})
+            reply(channel, {"results": score(*loaded, request["prompts"], request.get("echo", False))})
         except Exception as exc:
             reply(channel, {"error": f"vLLM failed on a request: {first_line(exc)}"})
     return 0

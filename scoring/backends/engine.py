@@ -17,11 +17,13 @@ class Backend:
     ``max_memory`` are this backend's own settings)."""
     name = "engine"
 
-    def __init__(self, ref, options):
+    def __init__(self, ref, options, *, logs=None, say=lambda step: None):
         self.ref, self.dtype, self.batch_tokens = ref, options.dtype, options.batch_tokens
         self.cache_mb, self.max_memory = options.prefix_cache_mb, options.max_memory
+        say(f"loading the model ({options.dtype}, {options.device})")
         self.lm, self.tokenizer = load(ref, dtype=options.dtype, device=options.device, scoring_only=True,
                                        max_memory=options.max_memory)
+        say("probing which runner reproduces the model's own forward")
         self.runner = runner_for(self.lm)  # an architecture the engine cannot reproduce is refused here
         self.window = max_length(self.lm, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -57,3 +59,6 @@ class Backend:
 
     def summary(self) -> dict:
         return {"runner": self.runner, "prefix_cache": self.caches.summary()}
+
+    def close(self) -> None:
+        """Nothing to end: the model is this process's memory, freed with the backend."""

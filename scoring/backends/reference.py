@@ -16,8 +16,9 @@ class Backend:
     """The model loaded through transformers, each request scored by its own forward."""
     name = "reference"
 
-    def __init__(self, ref, options):
+    def __init__(self, ref, options, *, logs=None, say=lambda step: None):
         self.ref, self.dtype, self.batch_tokens = ref, options.dtype, options.batch_tokens
+        say(f"loading the model ({options.dtype}, {options.device})")
         self.lm, self.tokenizer = load(ref, dtype=options.dtype, device=options.device)
         self.window = max_length(self.lm, self.tokenizer)
 
@@ -42,3 +43,6 @@ class Backend:
 
     def summary(self) -> dict:
         return {"runner": "reference"}
+
+    def close(self) -> None:
+        """Nothing to end: the model is this process's memory, freed with the backend."""

@@ -18,45 +18,49 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import urllib.error
-import urllib.request
+import time
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
+from curate.core.clock import now
 from curate.core.errors import CurateError
 from curate.core.secrets import redact
-from scoring import prefix_cache, reference
+from scoring import prefix_cache, reference, vllm_memory
 from scoring.encode import Result
 from scoring.models import load, load_tokenizer, max_length, tokenizer_hash
+from scoring.vllm_server import Server
 
 #: Raised with every change that can alter a number this backend stores.
 VERSION = 1
 WORKER = Path(__file__).resolve().parent.parent / "vllm_worker.py"
 #: Where `make vllm` builds vLLM's environment, beside the project's own .venv.
 PROJECT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
-#: The knobs passed to vllm.LLM as they are (scoring/options.py, backend="vllm").
-LLM_KNOBS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "enable_prefix_caching",
-             "enforce_eager")
+#: The knobs passed to vllm.LLM as they are (scoring/options.py, backend="vllm"); its memory is
+#: ``scoring.vllm_memory``'s.
+LLM_KNOBS = ("tensor_parallel_size", "max_model_len", "enable_prefix_caching", "enforce_eager")
 
 
-def interpreter(options) -> str:
-    """The Python that runs the worker: ``-o python``, else $BENCHCURATE_VLLM_PYTHON, else the
-    project's ``.venv-vllm`` (``make vllm``), else this one."""
+def interpreter(options) -> tuple[str, str]:
+    """The Python that runs the worker and how it was named: ``-o python``, else
+    $BENCHCURATE_VLLM_PYTHON, else the project's ``.venv-vllm`` (``make vllm``), else this one."""
     if options.python:
-        return options.python
+        return options.python, "-o python"
     if os.environ.get("BENCHCURATE_VLLM_PYTHON"):
-        return os.environ["BENCHCURATE_VLLM_PYTHON"]
-    return str(PROJECT_PYTHON) if PROJECT_PYTHON.is_file() else sys.executable
+        return os.environ["BENCHCURATE_VLLM_PYTHON"], "$BENCHCURATE_VLLM_PYTHON"
+    if PROJECT_PYTHON.is_file():
+        return str(PROJECT_PYTHON), "the project's .venv-vllm"
+    return sys.executable, "this Python"
 
 
 def llm_settings(ref, options) -> dict:
-    """vllm.LLM's keywords: the model, --dtype and the knobs given (vLLM's defaults otherwise)."""
+    """vllm.LLM's keywords: the model, --dtype and the knobs given (vLLM's defaults otherwise;
+    its memory is added once the worker says what the machine has)."""
     settings = {"model": ref.path, "tokenizer": ref.path, "dtype": options.dtype, "seed": 0}
     if ref.revision:
         settings["revision"] = settings["tokenizer_revision"] = ref.revision
@@ -64,11 +68,17 @@ def llm_settings(ref, options) -> dict:
     return settings
 
 
+def quiet(text: str) -> None:
+    """Start-up steps are said nowhere (a caller that shows them passes its own)."""
+
+
 class Backend:
-    """The model served by vLLM: a worker started here (``-o python``), or a server (``-o server``)."""
+    """The model served by vLLM: a worker started here (``-o python``), or a server (``-o server``).
+    ``logs``: the folder the worker's log is kept in (the workspace's ``logs``; None: the
+    system's temporary folder); ``say``: where each start-up step is said."""
     name = "vllm"
 
-    def __init__(self, ref, options):
+    def __init__(self, ref, options, *, logs=None, say=quiet):
         if options.text_scores:
             raise CurateError("--text-scores needs the whole next-token distribution at every token (Min-K%++), which "
                               "the vllm backend does not return; store text scores with --backend engine or "
@@ -81,9 +91,24 @@ class Backend:
         self.config = AutoConfig.from_pretrained(ref.path, revision=ref.revision)
         self.window = max_length(SimpleNamespace(config=self.config), self.tokenizer)  # lm-eval's, as the engine's
         self.settings = llm_settings(ref, options)
-        self.client = Server(options.server) if options.server else Worker(interpreter(options), self.settings)
+        self.memory: dict = {}
+        if options.server:
+            say(f"asking the vLLM server {redact(options.server)}")
+            self.client = Server(options.server, timeout=options.server_timeout)
+        else:
+            self.client = Worker(*interpreter(options), self.settings, logs=logs, say=say, memory=self.size_memory)
+            self.memory = self.client.memory
         self.max_model_len = self.client.max_model_len
         self.prompts = self.fed = 0
+
+    def size_memory(self, machine: dict) -> tuple[dict, dict]:
+        """vLLM's memory keywords for ``machine`` (the worker's report) and what was chosen
+        (``scoring.vllm_memory``)."""
+        longest = self.options.max_model_len or self.window
+        model = vllm_memory.needs(self.ref.path, self.config, self.dtype, longest)
+        return vllm_memory.plan(machine, model, kv_cache_gib=self.options.kv_cache_gib,
+                                utilization=self.options.gpu_memory_utilization,
+                                tensor_parallel=self.options.tensor_parallel_size, environ=os.environ)
 
     def identity(self) -> dict:
         return {"model_hash": self.ref.weights_hash, "tokenizer_hash": tokenizer_hash(self.tokenizer),
@@ -94,7 +119,8 @@ class Backend:
             "python": self.client.python, "vllm_settings": {k: v for k, v in self.settings.items()
                                                             if k not in ("model", "tokenizer")}}
         return {"runner": "vllm", "vllm": self.client.version, **how, "max_model_len": self.max_model_len,
-                "tokens_per_call": self.options.tokens_per_call}
+                "tokens_per_call": self.options.tokens_per_call,
+                **({"memory": self.memory, "worker_log": str(self.client.log_path)} if self.memory else {})}
 
     def plan(self, units, items) -> list[prefix_cache.Batch]:
         """The units in the run's order, each call to vLLM at most ``-o tokens_per_call`` fed tokens
@@ -167,7 +193,8 @@ class Backend:
         return results_of(requests, {tuple(p["ids"]): r for p, r in zip(prompts, replies)})
 
     def summary(self) -> dict:
-        return {"runner": "vllm", "vllm": {"prompts": self.prompts, "tokens_fed": self.fed}}
+        return {"runner": "vllm", "vllm": {"prompts": self.prompts, "tokens_fed": self.fed},
+                "notes": [self.memory["line"]] if self.memory else []}
 
     def close(self) -> None:
         self.client.close()
@@ -216,49 +243,89 @@ def results_of(requests, replies: dict) -> list[Result]:
 # --- the two ways to reach vLLM ------------------------------------------------------------------
 
 class Worker:
-    """``scoring/vllm_worker.py`` under ``python``, the model loaded once; its log in a temporary
-    file, whose last error line explains a worker that died."""
+    """``scoring/vllm_worker.py`` under ``python`` (named by ``named``), the model loaded once
+    with the memory ``memory(machine)`` decides for the machine the worker reports. Its log is
+    kept in ``logs`` (a file per start, named in every error); a start-up that fails is one line
+    with the root cause read off that log."""
 
-    def __init__(self, python: str, settings: dict):
-        self.python = python
-        if not Path(python).is_file() and not shutil.which(python):
-            raise CurateError(f"-o python {python}: no such interpreter (build vLLM's environment with `make vllm`)")
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="vllm-worker-", suffix=".log")
-        # A session of its own: vLLM's engine processes can be ended with it, and a Ctrl-C here
-        # reaches it only as its stdin closing.
-        self.proc = subprocess.Popen([python, str(WORKER), json.dumps(settings)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
+    def __init__(self, python: str, named: str, settings: dict, *, logs, say, memory):
+        self.python, self.named, self.settings = python, named, settings
+        self.log_path = log_file(logs)
+        self.memory: dict = {}
+        started = time.monotonic()
+        say(f"starting vLLM's worker ({python}): importing vLLM")
+        self.proc = self.start()
         self._finalizer = weakref.finalize(self, stop, self.proc)
-        ready = self.receive("loading the model")
-        self.version, self.max_model_len = ready["ready"]["vllm"], ready["ready"]["max_model_len"]
+        machine = self.receive("importing vLLM")["machine"]
+        try:
+            chosen, self.memory = memory(machine)
+        except CurateError:
+            self.close()
+            raise
+        settings.update(chosen)
+        say(f"loading the model into vLLM ({self.memory['short']})")
+        self.send({"load": settings})
+        ready = self.receive("loading the model")["ready"]
+        self.version, self.max_model_len = ready["vllm"], ready["max_model_len"]
+        say(f"vLLM {self.version} ready in {time.monotonic() - started:.0f} s")
+
+    def start(self) -> subprocess.Popen:
+        """The worker's process: in a session of its own (vLLM's engine processes end with it, and
+        a Ctrl-C here reaches it only as its stdin closing), its output in its log."""
+        if not Path(self.python).is_file() and not shutil.which(self.python):
+            raise CurateError(f"{self.named} {self.python}: no such interpreter (build vLLM's environment with "
+                              "`make vllm`)")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            try:
+                return subprocess.Popen([self.python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=log, text=True, start_new_session=True)
+            except OSError as exc:  # not executable, not a program (exec format error), a folder
+                raise CurateError(f"{self.named} {self.python}: cannot run it ({exc.strerror or exc}); name the Python "
+                                  "of vLLM's environment (`make vllm` builds .venv-vllm/bin/python)") from None
+
+    def send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: receive() says how
 
     def receive(self, doing: str) -> dict:
         line = self.proc.stdout.readline()
-        reply = json.loads(line) if line.strip() else None
+        try:
+            reply = json.loads(line) if line.strip() else None
+        except ValueError:
+            reply = {"error": f"the worker wrote {line[:200]!r}, not a JSON line"}
         if reply is None:
             code = self.proc.wait()
             kill_group(self.proc)  # vLLM's engine processes, left without the worker
+            cause = root_cause(self.log_text())
             raise CurateError(f"the vLLM worker ({self.python}) exited with status {code} while {doing}"
-                              f"{self.last_error()}; scores stored before it are kept: run the command again to "
-                              "resume")
+                              f"{f': {cause}' if cause else ''}; scores stored before it are kept: run the command "
+                              f"again to resume (the worker's log: {self.log_path})")
         if "error" in reply:
-            if reply["error"].startswith("cannot import vllm"):
-                reply["error"] += " (build vLLM's environment with `make vllm`, or name one with -o python PATH)"
-            raise CurateError(reply["error"])
+            raise CurateError(self.error_line(reply["error"]))
         return reply
 
-    def last_error(self) -> str:
-        self.log.seek(0)
-        lines = [ln.strip() for ln in self.log.read().splitlines() if ln.strip()]
-        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-        return f" ({(errors or lines or [''])[-1][:300]})" if lines else ""
+    def error_line(self, error: str) -> str:
+        """The worker's error, its root cause read off the log where vLLM's engine process said it
+        (the worker only sees "Engine core initialization failed. See root cause above")."""
+        if error.startswith("cannot import vllm"):
+            return error + " (build vLLM's environment with `make vllm`, or name one with -o python PATH)"
+        cause = root_cause(self.log_text())
+        if cause and error.startswith("vllm.LLM could not load") and any(w in error for w in WRAPPERS):
+            error = f"vllm.LLM could not load the model: {cause}"
+        return f"{error} (the worker's log: {self.log_path})"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def score(self, prompts: list[dict], echo: bool = False) -> list[dict]:
-        try:
-            self.proc.stdin.write(json.dumps({"prompts": prompts, "echo": echo}) + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died: receive() says how
+        self.send({"prompts": prompts, "echo": echo})
         replies = self.receive("scoring")["results"]
         for p, r in zip(prompts, replies):
             r["asked"] = p["next"]
@@ -266,6 +333,35 @@ class Worker:
 
     def close(self) -> None:
         self._finalizer()
+
+
+def log_file(logs) -> Path:
+    """A new file for one worker's log: in ``logs`` (made when missing), else the system's
+    temporary folder; named by the time it starts and this process."""
+    import tempfile
+
+    folder = Path(logs) if logs is not None else Path(tempfile.gettempdir())
+    stamp = now().replace(":", "").replace("+0000", "Z")
+    return folder / f"vllm-worker-{stamp}-{os.getpid()}.log"
+
+
+#: vLLM's lines that only point at an error said before them.
+WRAPPERS = ("See root cause above", "See stack trace for root cause", "initialization failed",
+            "Engine core initialization failed")
+#: A vLLM log line's own prefix: "(EngineCore pid=6121) ERROR 11-29 01:48:16 [core.py:1510] ".
+_PREFIX = re.compile(r"^(?:\([^)]*\)\s+)?(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\s+\S+\s+\S+\s+\[[^\]]*\]\s+)?")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit)): (.+)$")
+
+
+def root_cause(log: str) -> str | None:
+    """The first exception a vLLM log states that is not a wrapper pointing at another (vLLM's
+    engine process logs the real one, then every process above it says it failed), as one line;
+    None when the log states none."""
+    for raw in log.splitlines():
+        match = _EXCEPTION.match(_PREFIX.sub("", raw.strip()))
+        if match and not any(w in match.group(2) for w in WRAPPERS):
+            return f"{match.group(1)}: {match.group(2).strip()[:400]}"
+    return None
 
 
 def stop(proc) -> None:
@@ -287,77 +383,3 @@ def kill_group(proc) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
-
-
-class Server:
-    """A running vLLM OpenAI-compatible server (``vllm serve`` / ``python -m
-    vllm.entrypoints.openai.api_server``): /v1/completions with token-id prompts,
-    ``prompt_logprobs`` and ``logprob_token_ids`` (vLLM's own request fields). $VLLM_API_KEY, when
-    set, is sent as the bearer token (the server's --api-key)."""
-    python = None
-
-    def __init__(self, url: str):
-        self.url = url.rstrip("/").removesuffix("/v1")
-        models = self.call("GET", "/v1/models")["data"]
-        self.model, self.max_model_len = models[0]["id"], models[0].get("max_model_len")
-        self.version = self.call("GET", "/version").get("version", "unknown")
-        if not self.max_model_len:
-            raise CurateError(f"vLLM server {redact(self.url)}: /v1/models does not say its max_model_len: not a vLLM "
-                              "server?")
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        headers = {"Content-Type": "application/json"}
-        if os.environ.get("VLLM_API_KEY"):
-            headers["Authorization"] = f"Bearer {os.environ['VLLM_API_KEY']}"
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=3600) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")
-            try:
-                detail = json.loads(detail).get("error", {}).get("message", detail)
-            except (ValueError, AttributeError):
-                pass
-            raise CurateError(redact(f"vLLM server {self.url}{path}: HTTP {exc.code}: {str(detail)[:300]}")) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise CurateError(redact(f"vLLM server {self.url} unreachable ({reason}); scores stored before are kept: "
-                                     "run the command again once it answers")) from None
-
-    def score(self, prompts: list[dict]) -> list[dict]:
-        """One /v1/completions call per set of asked next tokens (a request takes one set), every
-        prompt of the set in it."""
-        replies: list[dict | None] = [None] * len(prompts)
-        groups: dict[tuple, list[int]] = {}
-        for i, p in enumerate(prompts):
-            groups.setdefault((p["lp"], tuple(sorted(p["next"]))), []).append(i)
-        for (lp, asked), which in groups.items():
-            body = {"model": self.model, "prompt": [prompts[i]["ids"] for i in which], "max_tokens": 1,
-                    "temperature": 0, "return_tokens_as_token_ids": True}
-            if lp:
-                body["prompt_logprobs"] = 0
-            if asked:
-                body["logprobs"], body["logprob_token_ids"] = len(asked), list(asked)
-            choices = sorted(self.call("POST", "/v1/completions", body)["choices"], key=lambda c: c["index"])
-            for i, choice in zip(which, choices):
-                replies[i] = self.reply(prompts[i], choice, lp)
-        return replies
-
-    @staticmethod
-    def reply(prompt: dict, choice: dict, lp: bool) -> dict:
-        ids, out = prompt["ids"], {"lp": None, "greedy": None, "asked": prompt["next"], "next": [], "top": None}
-        if lp:
-            positions = choice["prompt_logprobs"][1:]
-            out["lp"] = [positions[j][str(ids[j + 1])]["logprob"] for j in range(len(ids) - 1)]
-            out["greedy"] = [positions[j][str(ids[j + 1])]["rank"] == 1 for j in range(len(ids) - 1)]
-        if prompt["next"]:
-            logprobs = choice["logprobs"]
-            after = logprobs["top_logprobs"][0]
-            out["next"] = [after[f"token_id:{t}"] for t in prompt["next"]]
-            out["top"] = int(logprobs["tokens"][0].removeprefix("token_id:"))
-        return out
-
-    def close(self) -> None:
-        pass
