@@ -24,6 +24,7 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 from curate.core.errors import CurateError
 from curate.items import fewshot as shots_of
@@ -31,10 +32,9 @@ from curate.items import formulations as forms
 from curate.items.fewshot_pool import fewshot_plan
 from curate.items.store import Workspace
 from scoring import prefix_cache
-from scoring.backends import get as get_backend
+from scoring.backends import Context, open_backend, refuse_stats
 from scoring.encode import Spec, Unit, build_unit, build_units
-from scoring.engine import score_requests
-from scoring.models import ModelStage, load, max_length, resolve
+from scoring.models import ModelStage, resolve
 from scoring.options import DEFAULTS, ScoreOptions, wants_seq_mean
 from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
@@ -218,21 +218,26 @@ class Score(ModelStage):
         self.wait()
         with self.startup(f"starting {o.model} on the {o.backend} backend", enabled=self.rank == 0) as startup:
             self.say = startup.say
-            backend = get_backend(o.backend).Backend(ref, o, logs=self.root / "logs", say=startup.say)
-            try:
-                key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
-                run_id = shared_run_id(self.state)
-                with open_scores(self.root) as ws:
-                    formulations = self.formulations(ws, items)
-                    work = self.plan(ws, backend, items, formulations, shots, settings, key)
-                    startup.close()
-                    replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
-                    if o.replace:
-                        self.wait()
-                    tokens, timing = self.score(ws, work, backend, run_id)
-                    self.wait()
-            finally:
-                backend.close()
+            context = Context(logs=self.root / "logs", say=startup.say, stats=o.text_scores)
+            with open_backend(o.backend, ref, o, context) as backend:
+                if o.text_scores:
+                    refuse_stats(backend, "--text-scores")
+                return self.run_on(backend, ref, items, (shots, settings, fewshot_info), startup)
+
+    def run_on(self, backend, ref, items, fewshot, startup) -> dict:
+        """The run on the loaded ``backend``: planned, recorded, scored; its summary."""
+        o, (shots, settings, fewshot_info) = self.options, fewshot
+        key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
+        run_id = shared_run_id(self.state)
+        with open_scores(self.root) as ws:
+            formulations = self.formulations(ws, items)
+            work = self.plan(ws, backend, items, formulations, shots, settings, key)
+            startup.close()
+            replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
+            if o.replace:
+                self.wait()
+            tokens, timing = self.score(ws, work, backend, run_id)
+            self.wait()
         return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in work.units),
                 "computed": len(work.missing), "cached": len(work.units) - len(work.missing),
                 "text_computed": len(work.texts), "tokens": tokens, "modes": list(o.modes),
@@ -293,7 +298,7 @@ class Score(ModelStage):
                               "or run `curate text-scores` on its own")
         chosen = [items[i] for i in mine]
         todo, other = pending(ws, self.label, (key["model_hash"], key["tokenizer_hash"], key["dtype"]), chosen,
-                              replace=o.replace)
+                              replace=o.replace, engine=key["engine"])
         return {(i, "full", "cloze", 0) for i in mine if items[i]["item_id"] in todo}, other
 
     def batch(self, work: Work, backend, shots, settings) -> None:
@@ -376,34 +381,28 @@ def torch_threads() -> int:
 def verify_batch_invariance(root, options, mode: str, *, label: str | None = None, seed: int = 0,
                             formulation: str | None = None) -> dict:
     """Re-score ``options.verify_batch_invariance`` random stored items of (label, mode,
-    formulation) one at a time (``options``: the run's ``ScoreOptions``) and compare with the
-    stored (batched) numbers: the largest absolute differences of logprob_sum and seq_mean.
-    ``formulation`` defaults to the workspace's."""
-    ref, k = resolve(options.model), options.verify_batch_invariance
-    lm, tokenizer = load(ref, dtype=options.dtype, device=options.device, scoring_only=True)
-    label = label or options.model
-    ws = open_scores(root)
-    try:
+    formulation) one at a time by the run's backend (``options``: the run's ``ScoreOptions``) and
+    compare with the stored (batched) numbers: the largest absolute differences of logprob_sum
+    and seq_mean. ``formulation`` defaults to the workspace's."""
+    k, label = options.verify_batch_invariance, label or options.model
+    with open_scores(root) as ws:
         formulation = formulation or ws.meta("formulation", "cloze")
         stored = read_scores(ws, models=[label], modes=[mode], formulations=[formulation], fewshots=[0])
         by_id = {it["item_id"]: it for it in ws.items()}
-    finally:
-        ws.close()
     if stored.empty:
         raise CurateError(f"no stored scores for model {label!r} in mode {mode!r} to verify")
     chosen = random.Random(seed).sample(sorted(stored["item_id"].unique()), min(k, stored["item_id"].nunique()))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    limit_len = max_length(lm, tokenizer)
     worst = {"logprob_sum": 0.0, "seq_mean": 0.0}
-    for item_id in chosen:
-        item = by_id[item_id]
-        spec = unit_spec(0, item, mode, formulation)
-        unit = build_unit(tokenizer, 0, mode, spec.context, spec.options, max_length=limit_len,
-                          delimiter=spec.delimiter, formulation=formulation)
-        alone = assemble(unit, score_requests(lm, unit.requests, pad_id=pad_id), item, label=label, run_id="")
-        mine = stored[stored["item_id"] == item_id].sort_values("option_index")
-        for row, (_, old) in zip(alone, mine.iterrows()):
-            for col in worst:
-                if row[col] is not None and old[col] == old[col]:
-                    worst[col] = max(worst[col], abs(row[col] - float(old[col])))
+    with open_backend(options.backend, resolve(options.model), options, Context(logs=Path(root) / "logs")) as backend:
+        for item_id in chosen:
+            item = by_id[item_id]
+            spec = unit_spec(0, item, mode, formulation)
+            unit = build_unit(backend.tokenizer, 0, mode, spec.context, spec.options, max_length=backend.window,
+                              delimiter=spec.delimiter, formulation=formulation)
+            alone = assemble(unit, backend.score_requests(unit.requests), item, label=label, run_id="")
+            mine = stored[stored["item_id"] == item_id].sort_values("option_index")
+            for row, (_, old) in zip(alone, mine.iterrows()):
+                for col in worst:
+                    if row[col] is not None and old[col] == old[col]:
+                        worst[col] = max(worst[col], abs(row[col] - float(old[col])))
     return {"items": len(chosen), "mode": mode, "max_abs_diff": worst}

@@ -1,8 +1,8 @@
 """The vLLM worker: run by file path with the interpreter of vLLM's own environment, it loads one
 model with ``vllm.LLM`` and answers scoring requests, one JSON object per line on stdin and
-stdout. It imports only vLLM and the standard library (never benchcurate), so vLLM's pins
-(transformers, numpy, fastapi) need not agree with benchcurate's: the backend that drives it is
-``scoring/backends/vllm.py``.
+stdout. It imports only vLLM (and numpy, which vLLM brings, for text scores) and the standard
+library, never benchcurate, so vLLM's pins (transformers, numpy, fastapi) need not agree with
+benchcurate's: the backend that drives it is ``scoring/backends/vllm.py``.
 
     python vllm_worker.py
 
@@ -18,6 +18,10 @@ one reply ``{"results": [...]}`` (or ``{"error": LINE}``), a result per prompt:
   (vLLM's ``prompt_logprobs=0``: the actual token's log-probability and rank);
 - ``next``: the log-probability of each of ``next`` as the token after the whole prompt
   (``logprob_token_ids``), and ``top``: the greedy next token (temperature 0);
+- ``mu``, ``sigma``, ``next_mu``, ``next_sigma`` (asked with ``"stats": true``): the mean and
+  standard deviation of log p(z) under the whole next-token distribution at each prompt position
+  1..n-1 and after the prompt (text scores' Min-K%++; vLLM's ``prompt_logprobs=-1`` and
+  ``logprobs=-1``, the model loaded with ``max_logprobs=-1``);
 - ``ids`` (with ``"echo": true``): the token ids vLLM scored, to check they are those sent.
 
 vLLM's own log lines go to stderr: the worker moves file descriptor 1 there first (vLLM's
@@ -75,30 +79,80 @@ def machine() -> dict:
     return {"device": current_platform.device_type}
 
 
+def params_of(SamplingParams, p: dict):
+    """One prompt's sampling: its own tokens' log-probabilities (``lp``: the actual token's;
+    ``stats``: the whole vocabulary's, as the next token's, in vLLM's flat lists)."""
+    stats = p.get("stats", False)
+    return SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
+                          prompt_logprobs=(-1 if stats else 0) if p["lp"] else None,
+                          logprobs=-1 if stats else None, flat_logprobs=stats,
+                          logprob_token_ids=None if stats else (sorted(set(p["next"])) or None))
+
+
 def score(llm, SamplingParams, TokensPrompt, prompts: list, echo: bool) -> list:
-    """One ``llm.generate`` call over every prompt (vLLM schedules them), one result each."""
-    params = []
-    for p in prompts:
-        nxt = sorted(set(p["next"]))
-        params.append(SamplingParams(max_tokens=1, temperature=0.0, detokenize=False,
-                                     prompt_logprobs=0 if p["lp"] else None,
-                                     logprob_token_ids=nxt or None))
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=p["ids"]) for p in prompts], params, use_tqdm=False)
-    results = []
-    for p, out in zip(prompts, outputs):
-        ids, res = p["ids"], {"lp": None, "greedy": None}
-        if p["lp"]:
-            positions = out.prompt_logprobs[1:]
-            res["lp"] = [positions[j][ids[j + 1]].logprob for j in range(len(ids) - 1)]
-            res["greedy"] = [positions[j][ids[j + 1]].rank == 1 for j in range(len(ids) - 1)]
-        sample = out.outputs[0]
-        res["top"] = sample.token_ids[0]
-        after = sample.logprobs[0] if sample.logprobs else {}
-        res["next"] = [after[t].logprob for t in p["next"]]
-        if echo:
-            res["ids"] = list(out.prompt_token_ids)
-        results.append(res)
+    """One ``llm.generate`` call over every prompt (vLLM schedules them), one result each; a
+    prompt asking for statistics in a call of its own, its whole-vocabulary lists reduced before
+    the next (one prompt's take tokens x vocabulary floats)."""
+    results: list = [None] * len(prompts)
+    plain = [i for i, p in enumerate(prompts) if not p.get("stats")]
+    calls = [plain] * bool(plain) + [[i] for i, p in enumerate(prompts) if p.get("stats")]
+    for which in calls:
+        chosen = [prompts[i] for i in which]
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=p["ids"]) for p in chosen],
+                               [params_of(SamplingParams, p) for p in chosen], use_tqdm=False)
+        for i, p, out in zip(which, chosen, outputs):
+            results[i] = (read_stats if p.get("stats") else read)(p, out)
+            if echo:
+                results[i]["ids"] = list(out.prompt_token_ids)
     return results
+
+
+def read(p: dict, out) -> dict:
+    ids, res = p["ids"], {"lp": None, "greedy": None}
+    if p["lp"]:
+        positions = out.prompt_logprobs[1:]
+        res["lp"] = [positions[j][ids[j + 1]].logprob for j in range(len(ids) - 1)]
+        res["greedy"] = [positions[j][ids[j + 1]].rank == 1 for j in range(len(ids) - 1)]
+    sample = out.outputs[0]
+    res["top"] = sample.token_ids[0]
+    after = sample.logprobs[0] if sample.logprobs else {}
+    res["next"] = [after[t].logprob for t in p["next"]]
+    return res
+
+
+def read_stats(p: dict, out) -> dict:
+    """``read``'s result off vLLM's flat whole-vocabulary lists, with the moments of each
+    position's distribution: ``mu``, ``sigma`` (prompt positions 1..n-1), ``next_mu``, ``next_sigma``."""
+    ids, res = p["ids"], {"lp": None, "greedy": None, "mu": [], "sigma": []}
+    if p["lp"]:
+        read_off = [at_position(out.prompt_logprobs, j + 1, [ids[j + 1]]) for j in range(len(ids) - 1)]
+        res["lp"] = [lps[0] for lps, _, _, _ in read_off]
+        res["greedy"] = [ranks[0] == 1 for _, ranks, _, _ in read_off]
+        res["mu"], res["sigma"] = [mu for *_, mu, _ in read_off], [sd for *_, sd in read_off]
+    sample = out.outputs[0]
+    res["top"] = sample.token_ids[0]
+    res["next"], _, res["next_mu"], res["next_sigma"] = at_position(sample.logprobs, 0, p["next"])
+    return res
+
+
+def at_position(flat, i: int, tokens: list) -> tuple:
+    """At position ``i`` of vLLM's ``FlatLogprobs``: the log-probabilities and ranks of
+    ``tokens``, and the mean and standard deviation of log p(z) for z drawn from the position's
+    whole distribution (Min-K%++'s mu and sigma, as the engine computes them: a token the model
+    rules out adds nothing)."""
+    import numpy as np
+
+    lo, hi = flat.start_indices[i], flat.end_indices[i]
+    where = [flat.token_ids.index(t, lo, hi) for t in tokens]
+    # vLLM lists the position's own (or sampled) token first, then the whole vocabulary by rank,
+    # that token again among them: counted once.
+    first = lo + 1 if hi - lo > 1 and flat.token_ids[lo] in flat.token_ids[lo + 1:hi] else lo
+    lp = np.asarray(flat.logprobs[first:hi], dtype=np.float64)
+    prob = np.exp(lp)
+    live = prob > 0
+    mean = float(np.sum(prob[live] * lp[live]))
+    sd = float(np.sqrt(np.sum(prob[live] * (lp[live] - mean) ** 2)))
+    return [flat.logprobs[k] for k in where], [flat.ranks[k] for k in where], mean, sd
 
 
 def load(channel):

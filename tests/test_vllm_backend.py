@@ -66,8 +66,9 @@ def test_an_unreachable_server_and_wrong_settings_are_one_line(tiny_ws):
     proc = run_cli("score", tiny_ws, "--model", "smollm2-135m", "--backend", "vllm", "-o", "server",
                    f"http://127.0.0.1:{port}", "--quiet", check=False)
     one_line_error(proc, f"vLLM server http://127.0.0.1:{port} unreachable", "Connection refused")
-    proc = run_cli("score", tiny_ws, "--model", "smollm2-135m", "--backend", "vllm", "--text-scores", "--quiet",
-                   check=False)
+    with serving(VLLM_MODELS) as (_, url):  # vLLM's worker gives text scores; a server cannot (docs)
+        proc = run_cli("score", tiny_ws, "--model", "smollm2-135m", "--backend", "vllm", "-o", "server", url,
+                       "--text-scores", "--quiet", check=False)
     one_line_error(proc, "--text-scores needs the whole next-token distribution", "--backend engine")
     proc = run_cli("score", tiny_ws, "--model", "smollm2-135m", "-o", "tensor-parallel-size", "2", "--quiet",
                    check=False)
@@ -98,8 +99,9 @@ def test_a_python_that_cannot_run_is_one_line(tiny_ws, tmp_path):
 class Replies(http.server.BaseHTTPRequestHandler):
     """A real HTTP server's handler answering each path with the reply its server was given
     (``server.replies``: path -> (status, content type, body bytes), or a function of the posted
-    request giving them), recording the paths and authorization it got. The replies are what services that are not vLLM send, or vLLM's with a part missing:
-    the real thing here is the HTTP exchange and the backend's reading of it."""
+    request giving them), recording the paths and authorization it got. The replies are what
+    services that are not vLLM send, or vLLM's with a part missing: the real thing here is the
+    HTTP exchange and the backend's reading of it."""
 
     def do_GET(self):
         self.answer()
@@ -173,7 +175,8 @@ def choices(make):
 @pytest.mark.parametrize("completion, expected", [
     ((200, "text/html", b"<html>502 Bad Gateway</html>"), "/v1/completions: the reply is not JSON"),
     (choices(lambda i, p: {"index": i, "logprobs": None}), "no 'prompt_logprobs'"),
-    (lambda request: as_json({"choices": [{"index": i, "prompt_logprobs": None} for i in range(len(request["prompt"]) - 1)]}),
+    (lambda request: as_json({"choices": [{"index": i, "prompt_logprobs": None}
+                                          for i in range(len(request["prompt"]) - 1)]}),
      "7 choices for 8 prompts"),
     (choices(lambda i, p: {"index": i, "prompt_logprobs": [None] + [{"7": {"logprob": -1.0, "rank": 1}}] * (len(p) - 1),
                            "logprobs": {"tokens": ["token_id:7"], "top_logprobs": [{"token_id:7": -1.0}]}}),
@@ -238,6 +241,18 @@ def test_vllm_scores_under_a_label_holding_engine_scores_are_refused(tmp_path):
     assert scored(ws).equals(before)
 
 
+def test_text_scores_through_a_server_are_one_line(tiny_ws):
+    """Text scores need every position's whole next-token distribution: vLLM's worker gives it, a
+    server would send 49152 log-probabilities a token as JSON, so the server route is refused in
+    one line before anything is scored."""
+    with serving(VLLM_MODELS) as (server, url):
+        proc = run_cli("text-scores", tiny_ws, "--model", "smollm2-135m", "--backend", "vllm", "-o", "server", url,
+                       "--quiet", check=False)
+    one_line_error(proc, "`curate text-scores` needs the whole next-token distribution", "the vllm backend does "
+                   "not return through a server", "leave -o server out")
+    assert "/v1/completions" not in [path for path, _ in server.seen]
+
+
 # --- vLLM's memory, sized to the machine: no vLLM needed ------------------------------------------------
 
 def test_the_memory_default_fits_the_machine():
@@ -287,8 +302,8 @@ def test_the_root_cause_is_read_off_the_worker_log():
 exception in a background process. See stack trace for root cause.
 Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.
 """
-    assert root_cause(log) == ("ValueError: Available memory on node 0 (8.52/10.34 GiB) on startup is less than desired "
-                               "CPU memory utilization (0.92, 9.51 GiB).")
+    assert root_cause(log) == ("ValueError: Available memory on node 0 (8.52/10.34 GiB) on startup is less than "
+                               "desired CPU memory utilization (0.92, 9.51 GiB).")
     assert root_cause("Loading safetensors checkpoint shards: 100% Completed\n") is None
 
 
@@ -379,6 +394,28 @@ def test_a_worker_that_cannot_start_says_why_in_one_line(tmp_path):
     assert os.path.dirname(log) == str(ws / "logs") and "ValueError: Available memory" in open(log).read()
     assert "starting smollm2-135m on the vllm backend, loading the model into vLLM" in proc.stderr
     assert scored(ws).empty
+
+
+@needs_vllm
+def test_text_scores_through_vllm_equal_the_engines(tmp_path):
+    """`curate text-scores --backend vllm` on 20 held-out HellaSwag items equals the engine's text
+    scores within 1e-3 (loss, zlib, Min-K%, Min-K%++: the worker takes the moments of vLLM's
+    whole-vocabulary log-probabilities), the self-check passing on its first texts."""
+    from benchmarks.vllm_parity import hellaswag_ws
+    from scoring.text_store import open_text_scores, read_text_scores
+
+    ws = hellaswag_ws(tmp_path / "hs", 20)
+    run_cli("text-scores", ws, "--model", "smollm2-135m", "--label", "engine", "--quiet")
+    proc = run_cli("text-scores", ws, "--model", "smollm2-135m", "--label", "vllm", "--backend", "vllm", "--quiet")
+    assert "text scores of vllm [float32, cpu, vllm runner]: 20 computed" in proc.stdout
+    assert "self-check: 2 texts also scored by the model's own forward: passed" in proc.stdout
+    with open_text_scores(ws) as w:
+        frame = read_text_scores(w)
+    columns = ["loss", "zlib", "min_k_10", "min_k_20", "min_kpp_10", "min_kpp_20", "n_tokens"]
+    both = frame[frame.model == "engine"].merge(frame[frame.model == "vllm"], on="item_id")
+    assert len(both) == 20 and (both["n_tokens_x"] == both["n_tokens_y"]).all()
+    worst = max((both[f"{c}_x"] - both[f"{c}_y"]).abs().max() for c in columns[:-1])
+    assert worst <= 1e-3, worst
 
 
 def free_port() -> int:

@@ -30,27 +30,66 @@ from types import SimpleNamespace
 
 from curate.core.clock import now
 from curate.core.errors import CurateError
+from curate.core.options import Option, true_or_false
 from curate.core.secrets import redact
-from scoring import prefix_cache, reference, vllm_memory
+from scoring.backends import Backend as Interface, Context
 from scoring.encode import Result
-from scoring.models import load, load_tokenizer, max_length, tokenizer_hash
-from scoring.vllm_server import Server
 
 #: Raised with every change that can alter a number this backend stores.
 VERSION = 1
 WORKER = Path(__file__).resolve().parent.parent / "vllm_worker.py"
 #: Where `make vllm` builds vLLM's environment, beside the project's own .venv.
 PROJECT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
-#: The knobs passed to vllm.LLM as they are (scoring/options.py, backend="vllm"); its memory is
-#: ``scoring.vllm_memory``'s.
+#: The settings passed to vllm.LLM as they are; its memory is ``scoring.vllm_memory``'s.
 LLM_KNOBS = ("tensor_parallel_size", "max_model_len", "enable_prefix_caching", "enforce_eager")
 
+SETTINGS = [
+    Option("python", metavar="PATH", backend="vllm",
+           help="The Python of vLLM's own environment, which runs the vLLM worker (scoring/vllm_worker.py) "
+                "[default: $BENCHCURATE_VLLM_PYTHON, else the project's .venv-vllm (`make vllm`), else this one]."),
+    Option("server", metavar="URL", backend="vllm", pattern="^https?://.+",
+           help="Score through a running vLLM OpenAI-compatible server (vllm serve) at URL instead of starting a "
+                "worker; $VLLM_API_KEY, when set, is its --api-key.",
+           config="With backend vllm: score through a running vLLM OpenAI-compatible server at this URL instead of "
+                  "starting a worker ($VLLM_API_KEY, when set, is its --api-key)."),
+    Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size.",
+           config="With backend vllm: vllm.LLM's tensor_parallel_size."),
+    Option("gpu_memory_utilization", float, min=0, max=1, min_open=True, backend="vllm",
+           help="vllm.LLM's gpu_memory_utilization: vLLM's share of each GPU (on a CPU, of the memory of the NUMA "
+                "node it runs on) [default: sized to the machine: on GPUs what is free at start, at most 0.92; on a "
+                "CPU a KV cache of its own size instead, -o kv-cache-gib].",
+           config="With backend vllm: vllm.LLM's gpu_memory_utilization (absent: sized to the machine)."),
+    Option("kv_cache_gib", float, min=0, min_open=True, backend="vllm",
+           help="vLLM's KV cache in GiB (vllm.LLM's kv_cache_memory_bytes) [default on a CPU: room for 4 sequences "
+                "of max_model_len, at most half the memory the weights leave; docs/stages/score.md].",
+           config="With backend vllm: vLLM's KV cache in GiB (absent: sized to the machine)."),
+    Option("max_model_len", int, min=2, backend="vllm",
+           help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item.",
+           config="With backend vllm: vllm.LLM's max_model_len (absent: the model's)."),
+    Option("enable_prefix_caching", bool, False, backend="vllm",
+           help="vllm.LLM's enable_prefix_caching (vLLM reads no cached prefix for a prompt that asks for its own "
+                "log-probabilities, so only one-token options, letters, can reuse one).",
+           config="With backend vllm: vllm.LLM's enable_prefix_caching."),
+    Option("enforce_eager", default="true", choices=("true", "false"), convert=true_or_false, backend="vllm",
+           help="vllm.LLM's enforce_eager: no compiled graphs (scoring is prefill only, and compiling took minutes "
+                "on a CPU).",
+           config="With backend vllm: vllm.LLM's enforce_eager ('true' or 'false')."),
+    Option("tokens_per_call", int, 65536, min=1, backend="vllm",
+           help="Tokens sent to vLLM per call (its scheduler batches within a call); each call's scores are "
+                "stored when it returns, so a killed run loses one call at most.",
+           config="With backend vllm: tokens sent to vLLM per call; each call's scores are stored when it returns."),
+    Option("server_timeout", float, 600, min=0, min_open=True, metavar="SECONDS", backend="vllm",
+           help="With -o server: seconds one call may wait for the server's reply (its start-up questions, "
+                "/v1/models and /version, at most 30).",
+           config="With backend vllm and a server: seconds one call may wait for the server's reply."),
+]
 
-def interpreter(options) -> tuple[str, str]:
+
+def interpreter(settings) -> tuple[str, str]:
     """The Python that runs the worker and how it was named: ``-o python``, else
     $BENCHCURATE_VLLM_PYTHON, else the project's ``.venv-vllm`` (``make vllm``), else this one."""
-    if options.python:
-        return options.python, "-o python"
+    if settings.python:
+        return settings.python, "-o python"
     if os.environ.get("BENCHCURATE_VLLM_PYTHON"):
         return os.environ["BENCHCURATE_VLLM_PYTHON"], "$BENCHCURATE_VLLM_PYTHON"
     if PROJECT_PYTHON.is_file():
@@ -58,45 +97,51 @@ def interpreter(options) -> tuple[str, str]:
     return sys.executable, "this Python"
 
 
-def llm_settings(ref, options) -> dict:
-    """vllm.LLM's keywords: the model, --dtype and the knobs given (vLLM's defaults otherwise;
-    its memory is added once the worker says what the machine has)."""
-    settings = {"model": ref.path, "tokenizer": ref.path, "dtype": options.dtype, "seed": 0}
+def llm_settings(ref, dtype: str, settings, *, stats: bool = False) -> dict:
+    """vllm.LLM's keywords: the model, the dtype and the settings given (vLLM's defaults otherwise;
+    its memory is added once the worker says what the machine has); with ``stats``, every
+    log-probability of the vocabulary may be asked for (text scores' statistics)."""
+    llm = {"model": ref.path, "tokenizer": ref.path, "dtype": dtype, "seed": 0}
     if ref.revision:
-        settings["revision"] = settings["tokenizer_revision"] = ref.revision
-    settings.update({k: getattr(options, k) for k in LLM_KNOBS if getattr(options, k) is not None})
-    return settings
+        llm["revision"] = llm["tokenizer_revision"] = ref.revision
+    llm.update({k: getattr(settings, k) for k in LLM_KNOBS if getattr(settings, k) is not None})
+    if stats:
+        llm["max_logprobs"] = -1
+    return llm
 
 
-def quiet(text: str) -> None:
-    """Start-up steps are said nowhere (a caller that shows them passes its own)."""
-
-
-class Backend:
+class Backend(Interface):
     """The model served by vLLM: a worker started here (``-o python``), or a server (``-o server``).
-    ``logs``: the folder the worker's log is kept in (the workspace's ``logs``; None: the
-    system's temporary folder); ``say``: where each start-up step is said."""
+    The worker's log is kept in the context's ``logs`` folder; start-up steps are said there."""
     name = "vllm"
+    SETTINGS = SETTINGS
+    token_stats = True
 
-    def __init__(self, ref, options, *, logs=None, say=quiet):
-        if options.text_scores:
-            raise CurateError("--text-scores needs the whole next-token distribution at every token (Min-K%++), which "
-                              "the vllm backend does not return; store text scores with --backend engine or "
-                              "`curate text-scores`")
-        if options.python and options.server:
+    @staticmethod
+    def check(settings) -> None:
+        if settings.python and settings.server:
             raise CurateError("-o python starts a vLLM worker and -o server scores through a running server: give one")
-        self.ref, self.options, self.dtype = ref, options, options.dtype
-        self.tokenizer = load_tokenizer(ref)
+
+    def __init__(self, ref, options, context: Context = Context()):
         from transformers import AutoConfig
+
+        from scoring.models import load_tokenizer, max_length
+        from scoring.vllm_server import Server
+
+        super().__init__(ref, options, context)
+        s = self.settings
+        self.tokenizer = load_tokenizer(ref)
         self.config = AutoConfig.from_pretrained(ref.path, revision=ref.revision)
         self.window = max_length(SimpleNamespace(config=self.config), self.tokenizer)  # lm-eval's, as the engine's
-        self.settings = llm_settings(ref, options)
+        self.llm = llm_settings(ref, self.dtype, s, stats=context.stats)
         self.memory: dict = {}
-        if options.server:
-            say(f"asking the vLLM server {redact(options.server)}")
-            self.client = Server(options.server, timeout=options.server_timeout)
+        if s.server:
+            context.say(f"asking the vLLM server {redact(s.server)}")
+            self.client = Server(s.server, timeout=s.server_timeout)
+            self.token_stats = False
         else:
-            self.client = Worker(*interpreter(options), self.settings, logs=logs, say=say, memory=self.size_memory)
+            self.client = Worker(*interpreter(s), self.llm, logs=context.logs, say=context.say,
+                                 memory=self.size_memory)
             self.memory = self.client.memory
         self.max_model_len = self.client.max_model_len
         self.prompts = self.fed = 0
@@ -104,31 +149,39 @@ class Backend:
     def size_memory(self, machine: dict) -> tuple[dict, dict]:
         """vLLM's memory keywords for ``machine`` (the worker's report) and what was chosen
         (``scoring.vllm_memory``)."""
-        longest = self.options.max_model_len or self.window
-        model = vllm_memory.needs(self.ref.path, self.config, self.dtype, longest)
-        return vllm_memory.plan(machine, model, kv_cache_gib=self.options.kv_cache_gib,
-                                utilization=self.options.gpu_memory_utilization,
-                                tensor_parallel=self.options.tensor_parallel_size, environ=os.environ)
+        from scoring import vllm_memory
+
+        s = self.settings
+        model = vllm_memory.needs(self.ref.path, self.config, self.dtype, s.max_model_len or self.window)
+        return vllm_memory.plan(machine, model, kv_cache_gib=s.kv_cache_gib, utilization=s.gpu_memory_utilization,
+                                tensor_parallel=s.tensor_parallel_size, environ=os.environ)
+
+    def why_no_stats(self) -> str:
+        return ("does not return through a server (49152 log-probabilities a token as JSON); its worker does: "
+                "leave -o server out")
 
     def identity(self) -> dict:
+        from scoring.models import tokenizer_hash
         return {"model_hash": self.ref.weights_hash, "tokenizer_hash": tokenizer_hash(self.tokenizer),
                 "dtype": self.dtype, "engine": f"vllm-{self.client.version}-{VERSION}"}
 
     def info(self) -> dict:
-        how = {"server": redact(self.options.server)} if self.options.server else {
-            "python": self.client.python, "vllm_settings": {k: v for k, v in self.settings.items()
+        how = {"server": redact(self.settings.server)} if self.settings.server else {
+            "python": self.client.python, "vllm_settings": {k: v for k, v in self.llm.items()
                                                             if k not in ("model", "tokenizer")}}
         return {"runner": "vllm", "vllm": self.client.version, **how, "max_model_len": self.max_model_len,
-                "tokens_per_call": self.options.tokens_per_call,
+                "tokens_per_call": self.settings.tokens_per_call,
                 **({"memory": self.memory, "worker_log": str(self.client.log_path)} if self.memory else {})}
 
-    def plan(self, units, items) -> list[prefix_cache.Batch]:
+    def plan(self, units, items) -> list:
         """The units in the run's order, each call to vLLM at most ``-o tokens_per_call`` fed tokens
         (vLLM schedules within a call; each call's scores are stored when it returns)."""
+        from scoring import prefix_cache
+
         batches, current, tokens = [], [], 0
         for unit in units:
             fed = sum(len(p["ids"]) for p in prompts_of(unit.requests))
-            if current and tokens + fed > self.options.tokens_per_call:
+            if current and tokens + fed > self.settings.tokens_per_call:
                 batches.append(current)
                 current, tokens = [], 0
             current.append(unit)
@@ -157,19 +210,23 @@ class Backend:
                                   f"{self.max_model_len} (a prompt and the one token after it must fit): raise "
                                   "-o max_model_len (or the server's --max-model-len), or leave this item out")
 
-    def self_check(self, units, *, items: int, names) -> dict:
+    def self_check(self, units, *, items: int, names, score=None) -> dict:
         """The first ``items`` units (of those whose rows fit --batch-tokens) scored by vLLM and by
         the model's own plain transformers forward here, the run stopping on a difference over the
-        dtype's tolerance (``scoring.reference``: the tolerances the engine's self-check uses)."""
-        fitting = [u for u in units if u.max_row <= self.options.batch_tokens][:items]
+        dtype's tolerance (``scoring.reference``: the tolerances the engine's self-check uses).
+        vLLM scores planned batches and other requests alike, so ``score`` changes nothing."""
+        from scoring import reference
+        from scoring.models import load
+
+        fitting = [u for u in units if u.max_row <= self.batch_tokens][:items]
         if not fitting:
             note = ("nothing to check" if not items else f"not run: every row is longer than --batch-tokens "
-                    f"{self.options.batch_tokens}, and the plain forward would hold a whole row at once")
+                    f"{self.batch_tokens}, and the plain forward would hold a whole row at once")
             return {"items": 0, "note": note}
         requests = [r for u in fitting for r in u.requests]
         labels = [f"{names(u)} request {k}" for u in fitting for k in range(len(u.requests))]
         ours = self.score_requests(requests)
-        model, _ = load(self.ref, dtype=self.dtype, device=self.options.device)
+        model, _ = load(self.ref, dtype=self.dtype, device=self.device)
         theirs = reference.score(model, requests)
         del model
         line = reference.worst_difference(requests, ours, theirs, self.dtype, labels)
@@ -182,7 +239,7 @@ class Backend:
                 "tolerance_relative": reference.RELATIVE[self.dtype], "runner": "vllm",
                 "largest_compared": compared, "tolerance_there": allowed}
 
-    def score(self, batch: prefix_cache.Batch) -> list[Result]:
+    def score(self, batch) -> list[Result]:
         return self.score_requests(batch.requests)
 
     def score_requests(self, requests) -> list[Result]:
@@ -197,6 +254,7 @@ class Backend:
                 "notes": [self.memory["line"]] if self.memory else []}
 
     def close(self) -> None:
+        """The worker ended (vLLM's engine processes with it)."""
         self.client.close()
 
 
@@ -205,13 +263,17 @@ class Backend:
 def prompts_of(requests) -> list[dict]:
     """One prompt per distinct fed sequence (prefix + a continuation but its last token): ``lp``
     when a continuation has inner tokens or the prefix's own log-probabilities are wanted,
-    ``next`` the last tokens of the continuations that end after it."""
+    ``next`` the last tokens of the continuations that end after it, ``stats`` when a request
+    wants the per-token statistics of that row (its prompt's and its next token's whole
+    distributions)."""
     prompts: dict[tuple, dict] = {}
     for req in requests:
         for k, cont in enumerate(req.conts):
             fed = tuple(req.prefix + cont[:-1])
             p = prompts.setdefault(fed, {"ids": list(fed), "lp": False, "next": []})
-            p["lp"] = p["lp"] or len(cont) > 1 or (req.prefix_lp and k == 0)
+            p["lp"] = p["lp"] or len(cont) > 1 or (req.prefix_lp and k == 0) or (req.stats == k and len(fed) > 1)
+            if req.stats == k:
+                p["stats"] = True
             if cont and cont[-1] not in p["next"]:
                 p["next"].append(cont[-1])
     return list(prompts.values())
@@ -236,8 +298,23 @@ def results_of(requests, replies: dict) -> list[Result]:
         if req.prefix_lp:
             reply = replies[tuple(req.prefix + req.conts[0][:-1])]
             prefix_sum = sum(reply["lp"][:p - 1])
-        results.append(Result(prefix_sum, sums, greedy))
+        results.append(Result(prefix_sum, sums, greedy, None if req.stats is None else row_stats(req, replies)))
     return results
+
+
+def row_stats(req, replies: dict) -> tuple:
+    """``Result.stats`` of the row of continuation ``req.stats``: for each of its tokens after
+    the first, its log-probability and the mean and standard deviation of log p(z) under the
+    distribution it was drawn from (the prompt's positions, then the next token's)."""
+    import numpy as np
+
+    cont = req.conts[req.stats]
+    reply = replies[tuple(req.prefix + cont[:-1])]
+    n = max(len(req.prefix) + len(cont) - 2, 0)  # predicted tokens of the prompt (positions 1 .. its last)
+    at = reply["asked"].index(cont[-1])
+    logprob = [*(reply["lp"] or [])[:n], reply["next"][at]]
+    mu, sigma = [*(reply["mu"] or [])[:n], reply["next_mu"]], [*(reply["sigma"] or [])[:n], reply["next_sigma"]]
+    return np.array(logprob, dtype=np.float64), np.array(mu, dtype=np.float64), np.array(sigma, dtype=np.float64)
 
 
 # --- the two ways to reach vLLM ------------------------------------------------------------------
