@@ -400,7 +400,8 @@ def test_a_worker_that_cannot_start_says_why_in_one_line(tmp_path):
 def test_text_scores_through_vllm_equal_the_engines(tmp_path):
     """`curate text-scores --backend vllm` on 20 held-out HellaSwag items equals the engine's text
     scores within 1e-3 (loss, zlib, Min-K%, Min-K%++: the worker takes the moments of vLLM's
-    whole-vocabulary log-probabilities), the self-check passing on its first texts."""
+    whole-vocabulary log-probabilities), the self-check passing on its first texts; `curate score
+    --backend vllm --text-scores` stores the same off its full-mode pass (5 items)."""
     from benchmarks.vllm_parity import hellaswag_ws
     from scoring.text_store import open_text_scores, read_text_scores
 
@@ -416,6 +417,13 @@ def test_text_scores_through_vllm_equal_the_engines(tmp_path):
     assert len(both) == 20 and (both["n_tokens_x"] == both["n_tokens_y"]).all()
     worst = max((both[f"{c}_x"] - both[f"{c}_y"]).abs().max() for c in columns[:-1])
     assert worst <= 1e-3, worst
+    # and off the full-mode pass itself (`curate score --text-scores`), the same numbers
+    run_cli("score", ws, "--model", "smollm2-135m", "--label", "vllm-pass", "--backend", "vllm", "--modes", "full",
+            "--text-scores", "--limit", "5", "--self-check", "0", "--quiet")
+    with open_text_scores(ws) as w:
+        frame = read_text_scores(w)
+    passed = frame[frame.model == "vllm-pass"].merge(frame[frame.model == "vllm"], on="item_id")
+    assert len(passed) == 5 and max((passed[f"{c}_x"] - passed[f"{c}_y"]).abs().max() for c in columns) <= 1e-4
 
 
 def free_port() -> int:
