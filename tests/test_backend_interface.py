@@ -167,3 +167,18 @@ def test_the_model_users_import_nothing_from_the_engine():
                         and node.module == "scoring" for a in node.names}
         assert "scoring.engine" not in imported and "engine" not in from_scoring, path
     assert Path(ROOT / "scoring" / "backends" / "__init__.py").read_text().count("class Backend(ABC)") == 1
+
+
+def test_a_start_up_says_what_it_is_doing(tmp_path):
+    """The seconds before the first progress bar are not silent: `curate score` names each
+    start-up step on one line (loading the model, the runner probe, tokenizing, the self-check),
+    and --quiet keeps it off."""
+    ws = small_workspace(tmp_path / "ws", 2)
+    proc = run_cli("score", ws, "--model", "smollm2-135m", "--modes", "full")
+    said = proc.stderr.replace("\r", "\n")
+    for step in ("starting smollm2-135m on the engine backend, loading the model (float32, cpu)",
+                 "probing which runner reproduces the model's own forward", "tokenizing 2 units",
+                 "self-check: the first 2 units also scored by the model's own forward"):
+        assert step in said, said
+    quiet = run_cli("score", ws, "--model", "smollm2-135m", "--modes", "zero", "--quiet")
+    assert "starting" not in quiet.stderr
