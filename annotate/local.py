@@ -10,19 +10,20 @@ the best and worst letters, a yes/no per other option for "equally good", and a 
 "all implausible". The questions live in ``prompts/local.v1.yaml`` (continuation items) and
 ``prompts/local.question.v1.yaml`` (question items) and are part of the version.
 
-The log-likelihoods come from the scoring engine, the one place they are computed. A prompt is
+The log-likelihoods come from a scoring backend (``scoring.backends``: the engine, unless the
+annotator is made with another), the one place they are computed. A prompt is
 encoded in its three parts (instructions, item, question turn), as this annotator always has, so
 the model reads the same tokens as before; each answer is encoded after its question turn as the
 engine encodes a continuation (``scoring.encode.encode_pair``, lm-eval's rule: the turn's
 trailing newline moves into the answer, so an answer's log-likelihood also counts that newline,
 the same for every answer). Each question is one engine request (its prompt, then its answers).
-Many items' questions are scored in one forward pass (``BATCH_TOKENS``) by
-``scoring.shared_prefix.score_shared``, which computes the instructions once per batch and an
-item once for all its questions; each item is stored as soon as its batch is done, so a killed
-run resumes, and the request key is unchanged, so a run begun before this change resumes too.
-Before a run is recorded, the engine's runner probe and the score command's self-check
-(``scoring.self_check``, on the first questions, scored by ``score_shared`` as the run scores
-them) run, as for ``curate score``.
+Many items' questions are scored in one forward pass (``BATCH_TOKENS``) by the backend's
+``score_requests`` (the engine's: ``scoring.shared_prefix.score_shared``, which computes the
+instructions once per batch and an item once for all its questions); each item is stored as soon
+as its batch is done, so a killed run resumes, and the request key is unchanged, so a run begun
+before this change resumes too. Before a run is recorded, the backend's own checks (the engine's
+runner probe, when it loads) and its self-check (on the first questions, scored as the run scores
+them) run, as for ``curate score``. The annotate stage closes the backend (``close``).
 """
 from __future__ import annotations
 
@@ -66,12 +67,13 @@ class Question:
 
 
 class LocalAnnotator:
-    """Loads the model once; ``annotate_all(items, round)`` -> (item, result, raw) per item."""
+    """Loads the model once, on a scoring backend (``backend``: the engine by default);
+    ``annotate_all(items, round)`` -> (item, result, raw) per item; ``close()`` when done."""
 
-    def __init__(self, name: str, *, device: str = "cpu"):
+    def __init__(self, name: str, *, device: str = "cpu", backend: str = "engine"):
         from scoring.models import resolve
 
-        self.name = name
+        self.name, self.backend = name, backend
         self.ref = resolve(name)
         self.device = device
         self._questions = {}
@@ -82,21 +84,27 @@ class LocalAnnotator:
         return self._questions[kind]
 
     @cached_property
-    def loaded(self):
-        from scoring.models import load
-        return load(self.ref, device=self.device, scoring_only=True)
+    def scorer(self):
+        """The model loaded on the backend (on first use: a run with nothing to ask loads nothing)."""
+        from types import SimpleNamespace
+
+        from scoring.backends import open_backend
+        return open_backend(self.backend, self.ref, SimpleNamespace(dtype="float32", device=self.device,
+                                                                    batch_tokens=BATCH_TOKENS))
 
     @property
     def model(self):
-        return self.loaded[0]
+        """The engine's model (its own forward is what the tests compare with)."""
+        return self.scorer.lm
 
     @property
     def tokenizer(self):
-        return self.loaded[1]
+        return self.scorer.tokenizer
 
-    @property
-    def pad_id(self) -> int:
-        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+    def close(self) -> None:
+        """The backend closed, when it was opened."""
+        if "scorer" in self.__dict__:
+            self.scorer.close()
 
     @property
     def snapshot(self) -> str:
@@ -157,10 +165,9 @@ class LocalAnnotator:
                                 len(prompt) + max(len(cont) for cont in conts)))
         return out
 
-    @cached_property
+    @property
     def context_length(self) -> int:
-        from scoring.models import max_length
-        return max_length(self.model, self.tokenizer)
+        return self.scorer.window
 
     def check_lengths(self, items: list[dict], round: int) -> None:
         """Refuse the run before anything is stored when an item does not fit the context."""
@@ -172,21 +179,16 @@ class LocalAnnotator:
                                   f"or use a model with a longer context")
 
     def check(self, items: list[dict], round: int) -> dict:
-        """What refuses a run before it is recorded: an item past the context, an architecture the
-        engine cannot score exactly (its runner probe), and numbers that differ from the model's
-        own plain forward on the first questions, scored as the run scores them (the self-check,
-        as ``curate score`` runs it). Returns the self-check's record."""
-        from scoring.engine import runner_for
-        from scoring.self_check import self_check
-        from scoring.shared_prefix import score_shared
-
+        """What refuses a run before it is recorded: an item past the context, a model the backend
+        cannot score exactly (the engine's runner probe, as it loads), and numbers that differ
+        from the model's own plain forward on the first questions, scored as the run scores them
+        (the backend's self-check, as ``curate score`` runs it). Returns the self-check's record."""
         if not items:  # nothing to ask: the weights need not even load
             return {"items": 0, "note": "nothing to annotate"}
         self.check_lengths(items, round)
-        runner_for(self.model)
-        return self_check(self.model, self.item_questions(items[0], round), "float32", items=SELF_CHECK_QUESTIONS,
-                          batch_tokens=BATCH_TOKENS, pad_id=self.pad_id,
-                          names=lambda q: f"item {q.item_id}, question {q.key}", score=score_shared)
+        return self.scorer.self_check(self.item_questions(items[0], round), items=SELF_CHECK_QUESTIONS,
+                                      names=lambda q: f"item {q.item_id}, question {q.key}",
+                                      score=self.scorer.score_requests)
 
     def annotate_all(self, items: list[dict], round: int):
         """Yields (item, result, raw) for each of ``items`` in order, scoring them a batch of about
@@ -204,11 +206,8 @@ class LocalAnnotator:
 
     def score_batch(self, batch: list[tuple[dict, list[Question]]], round: int):
         """One forward pass for every question of the batch's items."""
-        from scoring.shared_prefix import score_shared
-
         questions = [q for _, qs in batch for q in qs]
-        results = iter(score_shared(self.model, [q.request for q in questions], pad_id=self.pad_id,
-                                    max_tokens=BATCH_TOKENS))
+        results = iter(self.scorer.score_requests([q.request for q in questions]))
         for item, qs in batch:
             picked = {}
             for q, result in zip(qs, results):

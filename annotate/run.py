@@ -168,7 +168,11 @@ class Annotate(Stage):
             work = Work.plan(ws, o.annotator, o.round, o.limit, o.parse_retries)
             if o.dry_run:
                 return dry_summary(work, o)
-            return self.annotate(ws, work)
+            try:
+                return self.annotate(ws, work)
+            finally:
+                if work.local is not None:
+                    work.local.close()  # the scoring backend it opened, also on an error
 
     def annotate(self, ws: Workspace, work: "Work") -> dict:
         o = self.options
@@ -188,7 +192,7 @@ class Annotate(Stage):
 
     def prepare(self, ws: Workspace, work: "Work") -> tuple:
         """What is refused before a run is recorded (no key, an item past a local model's context,
-        the engine's self-check), the prompt-cache decision, and the requests an earlier run of
+        the scoring backend's self-check), the prompt-cache decision, and the requests an earlier run of
         this work left in flight (kill -9), settled: (client, cache, checked, left)."""
         o = self.options
         client = cache = checked = left = None

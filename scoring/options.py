@@ -69,20 +69,18 @@ def label_of(value: str) -> str:
     return model_name(value)
 
 
+def backend_settings() -> list[Option]:
+    """Every backend's own settings (``-o NAME VALUE``, the audit config's keys), declared in its
+    file (``scoring.backends``): the score and text-scores tables take them."""
+    from scoring.backends import settings
+    return settings()
+
+
 def backend_of(value: str) -> str:
     from scoring.backends import names
     if value not in names():
         raise ValueError(f"no such scoring backend; known: {', '.join(names())}")
     return value
-
-
-def true_or_false(value) -> bool:
-    """A setting whose default is true, given as ``-o NAME true|false`` (a flag can only turn on)."""
-    if isinstance(value, bool):
-        return value
-    if value not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return value == "true"
 
 
 SCORE = [
@@ -104,47 +102,9 @@ SCORE = [
     Option("device", default="cpu", pattern="^(cpu|cuda(:[0-9]+)?|mps|auto)$",
            help="cpu, cuda, cuda:N, mps, or auto: the model placed over every visible GPU by accelerate.",
            config="cpu, cuda, cuda:N, mps, or auto (the model placed over every visible GPU by accelerate)."),
-    Option("max_memory", metavar="SPEC", backend="engine",
-           help="With --device auto: where the model may go, e.g. 0=70GiB,1=70GiB,cpu=100GiB,disk "
-                "(without it, GPUs only; cpu and disk only when named).",
-           config="With device auto: where the model may go, as curate score --max-memory takes it "
-                  "(e.g. '0=70GiB,1=70GiB,cpu=100GiB,disk'); absent: the visible GPUs only."),
     Option("batch_tokens", int, 4096, min=1, help="Token budget per forward pass (rows x longest row).",
            config="Token budget per forward batch (rows x longest row)."),
-    Option("prefix_cache_mb", int, 256, min=0, metavar="MB", backend="engine",
-           help="Memory for the keys and values of prefixes many rows share (a few-shot header), each computed "
-                "once (scoring/prefix_cache.py); a shared prefix larger than this is computed in full for every "
-                "row, never dropped (0: no cache).",
-           config="Memory (MB) for the keys and values of prefixes many rows share, each computed once; a larger "
-                  "shared prefix is computed in full for every row (0: no cache)."),
-    Option("python", metavar="PATH", backend="vllm",
-           help="The Python of vLLM's own environment, which runs the vLLM worker (scoring/vllm_worker.py) "
-                "[default: $BENCHCURATE_VLLM_PYTHON, else the project's .venv-vllm (`make vllm`), else this one]."),
-    Option("server", metavar="URL", backend="vllm", pattern="^https?://.+",
-           help="Score through a running vLLM OpenAI-compatible server (vllm serve) at URL instead of starting a "
-                "worker; $VLLM_API_KEY, when set, is its --api-key.",
-           config="With backend vllm: score through a running vLLM OpenAI-compatible server at this URL instead of "
-                  "starting a worker ($VLLM_API_KEY, when set, is its --api-key)."),
-    Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size.",
-           config="With backend vllm: vllm.LLM's tensor_parallel_size."),
-    Option("gpu_memory_utilization", float, 0.92, min=0, max=1, min_open=True, backend="vllm",
-           help="vllm.LLM's gpu_memory_utilization (on a CPU, $VLLM_CPU_KVCACHE_SPACE sizes the cache instead).",
-           config="With backend vllm: vllm.LLM's gpu_memory_utilization."),
-    Option("max_model_len", int, min=2, backend="vllm",
-           help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item.",
-           config="With backend vllm: vllm.LLM's max_model_len (absent: the model's)."),
-    Option("enable_prefix_caching", bool, False, backend="vllm",
-           help="vllm.LLM's enable_prefix_caching (vLLM reads no cached prefix for a prompt that asks for its own "
-                "log-probabilities, so only one-token options, letters, can reuse one).",
-           config="With backend vllm: vllm.LLM's enable_prefix_caching."),
-    Option("enforce_eager", default="true", choices=("true", "false"), convert=true_or_false, backend="vllm",
-           help="vllm.LLM's enforce_eager: no compiled graphs (scoring is prefill only, and compiling took minutes "
-                "on a CPU).",
-           config="With backend vllm: vllm.LLM's enforce_eager ('true' or 'false')."),
-    Option("tokens_per_call", int, 65536, min=1, backend="vllm",
-           help="Tokens sent to vLLM per call (its scheduler batches within a call); each call's scores are "
-                "stored when it returns, so a killed run loses one call at most.",
-           config="With backend vllm: tokens sent to vLLM per call; each call's scores are stored when it returns."),
+    *backend_settings(),
     Option("limit", int, min=1, help="Score only the first N items."),
     Option("self_check", int, 2, min=0, metavar="N",
            help="Before storing anything, score N units (an item in one mode) also by the model's own plain "
@@ -181,9 +141,16 @@ SCORE = [
            help="Afterwards re-score K random items one at a time and report the largest difference."),
 ]
 
+def check_backend_settings(options) -> None:
+    """The chosen backend's own settings checked together (its ``Backend.check``: two settings
+    that exclude each other), before anything loads."""
+    from scoring.backends import backend_class
+    backend_class(options.backend).settings_of(options)
+
+
 DEFAULTS = defaults(SCORE)
 #: The score stage's options: one object, every value checked on construction.
-ScoreOptions = options_class("ScoreOptions", SCORE)
+ScoreOptions = options_class("ScoreOptions", SCORE, check=check_backend_settings)
 
 
 def _text(name: str, **changes) -> Option:
@@ -194,13 +161,17 @@ def _text(name: str, **changes) -> Option:
 TEXT_SCORES = [
     _text("model"),
     _text("label"),
+    _text("backend", help="What computes the texts' log-probabilities and their statistics (scoring/backends/): "
+                          "engine (benchcurate's own forward) or vllm (vLLM's worker; not through a server); the "
+                          "reference computes no statistics."),
     _text("dtype"),
     _text("device", help="cpu, cuda, cuda:N or mps."),
     _text("batch_tokens"),
+    *(replace(o, config=None) for o in backend_settings()),
     _text("limit"),
     _text("self_check", help="Before storing anything, score N texts also by the model's own plain forward (0: skip)."),
     _text("replace", help="Delete the label's text scores first when they come from another model, tokenizer or dtype."),
     _text("quiet"),
 ]
 #: The text-scores stage's options.
-TextScoresOptions = options_class("TextScoresOptions", TEXT_SCORES)
+TextScoresOptions = options_class("TextScoresOptions", TEXT_SCORES, check=check_backend_settings)

@@ -24,6 +24,7 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 from curate.core.errors import CurateError
 from curate.items import fewshot as shots_of
@@ -31,10 +32,9 @@ from curate.items import formulations as forms
 from curate.items.fewshot_pool import fewshot_plan
 from curate.items.store import Workspace
 from scoring import prefix_cache
-from scoring.backends import get as get_backend
+from scoring.backends import Context, open_backend, refuse_stats
 from scoring.encode import Spec, Unit, build_unit, build_units
-from scoring.engine import score_requests
-from scoring.models import ModelStage, load, max_length, resolve
+from scoring.models import ModelStage, resolve
 from scoring.options import DEFAULTS, ScoreOptions, shot_counts, wants_seq_mean
 from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
@@ -196,6 +196,7 @@ class Score(ModelStage):
     def __init__(self, root, options):
         super().__init__(root, options)
         self.rank, self.world, self.state = 0, 1, None
+        self.say = lambda step: None  # where start-up steps are said (the run's start-up line)
 
     @classmethod
     def provides(cls, options) -> set[tuple]:
@@ -235,12 +236,23 @@ class Score(ModelStage):
         if self.rank == 0:
             (open_text_scores if o.text_scores else open_scores)(self.root).close()
         self.wait()
-        backend = get_backend(o.backend).Backend(ref, o)
+        with self.startup(f"starting {o.model} on the {o.backend} backend", enabled=self.rank == 0) as startup:
+            self.say = startup.say
+            context = Context(logs=self.root / "logs", say=startup.say, stats=o.text_scores)
+            with open_backend(o.backend, ref, o, context) as backend:
+                if o.text_scores:
+                    refuse_stats(backend, "--text-scores")
+                return self.run_on(backend, ref, items, (shots, settings, fewshot_info), startup)
+
+    def run_on(self, backend, ref, items, fewshot, startup) -> dict:
+        """The run on the loaded ``backend``: planned, recorded, scored; its summary."""
+        o, (shots, settings, fewshot_info) = self.options, fewshot
         key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
         run_id = shared_run_id(self.state)
         with open_scores(self.root) as ws:
             formulations = self.formulations(ws, items)
             work = self.plan(ws, backend, items, formulations, shots, settings, key)
+            startup.close()
             replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
             if o.replace:
                 self.wait()
@@ -273,7 +285,7 @@ class Score(ModelStage):
         (a label holding another source's scores is refused now, or, with ``replace``, all its rows
         will be deleted, so none counts as done), the batches to run, refused or checked before
         anything is stored."""
-        o, source = self.options, run_source({"origin": "scored", **key})
+        o, source = self.options, run_source({"origin": "scored", **key, "backend": backend.name})
         mine = [i for i, it in enumerate(items) if it["row_index"] % self.world == self.rank]
         work = Work(items, [], stale=other_sources(ws, self.label, source))
         if work.stale and not o.replace:
@@ -306,13 +318,14 @@ class Score(ModelStage):
                               "or run `curate text-scores` on its own")
         chosen = [items[i] for i in mine]
         todo, other = pending(ws, self.label, (key["model_hash"], key["tokenizer_hash"], key["dtype"]), chosen,
-                              replace=o.replace)
+                              replace=o.replace, engine=key["engine"])
         return {(i, "full", "cloze", 0) for i in mine if items[i]["item_id"] in todo}, other
 
     def batch(self, work: Work, backend, shots, settings) -> None:
         """The run's batches (the backend's plan over every unit, kept where any unit is to do),
         what no batch can score refused, and the self-check."""
         items, o = work.items, self.options
+        self.say(f"tokenizing {len(work.units)} units (an item in one mode)")
         specs = [unit_spec(i, items[i], mode, f, shots[k][i], settings) for i, mode, f, k, _ in work.units]
         built = build_units(backend.tokenizer, specs, max_length=backend.window,
                             seq_mean=partial(wants_seq_mean, o.seq_mean))
@@ -323,6 +336,8 @@ class Score(ModelStage):
                         if any(unit_key(u) in work.missing or unit_key(u) in work.texts for u in b.units)]
         planned = [u for b in work.batches for u in b.units]
         backend.refuse(planned, items)
+        if o.self_check:
+            self.say(f"self-check: the first {o.self_check} units also scored by the model's own forward")
         work.checked = backend.self_check(
             planned, items=o.self_check, names=lambda u: f"item {items[u.item_index]['item_id']} ({u.mode}, "
                                                          f"{u.formulation}" + (f", {u.fewshot}-shot)" if u.fewshot else ")"))
@@ -331,9 +346,10 @@ class Score(ModelStage):
         """The run's record (every process checks the label alike; with ``replace`` process 0
         deletes the label's scores first). Returns the rows deleted."""
         o, replaced = self.options, 0
+        source = run_source({"origin": "scored", **key, "backend": backend.name})
         with ws.transaction():
             if self.rank == 0 or not o.replace:
-                replaced = check_label(ws, self.label, run_source({"origin": "scored", **key}), replace=o.replace)
+                replaced = check_label(ws, self.label, source, replace=o.replace)
                 if work.text_other:
                     ws.conn.execute("DELETE FROM text_scores WHERE model = ?", (self.label,))
             add_run(ws, run_id=run_id, model=self.label, origin="scored", model_hash=key["model_hash"],
@@ -385,34 +401,28 @@ def torch_threads() -> int:
 def verify_batch_invariance(root, options, mode: str, *, label: str | None = None, seed: int = 0,
                             formulation: str | None = None) -> dict:
     """Re-score ``options.verify_batch_invariance`` random stored items of (label, mode,
-    formulation) one at a time (``options``: the run's ``ScoreOptions``) and compare with the
-    stored (batched) numbers: the largest absolute differences of logprob_sum and seq_mean.
-    ``formulation`` defaults to the workspace's."""
-    ref, k = resolve(options.model), options.verify_batch_invariance
-    lm, tokenizer = load(ref, dtype=options.dtype, device=options.device, scoring_only=True)
-    label = label or options.model
-    ws = open_scores(root)
-    try:
+    formulation) one at a time by the run's backend (``options``: the run's ``ScoreOptions``) and
+    compare with the stored (batched) numbers: the largest absolute differences of logprob_sum
+    and seq_mean. ``formulation`` defaults to the workspace's."""
+    k, label = options.verify_batch_invariance, label or options.model
+    with open_scores(root) as ws:
         formulation = formulation or ws.meta("formulation", "cloze")
         stored = read_scores(ws, models=[label], modes=[mode], formulations=[formulation], fewshots=[0])
         by_id = {it["item_id"]: it for it in ws.items()}
-    finally:
-        ws.close()
     if stored.empty:
         raise CurateError(f"no stored scores for model {label!r} in mode {mode!r} to verify")
     chosen = random.Random(seed).sample(sorted(stored["item_id"].unique()), min(k, stored["item_id"].nunique()))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    limit_len = max_length(lm, tokenizer)
     worst = {"logprob_sum": 0.0, "seq_mean": 0.0}
-    for item_id in chosen:
-        item = by_id[item_id]
-        spec = unit_spec(0, item, mode, formulation)
-        unit = build_unit(tokenizer, 0, mode, spec.context, spec.options, max_length=limit_len,
-                          delimiter=spec.delimiter, formulation=formulation)
-        alone = assemble(unit, score_requests(lm, unit.requests, pad_id=pad_id), item, label=label, run_id="")
-        mine = stored[stored["item_id"] == item_id].sort_values("option_index")
-        for row, (_, old) in zip(alone, mine.iterrows()):
-            for col in worst:
-                if row[col] is not None and old[col] == old[col]:
-                    worst[col] = max(worst[col], abs(row[col] - float(old[col])))
+    with open_backend(options.backend, resolve(options.model), options, Context(logs=Path(root) / "logs")) as backend:
+        for item_id in chosen:
+            item = by_id[item_id]
+            spec = unit_spec(0, item, mode, formulation)
+            unit = build_unit(backend.tokenizer, 0, mode, spec.context, spec.options, max_length=backend.window,
+                              delimiter=spec.delimiter, formulation=formulation)
+            alone = assemble(unit, backend.score_requests(unit.requests), item, label=label, run_id="")
+            mine = stored[stored["item_id"] == item_id].sort_values("option_index")
+            for row, (_, old) in zip(alone, mine.iterrows()):
+                for col in worst:
+                    if row[col] is not None and old[col] == old[col]:
+                        worst[col] = max(worst[col], abs(row[col] - float(old[col])))
     return {"items": len(chosen), "mode": mode, "max_abs_diff": worst}

@@ -147,18 +147,31 @@ def add_run(ws: Workspace, *, run_id: str, model: str, origin: str, info: dict, 
 
 def run_source(run) -> tuple:
     """What a run's numbers depend on besides the items. Computed runs: the model's weights, its
-    tokenizer and the dtype; imports: their format (one import per label and mode). Runs with
-    one source give interchangeable scores (up to the engine version, kept apart)."""
+    tokenizer, the dtype and the backend that computed them (the engine, vLLM, ...: their numbers
+    differ in the last digits, so one label holds one backend's); imports: their format (one
+    import per label and mode). Runs with one source give interchangeable scores (up to the
+    engine version, kept apart)."""
     if run["origin"] == "scored":
-        return ("scored", run["model_hash"], run["tokenizer_hash"], run["dtype"])
+        return ("scored", run["model_hash"], run["tokenizer_hash"], run["dtype"], run_backend(run))
     return (run["origin"],)
+
+
+def run_backend(run) -> str:
+    """The backend a computed run names (``backend``, or its record's ``info_json``); runs stored
+    before there were backends are the engine's."""
+    if run.get("backend"):
+        return run["backend"]
+    try:
+        return json.loads(run.get("info_json") or "{}").get("backend") or "engine"
+    except (ValueError, AttributeError):
+        return "engine"
 
 
 def describe_source(source: tuple) -> str:
     if source[0] != "scored":
         return f"scores {source[0]}"
-    _, model_hash, tokenizer_hash, dtype = source
-    return f"{dtype} scores of model {_short(model_hash)} (tokenizer {_short(tokenizer_hash)})"
+    _, model_hash, tokenizer_hash, dtype, backend = source
+    return f"{dtype} scores of model {_short(model_hash)} (tokenizer {_short(tokenizer_hash)}) by the {backend} backend"
 
 
 def _short(digest) -> str:

@@ -24,9 +24,11 @@ The lowest K% are ``max(1, int(n * K / 100))`` tokens (the papers' ``int``, but 
 a short text still gets a number). Higher Min-K% and Min-K%++ and lower loss and zlib point to
 text the model has seen; they are suspicion, not proof.
 
-The per-token numbers come from the engine (``scoring.engine.predict``): the same runners, the
-model's own head and the float32 log-softmax as the option scores, with the moments of the rows
-that asked for them.
+The per-token numbers come from a scoring backend that gives them (``Backend.token_stats``): the
+engine (``scoring.engine.predict``: the same runners, the model's own head and the float32
+log-softmax as the option scores, with the moments of the rows that asked for them), or vLLM's
+worker (the whole vocabulary's log-probabilities at every position, their moments taken in the
+worker).
 """
 from __future__ import annotations
 
@@ -83,11 +85,13 @@ def text_row(item: dict, flags: set, results, *, label: str, run_id: str) -> dic
                                                 "flags": ",".join(sorted(flags)) or None, "run_id": run_id}
 
 
-def pending(ws, label: str, key: tuple, items: list[dict], *, replace: bool) -> tuple[set[str], int]:
+def pending(ws, label: str, key: tuple, items: list[dict], *, replace: bool,
+            engine=ENGINE_VERSION) -> tuple[set[str], int]:
     """(item ids whose text scores are still to compute, stored rows of another source to delete).
-    A stored row is reused when it has this (model hash, tokenizer hash, dtype), the engine
-    version, the text version and the item's content hash. A label holding another model's,
-    tokenizer's or dtype's text scores is refused unless ``replace`` (then none is reused)."""
+    A stored row is reused when it has this (model hash, tokenizer hash, dtype), the backend's
+    ``engine`` (its name and version: the engine's ``ENGINE_VERSION``, ``vllm-VERSION-1``), the
+    text version and the item's content hash. A label holding another model's, tokenizer's or
+    dtype's text scores is refused unless ``replace`` (then none is reused)."""
     from scoring.text_store import stored_keys
 
     stored = stored_keys(ws, label)
@@ -96,7 +100,7 @@ def pending(ws, label: str, key: tuple, items: list[dict], *, replace: bool) -> 
         raise CurateError(f"label {label!r} already holds text scores of another model, tokenizer or dtype "
                           f"({len(other)} items, e.g. {other[0]}); use another --label to keep both, or "
                           f"--replace to delete them first")
-    wanted = (*key, ENGINE_VERSION, TEXT_VERSION)
+    wanted = (*key, engine, TEXT_VERSION)
     done = set() if other else {i for i, k in stored.items() if k[1:] == wanted}
     return {it["item_id"] for it in items
             if not (it["item_id"] in done and stored[it["item_id"]][0] == it["content_hash"])}, len(other)

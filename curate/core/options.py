@@ -73,16 +73,19 @@ class Option:
         return self.type
 
 
-def options_class(name: str, table: list[Option], doc: str = "") -> type:
+def options_class(name: str, table: list[Option], doc: str = "", check: Callable | None = None) -> type:
     """The stage's options object: a frozen dataclass with one field per option of ``table``
     (its default), each value checked on construction as the command's flag checks it (type,
     choices, range, pattern, ``convert``), so a stage receives one object it need not check
-    again. A bad value is a CurateError naming the option's flag."""
+    again. A bad value is a CurateError naming the option's flag. ``check(options)``, when given,
+    then refuses (with a CurateError) what no row says alone: two options that exclude each other."""
     fields = [(o.name, Any, dataclasses.field() if o.required else dataclasses.field(default=o.default)) for o in table]
 
     def __post_init__(self):
         for o in table:
             object.__setattr__(self, o.name, checked(o, getattr(self, o.name)))
+        if check is not None:
+            check(self)
 
     cls = dataclasses.make_dataclass(name, fields, frozen=True, kw_only=True,
                                      namespace={"__post_init__": __post_init__, "TABLE": table,
@@ -144,6 +147,15 @@ def _in_range(o: Option, value) -> None:
         lo = "" if o.min is None else f"{o.min} {'<' if o.min_open else '<='} "
         hi = "" if o.max is None else f" {'<' if o.max_open else '<='} {o.max}"
         raise ValueError(f"is not in the range {lo}x{hi}")
+
+
+def true_or_false(value) -> bool:
+    """A setting whose default is true, given as ``-o NAME true|false`` (a flag can only turn on)."""
+    if isinstance(value, bool):
+        return value
+    if value not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return value == "true"
 
 
 def defaults(table: list[Option]) -> dict[str, Any]:

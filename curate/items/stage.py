@@ -34,6 +34,29 @@ from curate.core.clock import now
 from curate.items.store import Workspace
 
 
+class Startup:
+    """The steps of a start-up on one line (``Stage.startup``): ``say(step)`` names the step now
+    running; ``close()`` ends the line (a context manager closes it on leaving)."""
+
+    def __init__(self, bar):
+        self.bar, self.steps = bar, 0
+
+    def say(self, step: str) -> None:
+        if self.steps:
+            self.bar.update(1)
+        self.steps += 1
+        self.bar.set_postfix_str(step)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> "Startup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class Stage:
     """One run of a stage on the workspace at ``root`` with ``options`` (its ``Options``)."""
     name: ClassVar[str]
@@ -90,6 +113,16 @@ class Stage:
 
         return tqdm(total=total, unit=unit, desc=desc, disable=getattr(self.options, "quiet", False) or not enabled,
                     dynamic_ncols=True)
+
+    def startup(self, desc: str, *, enabled: bool = True) -> "Startup":
+        """A line saying which start-up step runs and for how long (loading a model, starting a
+        worker, the self-check): the seconds before the first progress bar are not silent. None
+        with ``quiet``."""
+        from tqdm import tqdm
+
+        bar = tqdm(desc=desc, bar_format="{desc}{postfix} [{elapsed}, {rate_fmt}]", dynamic_ncols=True,
+                   disable=getattr(self.options, "quiet", False) or not enabled)
+        return Startup(bar)
 
     @staticmethod
     def run_id(prefix: str, *, stamped: bool = False) -> str:

@@ -18,91 +18,170 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import urllib.error
-import urllib.request
+import time
 import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
+from curate.core.clock import now
 from curate.core.errors import CurateError
+from curate.core.options import Option, true_or_false
 from curate.core.secrets import redact
-from scoring import prefix_cache, reference
+from scoring.backends import Backend as Interface, Context
 from scoring.encode import Result
-from scoring.models import load, load_tokenizer, max_length, tokenizer_hash
 
 #: Raised with every change that can alter a number this backend stores.
 VERSION = 1
 WORKER = Path(__file__).resolve().parent.parent / "vllm_worker.py"
 #: Where `make vllm` builds vLLM's environment, beside the project's own .venv.
 PROJECT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
-#: The knobs passed to vllm.LLM as they are (scoring/options.py, backend="vllm").
-LLM_KNOBS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "enable_prefix_caching",
-             "enforce_eager")
+#: The settings passed to vllm.LLM as they are; its memory is ``scoring.vllm_memory``'s.
+LLM_KNOBS = ("tensor_parallel_size", "max_model_len", "enable_prefix_caching", "enforce_eager")
+
+SETTINGS = [
+    Option("python", metavar="PATH", backend="vllm",
+           help="The Python of vLLM's own environment, which runs the vLLM worker (scoring/vllm_worker.py) "
+                "[default: $BENCHCURATE_VLLM_PYTHON, else the project's .venv-vllm (`make vllm`), else this one]."),
+    Option("server", metavar="URL", backend="vllm", pattern="^https?://.+",
+           help="Score through a running vLLM OpenAI-compatible server (vllm serve) at URL instead of starting a "
+                "worker; $VLLM_API_KEY, when set, is its --api-key.",
+           config="With backend vllm: score through a running vLLM OpenAI-compatible server at this URL instead of "
+                  "starting a worker ($VLLM_API_KEY, when set, is its --api-key)."),
+    Option("tensor_parallel_size", int, 1, min=1, backend="vllm", help="vllm.LLM's tensor_parallel_size.",
+           config="With backend vllm: vllm.LLM's tensor_parallel_size."),
+    Option("gpu_memory_utilization", float, min=0, max=1, min_open=True, backend="vllm",
+           help="vllm.LLM's gpu_memory_utilization: vLLM's share of each GPU (on a CPU, of the memory of the NUMA "
+                "node it runs on) [default: sized to the machine: on GPUs what is free at start, at most 0.92; on a "
+                "CPU a KV cache of its own size instead, -o kv-cache-gib].",
+           config="With backend vllm: vllm.LLM's gpu_memory_utilization (absent: sized to the machine)."),
+    Option("kv_cache_gib", float, min=0, min_open=True, backend="vllm",
+           help="vLLM's KV cache in GiB (vllm.LLM's kv_cache_memory_bytes) [default on a CPU: room for 4 sequences "
+                "of max_model_len, at most half the memory the weights leave; docs/stages/score.md].",
+           config="With backend vllm: vLLM's KV cache in GiB (absent: sized to the machine)."),
+    Option("max_model_len", int, min=2, backend="vllm",
+           help="vllm.LLM's max_model_len [default: the model's]; a longer prompt is refused, naming its item.",
+           config="With backend vllm: vllm.LLM's max_model_len (absent: the model's)."),
+    Option("enable_prefix_caching", bool, False, backend="vllm",
+           help="vllm.LLM's enable_prefix_caching (vLLM reads no cached prefix for a prompt that asks for its own "
+                "log-probabilities, so only one-token options, letters, can reuse one).",
+           config="With backend vllm: vllm.LLM's enable_prefix_caching."),
+    Option("enforce_eager", default="true", choices=("true", "false"), convert=true_or_false, backend="vllm",
+           help="vllm.LLM's enforce_eager: no compiled graphs (scoring is prefill only, and compiling took minutes "
+                "on a CPU).",
+           config="With backend vllm: vllm.LLM's enforce_eager ('true' or 'false')."),
+    Option("tokens_per_call", int, 65536, min=1, backend="vllm",
+           help="Tokens sent to vLLM per call (its scheduler batches within a call); each call's scores are "
+                "stored when it returns, so a killed run loses one call at most.",
+           config="With backend vllm: tokens sent to vLLM per call; each call's scores are stored when it returns."),
+    Option("server_timeout", float, 600, min=0, min_open=True, metavar="SECONDS", backend="vllm",
+           help="With -o server: seconds one call may wait for the server's reply (its start-up questions, "
+                "/v1/models and /version, at most 30).",
+           config="With backend vllm and a server: seconds one call may wait for the server's reply."),
+]
 
 
-def interpreter(options) -> str:
-    """The Python that runs the worker: ``-o python``, else $BENCHCURATE_VLLM_PYTHON, else the
-    project's ``.venv-vllm`` (``make vllm``), else this one."""
-    if options.python:
-        return options.python
+def interpreter(settings) -> tuple[str, str]:
+    """The Python that runs the worker and how it was named: ``-o python``, else
+    $BENCHCURATE_VLLM_PYTHON, else the project's ``.venv-vllm`` (``make vllm``), else this one."""
+    if settings.python:
+        return settings.python, "-o python"
     if os.environ.get("BENCHCURATE_VLLM_PYTHON"):
-        return os.environ["BENCHCURATE_VLLM_PYTHON"]
-    return str(PROJECT_PYTHON) if PROJECT_PYTHON.is_file() else sys.executable
+        return os.environ["BENCHCURATE_VLLM_PYTHON"], "$BENCHCURATE_VLLM_PYTHON"
+    if PROJECT_PYTHON.is_file():
+        return str(PROJECT_PYTHON), "the project's .venv-vllm"
+    return sys.executable, "this Python"
 
 
-def llm_settings(ref, options) -> dict:
-    """vllm.LLM's keywords: the model, --dtype and the knobs given (vLLM's defaults otherwise)."""
-    settings = {"model": ref.path, "tokenizer": ref.path, "dtype": options.dtype, "seed": 0}
+def llm_settings(ref, dtype: str, settings, *, stats: bool = False) -> dict:
+    """vllm.LLM's keywords: the model, the dtype and the settings given (vLLM's defaults otherwise;
+    its memory is added once the worker says what the machine has); with ``stats``, every
+    log-probability of the vocabulary may be asked for (text scores' statistics)."""
+    llm = {"model": ref.path, "tokenizer": ref.path, "dtype": dtype, "seed": 0}
     if ref.revision:
-        settings["revision"] = settings["tokenizer_revision"] = ref.revision
-    settings.update({k: getattr(options, k) for k in LLM_KNOBS if getattr(options, k) is not None})
-    return settings
+        llm["revision"] = llm["tokenizer_revision"] = ref.revision
+    llm.update({k: getattr(settings, k) for k in LLM_KNOBS if getattr(settings, k) is not None})
+    if stats:
+        llm["max_logprobs"] = -1
+    return llm
 
 
-class Backend:
-    """The model served by vLLM: a worker started here (``-o python``), or a server (``-o server``)."""
+class Backend(Interface):
+    """The model served by vLLM: a worker started here (``-o python``), or a server (``-o server``).
+    The worker's log is kept in the context's ``logs`` folder; start-up steps are said there."""
     name = "vllm"
+    SETTINGS = SETTINGS
+    token_stats = True
 
-    def __init__(self, ref, options):
-        if options.text_scores:
-            raise CurateError("--text-scores needs the whole next-token distribution at every token (Min-K%++), which "
-                              "the vllm backend does not return; store text scores with --backend engine or "
-                              "`curate text-scores`")
-        if options.python and options.server:
+    @staticmethod
+    def check(settings) -> None:
+        if settings.python and settings.server:
             raise CurateError("-o python starts a vLLM worker and -o server scores through a running server: give one")
-        self.ref, self.options, self.dtype = ref, options, options.dtype
-        self.tokenizer = load_tokenizer(ref)
+
+    def __init__(self, ref, options, context: Context = Context()):
         from transformers import AutoConfig
+
+        from scoring.models import load_tokenizer, max_length
+        from scoring.vllm_server import Server
+
+        super().__init__(ref, options, context)
+        s = self.settings
+        self.tokenizer = load_tokenizer(ref)
         self.config = AutoConfig.from_pretrained(ref.path, revision=ref.revision)
         self.window = max_length(SimpleNamespace(config=self.config), self.tokenizer)  # lm-eval's, as the engine's
-        self.settings = llm_settings(ref, options)
-        self.client = Server(options.server) if options.server else Worker(interpreter(options), self.settings)
+        self.llm = llm_settings(ref, self.dtype, s, stats=context.stats)
+        self.memory: dict = {}
+        if s.server:
+            context.say(f"asking the vLLM server {redact(s.server)}")
+            self.client = Server(s.server, timeout=s.server_timeout)
+            self.token_stats = False
+        else:
+            self.client = Worker(*interpreter(s), self.llm, logs=context.logs, say=context.say,
+                                 memory=self.size_memory)
+            self.memory = self.client.memory
         self.max_model_len = self.client.max_model_len
         self.prompts = self.fed = 0
 
+    def size_memory(self, machine: dict) -> tuple[dict, dict]:
+        """vLLM's memory keywords for ``machine`` (the worker's report) and what was chosen
+        (``scoring.vllm_memory``)."""
+        from scoring import vllm_memory
+
+        s = self.settings
+        model = vllm_memory.needs(self.ref.path, self.config, self.dtype, s.max_model_len or self.window)
+        return vllm_memory.plan(machine, model, kv_cache_gib=s.kv_cache_gib, utilization=s.gpu_memory_utilization,
+                                tensor_parallel=s.tensor_parallel_size, environ=os.environ)
+
+    def why_no_stats(self) -> str:
+        return ("does not return through a server (49152 log-probabilities a token as JSON); its worker does: "
+                "leave -o server out")
+
     def identity(self) -> dict:
+        from scoring.models import tokenizer_hash
         return {"model_hash": self.ref.weights_hash, "tokenizer_hash": tokenizer_hash(self.tokenizer),
                 "dtype": self.dtype, "engine": f"vllm-{self.client.version}-{VERSION}"}
 
     def info(self) -> dict:
-        how = {"server": redact(self.options.server)} if self.options.server else {
-            "python": self.client.python, "vllm_settings": {k: v for k, v in self.settings.items()
+        how = {"server": redact(self.settings.server)} if self.settings.server else {
+            "python": self.client.python, "vllm_settings": {k: v for k, v in self.llm.items()
                                                             if k not in ("model", "tokenizer")}}
         return {"runner": "vllm", "vllm": self.client.version, **how, "max_model_len": self.max_model_len,
-                "tokens_per_call": self.options.tokens_per_call}
+                "tokens_per_call": self.settings.tokens_per_call,
+                **({"memory": self.memory, "worker_log": str(self.client.log_path)} if self.memory else {})}
 
-    def plan(self, units, items) -> list[prefix_cache.Batch]:
+    def plan(self, units, items) -> list:
         """The units in the run's order, each call to vLLM at most ``-o tokens_per_call`` fed tokens
         (vLLM schedules within a call; each call's scores are stored when it returns)."""
+        from scoring import prefix_cache
+
         batches, current, tokens = [], [], 0
         for unit in units:
             fed = sum(len(p["ids"]) for p in prompts_of(unit.requests))
-            if current and tokens + fed > self.options.tokens_per_call:
+            if current and tokens + fed > self.settings.tokens_per_call:
                 batches.append(current)
                 current, tokens = [], 0
             current.append(unit)
@@ -131,19 +210,23 @@ class Backend:
                                   f"{self.max_model_len} (a prompt and the one token after it must fit): raise "
                                   "-o max_model_len (or the server's --max-model-len), or leave this item out")
 
-    def self_check(self, units, *, items: int, names) -> dict:
+    def self_check(self, units, *, items: int, names, score=None) -> dict:
         """The first ``items`` units (of those whose rows fit --batch-tokens) scored by vLLM and by
         the model's own plain transformers forward here, the run stopping on a difference over the
-        dtype's tolerance (``scoring.reference``: the tolerances the engine's self-check uses)."""
-        fitting = [u for u in units if u.max_row <= self.options.batch_tokens][:items]
+        dtype's tolerance (``scoring.reference``: the tolerances the engine's self-check uses).
+        vLLM scores planned batches and other requests alike, so ``score`` changes nothing."""
+        from scoring import reference
+        from scoring.models import load
+
+        fitting = [u for u in units if u.max_row <= self.batch_tokens][:items]
         if not fitting:
             note = ("nothing to check" if not items else f"not run: every row is longer than --batch-tokens "
-                    f"{self.options.batch_tokens}, and the plain forward would hold a whole row at once")
+                    f"{self.batch_tokens}, and the plain forward would hold a whole row at once")
             return {"items": 0, "note": note}
         requests = [r for u in fitting for r in u.requests]
         labels = [f"{names(u)} request {k}" for u in fitting for k in range(len(u.requests))]
         ours = self.score_requests(requests)
-        model, _ = load(self.ref, dtype=self.dtype, device=self.options.device)
+        model, _ = load(self.ref, dtype=self.dtype, device=self.device)
         theirs = reference.score(model, requests)
         del model
         line = reference.worst_difference(requests, ours, theirs, self.dtype, labels)
@@ -156,7 +239,7 @@ class Backend:
                 "tolerance_relative": reference.RELATIVE[self.dtype], "runner": "vllm",
                 "largest_compared": compared, "tolerance_there": allowed}
 
-    def score(self, batch: prefix_cache.Batch) -> list[Result]:
+    def score(self, batch) -> list[Result]:
         return self.score_requests(batch.requests)
 
     def score_requests(self, requests) -> list[Result]:
@@ -167,9 +250,11 @@ class Backend:
         return results_of(requests, {tuple(p["ids"]): r for p, r in zip(prompts, replies)})
 
     def summary(self) -> dict:
-        return {"runner": "vllm", "vllm": {"prompts": self.prompts, "tokens_fed": self.fed}}
+        return {"runner": "vllm", "vllm": {"prompts": self.prompts, "tokens_fed": self.fed},
+                "notes": [self.memory["line"]] if self.memory else []}
 
     def close(self) -> None:
+        """The worker ended (vLLM's engine processes with it)."""
         self.client.close()
 
 
@@ -178,13 +263,17 @@ class Backend:
 def prompts_of(requests) -> list[dict]:
     """One prompt per distinct fed sequence (prefix + a continuation but its last token): ``lp``
     when a continuation has inner tokens or the prefix's own log-probabilities are wanted,
-    ``next`` the last tokens of the continuations that end after it."""
+    ``next`` the last tokens of the continuations that end after it, ``stats`` when a request
+    wants the per-token statistics of that row (its prompt's and its next token's whole
+    distributions)."""
     prompts: dict[tuple, dict] = {}
     for req in requests:
         for k, cont in enumerate(req.conts):
             fed = tuple(req.prefix + cont[:-1])
             p = prompts.setdefault(fed, {"ids": list(fed), "lp": False, "next": []})
-            p["lp"] = p["lp"] or len(cont) > 1 or (req.prefix_lp and k == 0)
+            p["lp"] = p["lp"] or len(cont) > 1 or (req.prefix_lp and k == 0) or (req.stats == k and len(fed) > 1)
+            if req.stats == k:
+                p["stats"] = True
             if cont and cont[-1] not in p["next"]:
                 p["next"].append(cont[-1])
     return list(prompts.values())
@@ -209,56 +298,111 @@ def results_of(requests, replies: dict) -> list[Result]:
         if req.prefix_lp:
             reply = replies[tuple(req.prefix + req.conts[0][:-1])]
             prefix_sum = sum(reply["lp"][:p - 1])
-        results.append(Result(prefix_sum, sums, greedy))
+        results.append(Result(prefix_sum, sums, greedy, None if req.stats is None else row_stats(req, replies)))
     return results
+
+
+def row_stats(req, replies: dict) -> tuple:
+    """``Result.stats`` of the row of continuation ``req.stats``: for each of its tokens after
+    the first, its log-probability and the mean and standard deviation of log p(z) under the
+    distribution it was drawn from (the prompt's positions, then the next token's)."""
+    import numpy as np
+
+    cont = req.conts[req.stats]
+    reply = replies[tuple(req.prefix + cont[:-1])]
+    n = max(len(req.prefix) + len(cont) - 2, 0)  # predicted tokens of the prompt (positions 1 .. its last)
+    at = reply["asked"].index(cont[-1])
+    logprob = [*(reply["lp"] or [])[:n], reply["next"][at]]
+    mu, sigma = [*(reply["mu"] or [])[:n], reply["next_mu"]], [*(reply["sigma"] or [])[:n], reply["next_sigma"]]
+    return np.array(logprob, dtype=np.float64), np.array(mu, dtype=np.float64), np.array(sigma, dtype=np.float64)
 
 
 # --- the two ways to reach vLLM ------------------------------------------------------------------
 
 class Worker:
-    """``scoring/vllm_worker.py`` under ``python``, the model loaded once; its log in a temporary
-    file, whose last error line explains a worker that died."""
+    """``scoring/vllm_worker.py`` under ``python`` (named by ``named``), the model loaded once
+    with the memory ``memory(machine)`` decides for the machine the worker reports. Its log is
+    kept in ``logs`` (a file per start, named in every error); a start-up that fails is one line
+    with the root cause read off that log."""
 
-    def __init__(self, python: str, settings: dict):
-        self.python = python
-        if not Path(python).is_file() and not shutil.which(python):
-            raise CurateError(f"-o python {python}: no such interpreter (build vLLM's environment with `make vllm`)")
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="vllm-worker-", suffix=".log")
-        # A session of its own: vLLM's engine processes can be ended with it, and a Ctrl-C here
-        # reaches it only as its stdin closing.
-        self.proc = subprocess.Popen([python, str(WORKER), json.dumps(settings)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
+    def __init__(self, python: str, named: str, settings: dict, *, logs, say, memory):
+        self.python, self.named, self.settings = python, named, settings
+        self.log_path = log_file(logs)
+        self.memory: dict = {}
+        started = time.monotonic()
+        say(f"starting vLLM's worker ({python}): importing vLLM")
+        self.proc = self.start()
         self._finalizer = weakref.finalize(self, stop, self.proc)
-        ready = self.receive("loading the model")
-        self.version, self.max_model_len = ready["ready"]["vllm"], ready["ready"]["max_model_len"]
+        machine = self.receive("importing vLLM")["machine"]
+        try:
+            chosen, self.memory = memory(machine)
+        except CurateError:
+            self.close()
+            raise
+        settings.update(chosen)
+        say(f"loading the model into vLLM ({self.memory['short']})")
+        self.send({"load": settings})
+        ready = self.receive("loading the model")["ready"]
+        self.version, self.max_model_len = ready["vllm"], ready["max_model_len"]
+        say(f"vLLM {self.version} ready in {time.monotonic() - started:.0f} s")
+
+    def start(self) -> subprocess.Popen:
+        """The worker's process: in a session of its own (vLLM's engine processes end with it, and
+        a Ctrl-C here reaches it only as its stdin closing), its output in its log."""
+        if not Path(self.python).is_file() and not shutil.which(self.python):
+            raise CurateError(f"{self.named} {self.python}: no such interpreter (build vLLM's environment with "
+                              "`make vllm`)")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            try:
+                return subprocess.Popen([self.python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=log, text=True, start_new_session=True)
+            except OSError as exc:  # not executable, not a program (exec format error), a folder
+                raise CurateError(f"{self.named} {self.python}: cannot run it ({exc.strerror or exc}); name the Python "
+                                  "of vLLM's environment (`make vllm` builds .venv-vllm/bin/python)") from None
+
+    def send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: receive() says how
 
     def receive(self, doing: str) -> dict:
         line = self.proc.stdout.readline()
-        reply = json.loads(line) if line.strip() else None
+        try:
+            reply = json.loads(line) if line.strip() else None
+        except ValueError:
+            reply = {"error": f"the worker wrote {line[:200]!r}, not a JSON line"}
         if reply is None:
             code = self.proc.wait()
             kill_group(self.proc)  # vLLM's engine processes, left without the worker
+            cause = root_cause(self.log_text())
             raise CurateError(f"the vLLM worker ({self.python}) exited with status {code} while {doing}"
-                              f"{self.last_error()}; scores stored before it are kept: run the command again to "
-                              "resume")
+                              f"{f': {cause}' if cause else ''}; scores stored before it are kept: run the command "
+                              f"again to resume (the worker's log: {self.log_path})")
         if "error" in reply:
-            if reply["error"].startswith("cannot import vllm"):
-                reply["error"] += " (build vLLM's environment with `make vllm`, or name one with -o python PATH)"
-            raise CurateError(reply["error"])
+            raise CurateError(self.error_line(reply["error"]))
         return reply
 
-    def last_error(self) -> str:
-        self.log.seek(0)
-        lines = [ln.strip() for ln in self.log.read().splitlines() if ln.strip()]
-        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-        return f" ({(errors or lines or [''])[-1][:300]})" if lines else ""
+    def error_line(self, error: str) -> str:
+        """The worker's error, its root cause read off the log where vLLM's engine process said it
+        (the worker only sees "Engine core initialization failed. See root cause above")."""
+        if error.startswith("cannot import vllm"):
+            return error + " (build vLLM's environment with `make vllm`, or name one with -o python PATH)"
+        cause = root_cause(self.log_text())
+        if cause and error.startswith("vllm.LLM could not load") and any(w in error for w in WRAPPERS):
+            error = f"vllm.LLM could not load the model: {cause}"
+        return f"{error} (the worker's log: {self.log_path})"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def score(self, prompts: list[dict], echo: bool = False) -> list[dict]:
-        try:
-            self.proc.stdin.write(json.dumps({"prompts": prompts, "echo": echo}) + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died: receive() says how
+        self.send({"prompts": prompts, "echo": echo})
         replies = self.receive("scoring")["results"]
         for p, r in zip(prompts, replies):
             r["asked"] = p["next"]
@@ -266,6 +410,35 @@ class Worker:
 
     def close(self) -> None:
         self._finalizer()
+
+
+def log_file(logs) -> Path:
+    """A new file for one worker's log: in ``logs`` (made when missing), else the system's
+    temporary folder; named by the time it starts and this process."""
+    import tempfile
+
+    folder = Path(logs) if logs is not None else Path(tempfile.gettempdir())
+    stamp = now().replace(":", "").replace("+0000", "Z")
+    return folder / f"vllm-worker-{stamp}-{os.getpid()}.log"
+
+
+#: vLLM's lines that only point at an error said before them.
+WRAPPERS = ("See root cause above", "See stack trace for root cause", "initialization failed",
+            "Engine core initialization failed")
+#: A vLLM log line's own prefix: "(EngineCore pid=6121) ERROR 11-29 01:48:16 [core.py:1510] ".
+_PREFIX = re.compile(r"^(?:\([^)]*\)\s+)?(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\s+\S+\s+\S+\s+\[[^\]]*\]\s+)?")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit)): (.+)$")
+
+
+def root_cause(log: str) -> str | None:
+    """The first exception a vLLM log states that is not a wrapper pointing at another (vLLM's
+    engine process logs the real one, then every process above it says it failed), as one line;
+    None when the log states none."""
+    for raw in log.splitlines():
+        match = _EXCEPTION.match(_PREFIX.sub("", raw.strip()))
+        if match and not any(w in match.group(2) for w in WRAPPERS):
+            return f"{match.group(1)}: {match.group(2).strip()[:400]}"
+    return None
 
 
 def stop(proc) -> None:
@@ -287,77 +460,3 @@ def kill_group(proc) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
-
-
-class Server:
-    """A running vLLM OpenAI-compatible server (``vllm serve`` / ``python -m
-    vllm.entrypoints.openai.api_server``): /v1/completions with token-id prompts,
-    ``prompt_logprobs`` and ``logprob_token_ids`` (vLLM's own request fields). $VLLM_API_KEY, when
-    set, is sent as the bearer token (the server's --api-key)."""
-    python = None
-
-    def __init__(self, url: str):
-        self.url = url.rstrip("/").removesuffix("/v1")
-        models = self.call("GET", "/v1/models")["data"]
-        self.model, self.max_model_len = models[0]["id"], models[0].get("max_model_len")
-        self.version = self.call("GET", "/version").get("version", "unknown")
-        if not self.max_model_len:
-            raise CurateError(f"vLLM server {redact(self.url)}: /v1/models does not say its max_model_len: not a vLLM "
-                              "server?")
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        headers = {"Content-Type": "application/json"}
-        if os.environ.get("VLLM_API_KEY"):
-            headers["Authorization"] = f"Bearer {os.environ['VLLM_API_KEY']}"
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=3600) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")
-            try:
-                detail = json.loads(detail).get("error", {}).get("message", detail)
-            except (ValueError, AttributeError):
-                pass
-            raise CurateError(redact(f"vLLM server {self.url}{path}: HTTP {exc.code}: {str(detail)[:300]}")) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise CurateError(redact(f"vLLM server {self.url} unreachable ({reason}); scores stored before are kept: "
-                                     "run the command again once it answers")) from None
-
-    def score(self, prompts: list[dict]) -> list[dict]:
-        """One /v1/completions call per set of asked next tokens (a request takes one set), every
-        prompt of the set in it."""
-        replies: list[dict | None] = [None] * len(prompts)
-        groups: dict[tuple, list[int]] = {}
-        for i, p in enumerate(prompts):
-            groups.setdefault((p["lp"], tuple(sorted(p["next"]))), []).append(i)
-        for (lp, asked), which in groups.items():
-            body = {"model": self.model, "prompt": [prompts[i]["ids"] for i in which], "max_tokens": 1,
-                    "temperature": 0, "return_tokens_as_token_ids": True}
-            if lp:
-                body["prompt_logprobs"] = 0
-            if asked:
-                body["logprobs"], body["logprob_token_ids"] = len(asked), list(asked)
-            choices = sorted(self.call("POST", "/v1/completions", body)["choices"], key=lambda c: c["index"])
-            for i, choice in zip(which, choices):
-                replies[i] = self.reply(prompts[i], choice, lp)
-        return replies
-
-    @staticmethod
-    def reply(prompt: dict, choice: dict, lp: bool) -> dict:
-        ids, out = prompt["ids"], {"lp": None, "greedy": None, "asked": prompt["next"], "next": [], "top": None}
-        if lp:
-            positions = choice["prompt_logprobs"][1:]
-            out["lp"] = [positions[j][str(ids[j + 1])]["logprob"] for j in range(len(ids) - 1)]
-            out["greedy"] = [positions[j][str(ids[j + 1])]["rank"] == 1 for j in range(len(ids) - 1)]
-        if prompt["next"]:
-            logprobs = choice["logprobs"]
-            after = logprobs["top_logprobs"][0]
-            out["next"] = [after[f"token_id:{t}"] for t in prompt["next"]]
-            out["top"] = int(logprobs["tokens"][0].removeprefix("token_id:"))
-        return out
-
-    def close(self) -> None:
-        pass
