@@ -127,12 +127,6 @@ class AnnotationJob(Job):
                    attempt=attempt, batch=batch, model_snapshot=a.get("model"), usage=a["usage"], usd=a["usd"])
 
 
-def annotate_workspace(root, round: int, annotator: str, show_progress: bool = True, **options) -> dict:
-    """``Annotate`` of ``root`` in ``round`` by ``annotator`` with ``options`` (``AnnotateOptions``'
-    names; ``show_progress`` is ``not quiet``): the one call for Python callers."""
-    return Annotate.with_options(root, round=round, annotator=annotator, quiet=not show_progress, **options).run()
-
-
 class Annotate(Stage):
     """`curate annotate`: the items (the first ``limit`` in row order) that have no valid or
     refused record for the annotator in the round under the current request key, asked and stored

@@ -27,7 +27,7 @@ from curate.asking.local import run_local
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.stage import Stage
-from generate.options import DEFAULTS, GenerateOptions
+from generate.options import GenerateOptions
 from generate.parse import Parsed, parse_reply
 from generate.prompts import load_template, render, shown_options, shuffle_order
 from generate.store import (LEDGER, add_run, delete_generations, done_keys, open_generations, settings_label,
@@ -143,14 +143,6 @@ def versions(backend: str) -> dict:
         import anthropic
         out["anthropic"] = anthropic.__version__
     return out
-
-
-def generate_workspace(root, model: str, modes=DEFAULTS["modes"], seeds=DEFAULTS["seeds"], show_progress: bool = True,
-                       **options) -> dict:
-    """``Generate`` of ``root`` by ``model`` in ``modes`` over ``seeds`` (a count, seeds 0..N-1, or
-    a list) with ``options`` (``GenerateOptions``' names; ``show_progress`` is ``not quiet``)."""
-    return Generate.with_options(root, model=model, modes=modes, seeds=seeds, quiet=not show_progress,
-                                 **options).run()
 
 
 @dataclass

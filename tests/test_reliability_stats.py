@@ -145,10 +145,11 @@ def test_gwet_ac1_against_gwets_published_example_and_formulas():
 
 def test_report_defines_seq_mean_and_says_which_scores_were_imported(tmp_path):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
 
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=60)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=60), get_adapter("hellaswag")).run()
     rng = np.random.default_rng(0)
     with open_scores(ws) as w:
         items = w.items()
@@ -172,10 +173,11 @@ def synthetic_ws(tmp_path, models, *, items=60, missing=None):
     ``models`` (labels as a user might type them). ``missing``: (model, mode, row) whose first
     option gets no value."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
 
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=items)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=items), get_adapter("hellaswag")).run()
     rng = np.random.default_rng(1)
     with open_scores(ws) as w:
         rows = w.items()

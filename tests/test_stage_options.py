@@ -103,7 +103,7 @@ def test_the_audit_schema_and_config_take_the_tables_defaults_types_and_ranges(s
     fields = {f.name: f.default for f in dataclasses.fields(config_class)} if config_class else None
     for name, prop in schema_properties(table).items():
         assert written[name] == prop, name
-        if fields is not None:  # filter: the config's overrides pass to run_filter as they are
+        if fields is not None:  # filter: the config's overrides pass to FilterOptions as they are
             option = next(o for o in table if o.name == name)
             assert fields[name] == (dataclasses.MISSING if option.required else option.default), name
 

@@ -1,6 +1,6 @@
 """`curate analyze`: run every analysis on a workspace and write the report.
 
-``Analyze`` (``analyze_workspace(root, out_dir, **options)``) reads the items, the scores
+``Analyze`` (``Analyze(root, AnalyzeOptions(out=..., ...)).run()``) reads the items, the scores
 (``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``),
 generations and stored answers (``scoring.answers``) once, runs the report's sections in their
 order (``curate.analyses.sections``, one module each, computing with the pure analyses of this
@@ -60,12 +60,6 @@ ABOUT = {
                 "resamples, length units, core mode and threshold",
 }
 PLOTS_ABOUT = {"plots": "file names of the PNG figures in the output folder"}
-
-
-def analyze_workspace(root, out_dir, **options) -> dict:
-    """Run every analysis on the workspace at ``root``; write the report into ``out_dir``;
-    return the metrics (``options``: ``AnalyzeOptions``'s, by name)."""
-    return Analyze(root, AnalyzeOptions(out=out_dir, **options)).run()
 
 
 class Analyze(Stage):

@@ -30,12 +30,6 @@ from curate.items.store import Workspace
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
 
 
-def run_filter(root, rules_path, out_dir, **options) -> dict:
-    """Apply the rules in ``rules_path`` to workspace ``root`` and write the decisions to
-    ``out_dir`` (``options``: ``FilterOptions``'s overrides, by name). Returns the summary."""
-    return Filter(root, FilterOptions(rules=rules_path, out=out_dir, **options)).run()
-
-
 class Filter(Stage):
     """The rules' stages over the workspace's items, then the decisions written as one set. The
     summary (also ``summary.json``) holds the stage table under ``"stages"``."""

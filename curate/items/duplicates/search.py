@@ -1,16 +1,9 @@
 """`curate duplicates`: read what to compare, find the pairs, keep them in the workspace."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from curate.items.duplicates import collections, detect, store
 from curate.items.duplicates.options import DuplicatesOptions
 from curate.items.stage import Stage
-
-
-def search(root: str | Path, **options) -> dict:
-    """``Duplicates`` of the workspace at ``root`` (``options``: ``DuplicatesOptions``', by name)."""
-    return Duplicates(root, DuplicatesOptions(**options)).run()
 
 
 class Duplicates(Stage):
