@@ -69,7 +69,7 @@ def review_workspace(root: Path, n_items: int = 30, n_annotated: int = 8) -> tup
     from annotate.run import Annotate
     from annotate.options import AnnotateOptions
     from annotate_helpers import small_workspace
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
 
     small_workspace(root / "ws", n_items)

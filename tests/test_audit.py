@@ -74,7 +74,7 @@ def check_reruns_see_changes(config, out, tmp_path):
     from curate.audit.config import load_config
     from curate.audit.plan import workspace_state
     from curate.core.errors import CurateError
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.review.verdicts import save_verdict
     from curate.items.store import Workspace
@@ -94,7 +94,7 @@ def check_reruns_see_changes(config, out, tmp_path):
     # is of the stage's own decisions; unlocked, the other run's decisions were stamped up to date.
     others = []
 
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
 
     run_alone = Filter.run
 

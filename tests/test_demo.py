@@ -215,7 +215,7 @@ def test_model_free_demo_stages_catch_exactly_their_plants(tmp_path):
     plants, and nothing else."""
     import yaml
 
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
 
     ws = tmp_path / "ws"

@@ -76,7 +76,7 @@ def test_export_carries_the_shot_count(copa_two_shots, tmp_path):
 def test_a_filter_condition_names_the_shot_count(copa_two_shots, tmp_path, k, kept):
     """correct: {fewshot: K} reads the K-shot predictions: 0-shot the model is right where the
     gold is option 0 (those items are removed), 5-shot everywhere."""
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     ws, items = copa_two_shots
     rules = tmp_path / "rules.yaml"

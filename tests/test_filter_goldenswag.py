@@ -123,7 +123,7 @@ def test_goldenswag_stages_match_and_remove_what_they_should(golden_ws, tmp_path
 
 def test_missing_annotations_stop_the_run_with_a_clear_error(golden_ws, tmp_path):
     from curate.core.errors import CurateError
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
 
     with pytest.raises(CurateError, match=r"annotator 'nobody:here' has no round-1 records in this workspace; "
@@ -141,7 +141,7 @@ def test_missing_annotations_stop_the_run_with_a_clear_error(golden_ws, tmp_path
 
 
 def test_other_condition_kinds_and_combinators(golden_ws, tmp_path):
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
 
     rules = tmp_path / "kinds.yaml"

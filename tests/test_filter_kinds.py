@@ -75,7 +75,7 @@ def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
     from curate.audit.plan import plan_problems
     from curate.audit.stages.filter import rule_needs as needs
     from curate.core.errors import InputError
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.filter.rules import load_rules
 
@@ -182,7 +182,7 @@ def test_seeds_correct_reads_one_template_and_every_seed_named(ws, tmp_path):
     import shutil
 
     from curate.core.errors import CurateError
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from generate.store import add_run, open_generations, write_generations
 

@@ -16,7 +16,7 @@ RELEASED = ROOT / "releases" / "hellaswag-zero-core" / "0.2.0"  # the shipped ru
 def test_zero_prompt_core_stage_marks_3963_items(paper_ws, tmp_path):
     """The shipped file's id-list and zero-prompt-core stages as they are; its two token-length
     stages are left out here only to keep this test fast (the slow test below runs them)."""
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
 
     doc = yaml.safe_load((ROOT / "rules" / "zero-prompt-core.yaml").read_text())

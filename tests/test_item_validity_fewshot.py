@@ -147,7 +147,7 @@ def test_validity_kinds_read_the_scores_once(ws, tmp_path, monkeypatch):
     """Two validity stages on the same models: one read of their scores (each model's scores were
     read once more for its predictions before)."""
     import scoring.store
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
 
     reads, real = [], scoring.store.read_scores

@@ -28,7 +28,7 @@ RULES_B = RULES_A.replace("[1, 2, 3]", "[2, 3, 4, 5]").replace("name: small-a", 
 def small(tmp_path_factory):
     """40 real HellaSwag rows, and two decisions folders made with different rules."""
     from curate.items.adapters import get_adapter
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions

@@ -34,7 +34,7 @@ def first_rows(path: Path, n: int, out: Path) -> Path:
 
 def release(base: Path, benchmark: str, data: Path, name: str, rules: str = RULES) -> Path:
     from curate.items.adapters import get_adapter
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions

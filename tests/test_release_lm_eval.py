@@ -54,7 +54,7 @@ def release(base: Path, benchmark: str, data: Path, split: str, name: str, **col
     """(workspace, release folder) of ``data``, the second row filtered out (``columns``: the
     generic adapter's mapping)."""
     from curate.items.adapters import get_adapter
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions

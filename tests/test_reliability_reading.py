@@ -34,7 +34,7 @@ def deep(depth: int) -> str:
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     """(base folder, workspace, decisions, release folder): 5 real items, one filter, one release."""
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.release import Release
     from curate.release.options import ReleaseOptions

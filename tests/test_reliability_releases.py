@@ -355,7 +355,7 @@ def strings(value):
 
 def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
     from curate.items.adapters import get_adapter
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
@@ -506,7 +506,7 @@ def test_a_source_column_mixing_types_is_refused_naming_it(tmp_path):
 def test_decisions_that_keep_no_item_release_the_source_columns_and_no_rows(small, tmp_path):  # noqa: F811
     """Rules that remove every item (a small --limit in an audit can do it) gave a parquet file
     with no columns at all; now it has the source's columns, zero rows, and verifies."""
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.items.store import Workspace
 
@@ -528,7 +528,7 @@ def test_decisions_that_keep_no_item_release_the_source_columns_and_no_rows(smal
 def test_diff_sees_the_same_rules_file_applied_with_other_defaults(small, tmp_path):  # noqa: F811
     """A release diff compared only the rules file's digest, so the same file applied with
     another --tokenizer (or --annotator) read as "rules unchanged"."""
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.release import diff_releases, Release
     from curate.release.options import ReleaseOptions
@@ -559,7 +559,7 @@ def test_a_release_reading_decisions_while_a_filter_rewrites_them_blames_no_hand
 
     folder = tmp_path / "dec"
     shutil.copytree(small / "dec-a", folder)
-    script = ("import sys, time\nfrom curate.filter.engine import Filter\nfrom curate.filter.options import FilterOptions\n"
+    script = ("import sys, time\nfrom curate.filter.run import Filter\nfrom curate.filter.options import FilterOptions\n"
               "end = time.time() + float(sys.argv[1])\n"
               "while time.time() < end:\n"
               "    for tag in 'ab':\n"

@@ -211,7 +211,7 @@ def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, 
 
 def test_if_missing_still_covers_items_an_annotator_skipped(ws, tmp_path):
     from curate.core.errors import CurateError
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.items.store import Workspace
 

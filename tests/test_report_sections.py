@@ -111,7 +111,7 @@ def test_the_decisions_folder_is_read_once(ws, tmp_path, monkeypatch):
     the filter section reports (read once, not again by the section)."""
     from curate.analyses.report import Analyze
     from curate.analyses.options import AnalyzeOptions
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     from curate.review.data import Decisions
 

@@ -104,7 +104,7 @@ def test_readers_refuse_a_label_that_mixes_sources(ws, tiny, tmp_path):
     from curate.analyses.report import Analyze
     from curate.analyses.options import AnalyzeOptions
     from curate.core.errors import CurateError
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
     from curate.filter.options import FilterOptions
     score(ws, tiny, modes=["choice-only", "zero"])
     with sqlite3.connect(ws / "workspace.db") as c:  # what an old toolkit could leave behind

@@ -92,7 +92,7 @@ class Ingest(Stage):
         return create_workspace(self.root, meta=meta, items=items, raw_rows=raws)
 
 
-#: Adapter kinds workspaces recorded before every built-in became one file (``curate.items.benchmarks``).
+#: Adapter kinds workspaces recorded before every built-in became one file (``curate.items.builtins``).
 LEGACY_KINDS = {"hellaswag": "builtin"}
 
 

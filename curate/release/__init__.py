@@ -18,7 +18,7 @@ from curate.release.manifest import check_name_version, read_manifest
 from curate.release.options import ReleaseOptions
 from curate.release.targets import parse_target
 
-# Building, verifying and diffing releases need pandas and the filter engine (most of a second to
+# Building, verifying and diffing releases need pandas and the filter run (most of a second to
 # import); they are imported where used, so that the CLI, which imports this package for every
 # command, starts quickly.
 

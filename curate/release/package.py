@@ -20,7 +20,7 @@ from curate.core.atomic import write_text
 from curate.core.clock import now
 from curate.core.errors import CurateError, InputError
 from curate.filter.decisions import stage_table
-from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
+from curate.filter.run import DECISIONS, RULES, STAGES, SUMMARY
 from curate.filter.inputs import changed_inputs
 from curate.items.canonical import sha256_text
 from curate.core.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
