@@ -23,7 +23,7 @@ def _stages():
     from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE, AnalyzeOptions
-    from curate.cli import import_answers, init
+    from curate.items.cli import init
     from curate.filter.cli import filter_command
     from curate.filter.options import FILTER, FilterOptions
     from curate.items.duplicates.cli import duplicates
@@ -40,6 +40,8 @@ def _stages():
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions
     from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
+    from scoring.import_cli import import_answers, import_scores
+    from scoring.import_options import IMPORT_SCORES, ImportScoresOptions
 
     return {
         "init": (init, INGEST, IngestOptions, {}, "benchmark", IngestOptions),
@@ -55,6 +57,7 @@ def _stages():
         "plant evaluate": (plant_evaluate, EVALUATE, evaluate_workspace, {"json_output": None}, None, None),
         "import-answers": (import_answers, IMPORT_ANSWERS, ImportAnswersOptions, {}, "answer_import",
                            ImportAnswersOptions),
+        "import-scores": (import_scores, IMPORT_SCORES, ImportScoresOptions, {}, "score_import", ImportScoresOptions),
     }
 
 
@@ -291,3 +294,21 @@ def test_every_float_option_refuses_nan_and_infinity_in_its_options_object(stage
         for bad in (float("nan"), float("inf"), float("-inf")):
             with pytest.raises(CurateError, match=f"{o.spelling} {bad!r}"):
                 options(**required, **{o.name: bad})
+
+
+def test_every_commands_options_come_from_a_table():
+    """No command declares a click option by hand: each comes from an option table
+    (``click_options``), so a flag, its default and its help are written once."""
+    from curate.cli import main
+    from curate.core.options import _KNOBS, _Once
+
+    def commands(group, path):
+        for name, command in group.commands.items():
+            yield f"{path} {name}", command
+            if isinstance(command, click.Group):
+                yield from commands(command, f"{path} {name}")
+
+    for name, command in commands(main, "curate"):
+        by_hand = [p.opts[0] for p in command.params
+                   if isinstance(p, click.Option) and not isinstance(p, _Once) and p.name != _KNOBS]
+        assert not by_hand, (name, by_hand)

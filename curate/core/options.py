@@ -52,8 +52,9 @@ class Option:
     #                                  (it checks the value in place of ``pattern``, which the config schema keeps)
     show_default: bool = True
     path: str | None = None     # a path: "file" or "folder" that must exist, "out" a folder to write, "write"
-    #                             a file or folder to write (a Path)
+    #                             a file or folder to write, "write-file" a file to write (a Path)
     multiple: bool = False      # repeatable on the command line (``--model a --model b``): a tuple, () when not given
+    hidden: bool = False        # accepted, not shown in --help (an old spelling of a part of another option)
 
     @property
     def spelling(self) -> str:
@@ -61,8 +62,8 @@ class Option:
 
     def click_type(self):
         if self.path:
-            return click.Path(exists=self.path in ("file", "folder"), dir_okay=self.path != "file",
-                              file_okay=self.path in ("file", "write"), path_type=Path)
+            return click.Path(exists=self.path in ("file", "folder"), dir_okay=self.path not in ("file", "write-file"),
+                              file_okay=self.path in ("file", "write", "write-file"), path_type=Path)
         if self.choices:
             return click.Choice(list(self.choices))
         bounded = self.min is not None or self.max is not None
@@ -223,7 +224,7 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
             for i, alias in enumerate(o.aliases):
                 command = click.option(alias.split("=")[0], _alias_key(o, i), hidden=True, cls=_Once,
                                        **_alias_kwargs(o, alias))(command)
-            command = click.option(o.spelling, o.name, hidden=o.backend is not None, cls=_Once,
+            command = click.option(o.spelling, o.name, hidden=o.hidden or o.backend is not None, cls=_Once,
                                    **_click_kwargs(o))(command)
         if knobs:
             command = click.option("-o", "--option", _KNOBS, type=(str, str), multiple=True, metavar="NAME VALUE",

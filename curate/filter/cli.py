@@ -22,3 +22,6 @@ def filter_command(workspace, options):
     for row in summary["stages"]:
         click.echo(f"{row['stage']:<28}{row['matched']:>9}{row['removed_here']:>9}{row['left']:>8}")
     click.echo(f"kept {summary['kept']} of {summary['items']} items; decisions in {options.out}")
+
+
+COMMANDS = (filter_command,)
