@@ -44,17 +44,11 @@ from curate.anthropic_api import client as api, prices, spend
 from curate.asking.claude import send_messages
 from curate.asking.job import Job
 from curate.asking.ledger import LEDGER_TOKENS
-from curate.asking.local import run_local
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.stage import Stage
 from curate.items.store import Workspace
 from scoring import model_spec
-
-def parse_annotator(spec: str) -> tuple[str, str]:
-    """(backend, model) of an annotator, in every stage's model grammar (``scoring.model_spec``)."""
-    return model_spec.parse(spec, "annotator")
-
 
 def request_key(item: dict, round: int, prompt_version: str, annotator: str, params: dict) -> str:
     return sha256_text(canonical_json({"content_hash": item["content_hash"], "round": round,
@@ -142,7 +136,7 @@ class Annotate(Stage):
         # a bare NAME is stored as local:NAME
         options = replace(options, annotator=model_spec.canonical(options.annotator, "annotator"))
         super().__init__(root, options)
-        self.backend, self.model = parse_annotator(options.annotator)
+        self.backend, self.model = model_spec.parse(options.annotator, "annotator")
         if options.batch and self.backend != "anthropic":
             raise CurateError("--batch works with anthropic: annotators only")
 
@@ -202,8 +196,8 @@ class Annotate(Stage):
         o = self.options
         try:
             if work.backend == "local":
-                run_local(job, work.local.annotate_all(work.todo, o.round),
-                          lambda item, result, raw: job.save(item, LocalReply("valid", result, raw, work.local.snapshot)))
+                for item, result, raw in work.local.annotate_all(work.todo, o.round):  # each stored as it comes
+                    job.save(item, LocalReply("valid", result, raw, work.local.snapshot))
             elif o.batch:
                 BatchRun(job, work.todo, work.model, client, cache=cache, options=o).run()
             else:
@@ -249,7 +243,7 @@ class Work:
 
     @classmethod
     def plan(cls, ws: Workspace, annotator: str, round: int, limit, parse_retries: int) -> "Work":
-        backend, model = parse_annotator(annotator)
+        backend, model = model_spec.parse(annotator, "annotator")
         items = ws.items()[:limit] if limit else ws.items()
         local = None
         kinds = sorted({kind_of(it) for it in items})

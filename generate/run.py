@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass, replace
 
 from curate.asking.job import Job
-from curate.asking.local import run_local
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.stage import Stage
@@ -63,12 +62,6 @@ class Unit:
         the same (item, seed) and their comparisons stay paired."""
         text = f"{self.item['content_hash']}|{self.seed}"
         return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
-
-
-def parse_model(spec: str) -> tuple[str, str]:
-    """('anthropic', MODEL) for anthropic:MODEL, ('local', NAME) for local:NAME or a bare NAME
-    (every stage's model grammar: ``scoring.model_spec``)."""
-    return model_spec.parse(spec)
 
 
 def request_key(unit_item: dict, mode: str, seed: int, scope: dict) -> str:
@@ -181,7 +174,7 @@ class Generate(Stage):
     Options = GenerateOptions
 
     def __init__(self, root, options):
-        backend, name = parse_model(options.model)
+        backend, name = model_spec.parse(options.model)
         if backend == "anthropic" and (options.temperature is not None or options.top_p is not None):
             raise CurateError("anthropic: the Messages API version the anthropic SDK sends (2026-10-21) accepts no "
                               "temperature or top-p; leave them out (Claude samples with its own defaults)")
@@ -267,7 +260,8 @@ class Generate(Stage):
         start = time.perf_counter()
         try:
             if self.backend == "local":
-                run_local(job, local_batches(job, todo, engine, o), job.store)
+                for records in local_batches(job, todo, engine, o):
+                    job.store(records)
             else:
                 run_claude(job, todo, self.model, client, o)
         except KeyboardInterrupt:
@@ -307,8 +301,7 @@ class Generate(Stage):
 
 def local_batches(job: GenerationJob, todo: list[Unit], engine, o: GenerateOptions):
     """The local model's answers, a length-sorted batch at a time (longest first: the ETA errs
-    long), each batch's records together (``curate.asking.local.run_local`` stores each in one
-    transaction)."""
+    long), each batch's records together (``GenerationJob.store`` stores each in one transaction)."""
     if not todo:
         return
     encoded = engine.encode([engine.prompt(load_template(job.template), u.instructions, u.user) for u in todo])
@@ -329,8 +322,8 @@ def local_batches(job: GenerationJob, todo: list[Unit], engine, o: GenerateOptio
         outs = engine.generate([encoded[i] for i in rows], temperature=o.temperature, top_p=o.top_p,
                                max_new_tokens=o.max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows],
                                prefix=prefix)
-        yield ([job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text, new_tokens=out.new_tokens,
-                           finish=out.finish, replies=[out.text]) for i, out in zip(rows, outs)],)
+        yield [job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text, new_tokens=out.new_tokens,
+                          finish=out.finish, replies=[out.text]) for i, out in zip(rows, outs)]
 
 
 # --- anthropic: one request per unit, bounded concurrency, spend reserved before sending ----------

@@ -107,9 +107,9 @@ def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
 
 
 def test_the_kinds_are_the_modules_of_the_package():
-    from curate.filter.kinds import registry, rules_schema
+    from curate.filter.kinds import KINDS, rules_schema
 
-    kinds = registry()
+    kinds = KINDS.modules
     assert set(kinds) == {"labels", "answer", "status", "length_spread", "gold_longest", "correct", "seeds_correct",
                           "rotated_correct", "near_duplicate_options", "field", "ids", "duplicate", "min_k_pp",
                           "label_error", "several_correct", "no_right_answer", "easy", "misfit", "suspect"}
@@ -150,7 +150,7 @@ def test_a_kind_module_without_evaluate_is_named(tmp_path):
 
     with module_in(kinds, "broken", "SCHEMA = {}\n", tmp_path), \
             pytest.raises(TypeError, match="broken.py: a condition kind needs evaluate"):
-        kinds.registry()
+        kinds.KINDS.modules
 
 
 def test_one_walk_fills_lists_needs_and_evaluates_nested_conditions():

@@ -1,5 +1,5 @@
 """Each stage's options are declared once (its ``options.py`` table); the command, the audit
-config's schema file and dataclass, and the run function must all say what the table says."""
+config's schema file, and the options object must all say what the table says."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +18,7 @@ from schemas import SCHEMA_DIR
 
 
 def _stages():
-    """(command, table, run function, {option: run keyword}, audit section, config dataclass)."""
+    """(command, table, options object (or function), {option: its keyword}, audit section, config class)."""
     from annotate.cli import annotate
     from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
@@ -89,7 +89,7 @@ def test_the_command_takes_each_option_as_declared(stage):
 
 
 @pytest.mark.parametrize("stage", STAGES)
-def test_the_run_function_defaults_are_the_tables(stage):
+def test_the_options_object_defaults_are_the_tables(stage):
     _, table, run, keywords, *_ = _stages()[stage]
     signature = inspect.signature(run).parameters
     for o in table:
@@ -203,11 +203,9 @@ def test_a_float_option_refuses_nan_and_infinity():
     ("C:/models/m.gguf", ("local", "C:/models/m.gguf")),  # a prefix that is no backend belongs to the name
 ])
 def test_one_model_grammar_for_every_stage(spec, expected):
-    from annotate.run import parse_annotator
-    from generate.run import parse_model
-    from scoring.model_spec import canonical
+    from scoring.model_spec import canonical, parse
 
-    assert parse_annotator(spec) == parse_model(spec) == expected
+    assert parse(spec, "annotator") == parse(spec) == expected
     assert canonical(spec) == ":".join(expected)
 
 

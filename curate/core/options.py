@@ -1,15 +1,16 @@
 """Stage options declared once: a table of ``Option`` per stage, and what is derived from it.
 
-Each stage keeps its table next to its run function (``scoring/options.py``,
-``annotate/options.py``, ``generate/options.py``). From one table come
+Each stage keeps its table in its package (``scoring/options.py``, ``annotate/options.py``,
+``generate/options.py``, ...), and a command that runs no stage keeps its own beside it (in its
+cli module). From one table come
 
 - the command's click options (``click_options``), old spellings kept as hidden aliases;
+- the stage's options object (``options_class``), every value checked on construction;
 - the audit config's schema properties (``schema_properties``; ``make schemas`` writes them
-  into ``schemas/audit.schema.json``);
-- the defaults the run function and the audit config take (``defaults``).
+  into ``schemas/audit.schema.json``) and the defaults it takes (``defaults``),
 
 so a default, a type or a range is written in one place. ``tests/test_stage_options.py``
-checks that the command, the schema file and the run function's signature agree.
+checks that the command, the schema file and the options object agree.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ _JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a stage. ``name`` is the run function's keyword and the config key."""
+    """One option of a stage. ``name`` is the options object's field and the config key."""
     name: str
     type: type = str
     default: Any = None
@@ -148,7 +149,7 @@ def _in_range(o: Option, value) -> None:
 
 
 def defaults(table: list[Option]) -> dict[str, Any]:
-    """Each option's default by name: what the run function and the audit config take."""
+    """Each option's default by name: what the options object and the audit config take."""
     return {o.name: o.default for o in table}
 
 

@@ -146,10 +146,3 @@ class ReviewData:
         from scoring.normalize import predictions_by_model
 
         return predictions_by_model(scorer_labels(scores), self.normalizations)
-
-    def annotations_of(self, ws: Workspace, item_id: str) -> pd.DataFrame:
-        """Every annotator's current records for one item, read now (reviewers write them);
-        ``ws`` is opened with ``annotate.store.open_annotations``."""
-        from annotate.store import read_annotations
-
-        return read_annotations(ws, item_id=item_id)

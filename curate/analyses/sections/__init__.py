@@ -33,7 +33,7 @@ from curate.analyses.sections import _findings
 from curate.analyses.sections._common import p_text as _p_text  # noqa: F401 (tests read it here)
 from curate.analyses.stats import level
 
-__all__ = ["Context", "registry", "report_blocks", "refresh"]
+__all__ = ["Context", "registry", "report_blocks"]
 
 
 #: The sections (``curate.core.registry``).
@@ -43,11 +43,6 @@ SECTIONS = Registry(__name__, what="report section", required=("ORDER", "ABOUT",
 def registry() -> list[ModuleType]:
     """Every section, in report order."""
     return sorted(SECTIONS.modules.values(), key=lambda m: (m.ORDER, m.__name__))
-
-
-def refresh() -> None:
-    """Forget the sections found so far (after this package's ``__path__`` changed: tests)."""
-    SECTIONS.refresh()
 
 
 def name(section: ModuleType) -> str:
