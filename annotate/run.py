@@ -38,7 +38,7 @@ from tqdm import tqdm
 from annotate import claude
 from annotate.options import AnnotateOptions
 from annotate.prompts import kind_of, load_prompt, read_answer
-from annotate.store import LEDGER, add_batch, add_run, close_batch, mark_saved, open_annotations, open_batches, \
+from annotate.store import LEDGER, MIGRATIONS, add_batch, add_run, close_batch, mark_saved, open_batches, \
     saved_results, write_annotation
 from curate.anthropic_api import client as api, prices, spend
 from curate.asking.claude import send_messages
@@ -150,13 +150,16 @@ class Annotate(Stage):
         o = self.options
         return None if o.dry_run else f"annotate {o.annotator} round {o.round}"
 
+    def migrate(self, ws: Workspace) -> None:
+        ws.migrate(MIGRATIONS)  # the annotation tables
+
     def execute(self) -> dict:
         o = self.options
-        with open_annotations(self.root) as ws:
-            work = Work.plan(ws, o.annotator, o.round, o.limit, o.parse_retries)
-            if o.dry_run:
-                return dry_summary(work, o)
-            return self.annotate(ws, work)
+        ws = self.ws
+        work = Work.plan(ws, o.annotator, o.round, o.limit, o.parse_retries)
+        if o.dry_run:
+            return dry_summary(work, o)
+        return self.annotate(ws, work)
 
     def annotate(self, ws: Workspace, work: "Work") -> dict:
         o = self.options

@@ -26,10 +26,11 @@ from curate.asking.job import Job
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.stage import Stage
+from curate.items.store import Workspace
 from generate.options import GenerateOptions
 from generate.parse import Parsed, parse_reply
 from generate.prompts import load_template, render, shown_options, shuffle_order
-from generate.store import (LEDGER, add_run, delete_generations, done_keys, open_generations, settings_label,
+from generate.store import (LEDGER, add_run, delete_generations, done_keys, prepare as prepare_tables, settings_label,
                             write_generations)
 from scoring import model_spec
 from scoring.models import max_length
@@ -196,28 +197,31 @@ class Generate(Stage):
         # (and pay twice): the second stops at once, before its model loads.
         return f"generate {self.label} {self.template.name} {self.settings}"
 
+    def migrate(self, ws: Workspace) -> None:
+        prepare_tables(ws)  # the generation tables, and the answers'
+
     def execute(self) -> dict:
-        with open_generations(self.root) as ws:
-            o = self.options
-            items = ws.items()[:o.limit] if o.limit else ws.items()
-            shots, shot_scope = fewshot_examples(ws, items, o.fewshot, o.fewshot_pool)  # before the model loads
-            engine, client, identity = self.prepare()
-            scope = {"model": self.label, "backend": self.backend, "identity": identity, "template": self.template.name,
-                     "template_hash": self.template.hash, "temperature": o.temperature, "top_p": o.top_p,
-                     "max_new_tokens": o.max_new_tokens, **shot_scope}
-            units = plan(items, o.modes, o.seeds, self.template, scope, shots)
-            _check_one_source(ws, units, self.label, self.template.name, self.settings, replace=o.replace)
-            left = None
-            if self.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
-                from curate.anthropic_api import spend
-                left = spend.settle_left_in_flight(ws, LEDGER.table, "SELECT run_id FROM generation_runs "
-                                                   "WHERE model = ? AND template = ? AND settings = ?",
-                                                   (self.label, self.template.name, self.settings))
-            done = done_keys(ws, self.label, self.template.name, self.settings)
-            todo = [u for u in units if u.done_key not in done]
-            job = self.record_run(ws, identity, engine, shot_scope)
-            seconds = self.dispatch(job, units, todo, engine, client)
-            return self.summary(ws, job, items, units, todo, left, seconds)
+        ws = self.ws
+        o = self.options
+        items = ws.items()[:o.limit] if o.limit else ws.items()
+        shots, shot_scope = fewshot_examples(ws, items, o.fewshot, o.fewshot_pool)  # before the model loads
+        engine, client, identity = self.prepare()
+        scope = {"model": self.label, "backend": self.backend, "identity": identity, "template": self.template.name,
+                 "template_hash": self.template.hash, "temperature": o.temperature, "top_p": o.top_p,
+                 "max_new_tokens": o.max_new_tokens, **shot_scope}
+        units = plan(items, o.modes, o.seeds, self.template, scope, shots)
+        _check_one_source(ws, units, self.label, self.template.name, self.settings, replace=o.replace)
+        left = None
+        if self.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
+            from curate.anthropic_api import spend
+            left = spend.settle_left_in_flight(ws, LEDGER.table, "SELECT run_id FROM generation_runs "
+                                               "WHERE model = ? AND template = ? AND settings = ?",
+                                               (self.label, self.template.name, self.settings))
+        done = done_keys(ws, self.label, self.template.name, self.settings)
+        todo = [u for u in units if u.done_key not in done]
+        job = self.record_run(ws, identity, engine, shot_scope)
+        seconds = self.dispatch(job, units, todo, engine, client)
+        return self.summary(ws, job, items, units, todo, left, seconds)
 
     def prepare(self) -> tuple:
         """(local engine, Claude client, the identity request keys hash): the model loaded, or the

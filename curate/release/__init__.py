@@ -48,7 +48,7 @@ class Release(Stage):
         with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp, claimed(Path(tmp)):
             staging = Path(tmp) / "release"
             staging.mkdir()
-            manifest = build_release(self.root, staging, o)
+            manifest = build_release(self.ws, staging, o)
             published = tgt.publish(staging, o.name, o.version)
         return {**manifest, "published": published}
 

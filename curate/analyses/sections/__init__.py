@@ -69,6 +69,7 @@ class Context:
     core_mode: str = "zero"
     core_threshold: int | None = 7
     answers: pd.DataFrame | None = None   # stored answers (scoring.answers.read_answers), None: none
+    ws: object = None                     # the open workspace (the run's one connection), for what else a section reads
     scores: pd.DataFrame | None = None    # the scores of one shot count (0 where present)
     fewshot_scores: pd.DataFrame | None = None  # every shot count's scores (the few-shot section)
     normalization: str | None = None   # the primary normalization: the one named, or most models have
