@@ -42,6 +42,7 @@ class Stage:
     name: ClassVar[str]
     Options: ClassVar[type]
     timed: ClassVar[bool] = True  # the summary says how many seconds the run took
+    ws: Workspace  # the open workspace, while ``run`` runs
 
     def __init__(self, root, options):
         if not isinstance(options, self.Options):
