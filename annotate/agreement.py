@@ -39,12 +39,6 @@ def facet_table(records: pd.DataFrame, golds: dict[str, int], round: int) -> pd.
     return pd.DataFrame(rows)
 
 
-def cohen(a: np.ndarray, b: np.ndarray, categories: int) -> float:
-    """Cohen's kappa; 0 when each annotator uses one category and they differ, NaN only when
-    both use one and the same category (see ``curate.core.statistics.cohens_kappa``)."""
-    return cohens_kappa(a, b, categories)
-
-
 def alpha(a: np.ndarray, b: np.ndarray, categories: int) -> float:
     if len(np.unique(np.concatenate([a, b]))) < 2:
         return float("nan")
@@ -60,13 +54,8 @@ def gwet_ac1(a: np.ndarray, b: np.ndarray, categories: int) -> float:
     return (pa - pe) / (1 - pe) if pe < 1 else float("nan")
 
 
-METRICS = {"cohen_kappa": cohen, "krippendorff_alpha": alpha, "gwet_ac1": gwet_ac1}
-
-
-def pair_rng(seed: int, a: str, b: str) -> np.random.Generator:
-    """The bootstrap generator of one annotator pair: seeded by ``seed`` and the two names only
-    (``curate.core.statistics.bootstrap_rng``, the scheme of every bootstrap)."""
-    return bootstrap_rng(seed, a, b)
+#: Each agreement measure of two raters (Cohen's kappa: ``curate.core.statistics.cohens_kappa``).
+METRICS = {"cohen_kappa": cohens_kappa, "krippendorff_alpha": alpha, "gwet_ac1": gwet_ac1}
 
 
 def intervals(columns: dict[str, tuple[np.ndarray, np.ndarray, int]], *, n_boot: int,
@@ -111,7 +100,8 @@ def agreement(records: pd.DataFrame, golds: dict[str, int], n_options: dict[str,
         k_options = max(n_options[i] for i in both["item_id"])
         columns = {facet: (both[f"{facet}_a"].to_numpy(int), both[f"{facet}_b"].to_numpy(int),
                            k_options if facet in ("best", "worst") else 2) for facet in cols}
-        cis = intervals(columns, n_boot=n_boot, rng=pair_rng(seed, x, y))
+        # one pair's generator: seeded by the seed and the two names only (the scheme of every bootstrap)
+        cis = intervals(columns, n_boot=n_boot, rng=bootstrap_rng(seed, x, y))
         for facet, (a, b, k) in columns.items():
             row = {"round": round, "facet": facet, "annotator_a": x, "annotator_b": y, "n_items": len(a),
                    "agreement": float(np.mean(a == b))}

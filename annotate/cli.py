@@ -13,6 +13,27 @@ from scoring.model_spec import backend_named
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
 
+#: The options of `curate agreement` and `curate import-annotations`.
+AGREEMENT = [
+    Option("round", int, min=1, max=2, help="Only this round (default both)."),
+    Option("human", path="file",
+           help="Human labels in the study's layout (see import-annotations), compared as annotator 'human'."),
+    Option("human_round", int, min=1, max=2, help="Round of the --human file (default --round)."),
+    Option("boot", int, 1000, min=10, flag="--bootstrap", aliases=("--boot",),
+           help="Bootstrap resamples for the 95% intervals."),
+    Option("out", path="write-file", help="Also write the table (.csv .jsonl .parquet)."),
+]
+IMPORT_ANNOTATIONS = [
+    Option("fmt", flag="--format", required=True, choices=("study",),
+           help="study: the reference study's published layout."),
+    Option("round", int, required=True, min=1, max=2),
+    Option("file", path="file", required=True),
+    Option("annotator", default="imported:study"),
+    Option("missing", choices=("skip", "refused"), default="skip",
+           help="Items without a row: leave them, or record them as refused (the study's round-2 file omits its "
+                "refusals)."),
+]
+
 
 @click.command()
 @WORKSPACE
@@ -72,24 +93,18 @@ def dry_run_lines(s: dict) -> str:
 
 @click.command()
 @WORKSPACE
-@click.option("--round", "round_", type=click.IntRange(1, 2), default=None, help="Only this round (default both).")
-@click.option("--human", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Human labels in the study's layout (see import-annotations), compared as annotator 'human'.")
-@click.option("--human-round", type=click.IntRange(1, 2), default=None, help="Round of the --human file (default --round).")
-@click_options([Option("boot", int, 1000, min=10, flag="--bootstrap", aliases=("--boot",),
-                       help="Bootstrap resamples for the 95% intervals.")])
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the table (.csv .jsonl .parquet).")
-def agreement(workspace, round_, human, human_round, boot, out):
+@click_options(AGREEMENT)
+def agreement(workspace, round, human, human_round, boot, out):
     """Agreement between annotators per label: Cohen's kappa, Krippendorff's alpha, Gwet's AC1."""
     from annotate.agreement import annotators_by_round, workspace_agreement, workspace_records
     from curate.core.exports import write_records
 
-    if human is not None and (human_round or round_) is None:
+    if human is not None and (human_round or round) is None:
         raise click.UsageError("--human needs --human-round (or --round)")
-    rounds = (round_,) if round_ else (1, 2)
-    table = workspace_agreement(workspace, rounds=rounds, human=human, human_round=human_round or round_, n_boot=boot)
+    rounds = (round,) if round else (1, 2)
+    table = workspace_agreement(workspace, rounds=rounds, human=human, human_round=human_round or round, n_boot=boot)
     if table.empty:
-        _, records = workspace_records(workspace, human=human, human_round=human_round or round_)
+        _, records = workspace_records(workspace, human=human, human_round=human_round or round)
         raise CurateError("no pair of annotators has valid records for the same items; nothing to compare "
                           f"({annotators_by_round(records, rounds)})")
     for r in table.itertuples():
@@ -103,18 +118,13 @@ def agreement(workspace, round_, human, human_round, boot, out):
 
 @click.command("import-annotations")
 @WORKSPACE
-@click.option("--format", "fmt", type=click.Choice(["study"]), required=True, help="study: the reference study's published layout.")
-@click.option("--round", "round_", type=click.IntRange(1, 2), required=True)
-@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--annotator", default="imported:study", show_default=True)
-@click.option("--missing", type=click.Choice(["skip", "refused"]), default="skip", show_default=True,
-              help="Items without a row: leave them, or record them as refused (the study's round-2 file omits its refusals).")
-def import_annotations(workspace, fmt, round_, file, annotator, missing):
+@click_options(IMPORT_ANNOTATIONS)
+def import_annotations(workspace, fmt, round, file, annotator, missing):
     """Import annotations from FILE (.parquet .csv .jsonl) into WORKSPACE."""
     from annotate.study_import import import_study
 
-    s = import_study(workspace, file, round_, annotator=annotator, missing=missing)
-    click.echo(f"imported {s['records']} round-{round_} records as {annotator}: "
+    s = import_study(workspace, file, round, annotator=annotator, missing=missing)
+    click.echo(f"imported {s['records']} round-{round} records as {annotator}: "
                + ", ".join(f"{k} {s[k]}" for k in ("valid", "refused") if k in s))
 
 
@@ -140,8 +150,3 @@ def import_verdicts(workspace, paths, options):
 
 
 COMMANDS = (annotate, agreement, import_annotations, import_verdicts)
-
-
-def register(main: click.Group) -> None:
-    for command in COMMANDS:
-        main.add_command(command)

@@ -1,8 +1,8 @@
 """The options of `curate annotate` (and the audit config's ``annotators[]`` entries), declared
 once; ``claude_options`` also serves `curate generate`, which asks Claude the same way.
 
-``curate.core.options`` derives the click options, the config schema's properties and the defaults
-``annotate.run.annotate_workspace`` and ``curate.audit.config.Annotator`` take from this table.
+``curate.core.options`` derives the click options, the config schema's properties and the options
+object (``AnnotateOptions``) ``annotate.run.Annotate`` takes whole.
 """
 from __future__ import annotations
 

@@ -38,23 +38,17 @@ from tqdm import tqdm
 from annotate import claude
 from annotate.options import AnnotateOptions
 from annotate.prompts import kind_of, load_prompt, read_answer
-from annotate.store import LEDGER, add_batch, add_run, close_batch, mark_saved, open_annotations, open_batches, \
+from annotate.store import LEDGER, MIGRATIONS, add_batch, add_run, close_batch, mark_saved, open_batches, \
     saved_results, write_annotation
 from curate.anthropic_api import client as api, prices, spend
 from curate.asking.claude import send_messages
 from curate.asking.job import Job
 from curate.asking.ledger import LEDGER_TOKENS
-from curate.asking.local import run_local
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.stage import Stage
 from curate.items.store import Workspace
 from scoring import model_spec
-
-def parse_annotator(spec: str) -> tuple[str, str]:
-    """(backend, model) of an annotator, in every stage's model grammar (``scoring.model_spec``)."""
-    return model_spec.parse(spec, "annotator")
-
 
 def request_key(item: dict, round: int, prompt_version: str, annotator: str, params: dict) -> str:
     return sha256_text(canonical_json({"content_hash": item["content_hash"], "round": round,
@@ -127,12 +121,6 @@ class AnnotationJob(Job):
                    attempt=attempt, batch=batch, model_snapshot=a.get("model"), usage=a["usage"], usd=a["usd"])
 
 
-def annotate_workspace(root, round: int, annotator: str, show_progress: bool = True, **options) -> dict:
-    """``Annotate`` of ``root`` in ``round`` by ``annotator`` with ``options`` (``AnnotateOptions``'
-    names; ``show_progress`` is ``not quiet``): the one call for Python callers."""
-    return Annotate.with_options(root, round=round, annotator=annotator, quiet=not show_progress, **options).run()
-
-
 class Annotate(Stage):
     """`curate annotate`: the items (the first ``limit`` in row order) that have no valid or
     refused record for the annotator in the round under the current request key, asked and stored
@@ -148,7 +136,7 @@ class Annotate(Stage):
         # a bare NAME is stored as local:NAME
         options = replace(options, annotator=model_spec.canonical(options.annotator, "annotator"))
         super().__init__(root, options)
-        self.backend, self.model = parse_annotator(options.annotator)
+        self.backend, self.model = model_spec.parse(options.annotator, "annotator")
         if options.batch and self.backend != "anthropic":
             raise CurateError("--batch works with anthropic: annotators only")
 
@@ -162,17 +150,20 @@ class Annotate(Stage):
         o = self.options
         return None if o.dry_run else f"annotate {o.annotator} round {o.round}"
 
+    def migrate(self, ws: Workspace) -> None:
+        ws.migrate(MIGRATIONS)  # the annotation tables
+
     def execute(self) -> dict:
         o = self.options
-        with open_annotations(self.root) as ws:
-            work = Work.plan(ws, o.annotator, o.round, o.limit, o.parse_retries)
-            if o.dry_run:
-                return dry_summary(work, o)
-            try:
-                return self.annotate(ws, work)
-            finally:
-                if work.local is not None:
-                    work.local.close()  # the scoring backend it opened, also on an error
+        ws = self.ws
+        work = Work.plan(ws, o.annotator, o.round, o.limit, o.parse_retries)
+        if o.dry_run:
+            return dry_summary(work, o)
+        try:
+            return self.annotate(ws, work)
+        finally:
+            if work.local is not None:
+                work.local.close()  # the scoring backend it opened, also on an error
 
     def annotate(self, ws: Workspace, work: "Work") -> dict:
         o = self.options
@@ -212,8 +203,8 @@ class Annotate(Stage):
         o = self.options
         try:
             if work.backend == "local":
-                run_local(job, work.local.annotate_all(work.todo, o.round),
-                          lambda item, result, raw: job.save(item, LocalReply("valid", result, raw, work.local.snapshot)))
+                for item, result, raw in work.local.annotate_all(work.todo, o.round):  # each stored as it comes
+                    job.save(item, LocalReply("valid", result, raw, work.local.snapshot))
             elif o.batch:
                 BatchRun(job, work.todo, work.model, client, cache=cache, options=o).run()
             else:
@@ -259,7 +250,7 @@ class Work:
 
     @classmethod
     def plan(cls, ws: Workspace, annotator: str, round: int, limit, parse_retries: int) -> "Work":
-        backend, model = parse_annotator(annotator)
+        backend, model = model_spec.parse(annotator, "annotator")
         items = ws.items()[:limit] if limit else ws.items()
         local = None
         kinds = sorted({kind_of(it) for it in items})

@@ -167,7 +167,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
     from scoring.models import load_tokenizer, resolve
 
@@ -176,7 +177,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if not args.skip_speed:
-            ws = ingest(tmp / "speed-ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.items)
+            ws = Ingest(tmp / "speed-ws", IngestOptions(data=str(DATA),
+                                                        limit=args.items), get_adapter("hellaswag")).run()
             items = Workspace.open(ws).items()
             counts = work_counts(items, tokenizer, args.lmeval_batch_size)
             for arch in (args.only.split(",") if args.only else SPEED_MODELS):
@@ -188,7 +190,8 @@ def main(argv=None):
                 report["speed"][arch] = result
                 print(json.dumps({arch: result}, indent=1), flush=True)
         if not args.skip_parity:
-            ws = ingest(tmp / "parity-ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.parity_items)
+            ws = Ingest(tmp / "parity-ws", IngestOptions(data=str(DATA),
+                                                         limit=args.parity_items), get_adapter("hellaswag")).run()
             items = Workspace.open(ws).items()
             for name, (arch, extra) in PARITY_MODELS.items():
                 folder = tmp / f"tiny-{name}"

@@ -119,7 +119,8 @@ def case(name: str, tmp: Path, items: dict, hellaswag_ws: Path | None, subjects,
     """(workspace, ours kwargs, lm-eval args) for one case (``items``: HellaSwag items per case;
     MMLU: the first ``per_subject`` rows of each of ``subjects``, None: all)."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     if name == "mmlu5":
         data, seen = tmp / "mmlu_subjects.jsonl.gz", {}
         with gzip.open(data, "wt", encoding="utf-8") as fh:
@@ -127,7 +128,7 @@ def case(name: str, tmp: Path, items: dict, hellaswag_ws: Path | None, subjects,
                 seen[r["subject"]] = seen.get(r["subject"], 0) + 1
                 if r["subject"] in subjects and (per_subject is None or seen[r["subject"]] <= per_subject):
                     fh.write(json.dumps(r) + "\n")
-        ws = ingest(tmp / "mmlu", data=str(data), adapter=get_adapter("mmlu"))
+        ws = Ingest(tmp / "mmlu", IngestOptions(data=str(data)), get_adapter("mmlu")).run()
         return ws, {"fewshot": "5", "fewshot_pool": str(MMLU_DEV), "formulations": ["letters"]}, \
             ("mmlu", data, 5, MMLU_DEV, None)
     k = 10 if name == "hellaswag10" else 0
@@ -146,7 +147,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
     from scoring.models import load, resolve
     from scoring.models import max_length
@@ -169,8 +171,8 @@ def main(argv=None):
         tmp = Path(tmp)
         names = args.cases.split(",")
         # 10-shot draws its shots from the whole validation split (as lm-eval does): all of it is ingested
-        hs = ingest(tmp / "hellaswag", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                    limit=None if "hellaswag10" in names else args.hellaswag_items) \
+        limit = None if "hellaswag10" in names else args.hellaswag_items
+        hs = Ingest(tmp / "hellaswag", IngestOptions(data=str(HELLASWAG), limit=limit), get_adapter("hellaswag")).run() \
             if any(n.startswith("hellaswag") for n in names) else None
         for name in names:
             items_of = {"hellaswag0": args.hellaswag_items, "hellaswag10": args.hellaswag10_items}

@@ -7,7 +7,7 @@ greedy, 8 new tokens, the numbered template, seed 0, prompts through the model's
 1. naive: for each prompt, tokenize it alone and call ``model.generate`` on it alone (on
    ``--naive-items`` prompts spread evenly over the N, to keep the run short; its rate is items
    per second over those);
-2. ours: ``curate generate`` on a fresh workspace of the same items (``generate_workspace``:
+2. ours: ``curate generate`` on a fresh workspace of the same items (the ``Generate`` stage:
    prompts tokenized once, sorted by length, left-padded batches of ``--batch-size`` rows,
    replies parsed and written to SQLite batch by batch), for each batch size asked for.
 
@@ -57,14 +57,16 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from generate import local
     from generate.prompts import load_template
-    from generate.run import generate_workspace, plan
+    from generate.run import Generate, plan
+    from generate.options import GenerateOptions
     from generate.store import open_generations, read_generations
 
     tmp = Path(tempfile.mkdtemp(prefix="gen-bench-"))
-    ws = ingest(tmp / "ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.items)
+    ws = Ingest(tmp / "ws", IngestOptions(data=str(DATA), limit=args.items), get_adapter("hellaswag")).run()
     with open_generations(ws) as w:
         items = w.items()
     engine = local.LocalGenerator(args.model)
@@ -98,8 +100,9 @@ def main() -> None:
              "cpu_s": naive_cpu}]
     for size in [int(x) for x in args.batch_size.split(",")]:
         label = f"bench-b{size}"
-        summary, wall, cpu = timed(lambda: generate_workspace(ws, args.model, ["full"], 1, label=label,
-                                                              batch_size=size, show_progress=False))
+        summary, wall, cpu = timed(lambda: Generate(ws, GenerateOptions(model=args.model, modes=["full"], seeds=1,
+                                                                        quiet=True, label=label,
+                                                                        batch_size=size)).run())
         with open_generations(ws) as w:
             ours = read_generations(w, models=[label]).set_index("item_id")["raw"]
         same = sum(ours[units[i].item["item_id"]] == r for i, r in zip(sample, naive_replies))

@@ -99,7 +99,8 @@ def main(argv=None) -> None:
     import torch
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     lines: list[str] = []
 
@@ -112,13 +113,13 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = args.model or random_model(args.random_from, tmp / "model")
-        hellaswag = ingest(tmp / "hs", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                           limit=args.hellaswag_items)
-        warm = ingest(tmp / "warm", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=50)
+        hellaswag = Ingest(tmp / "hs", IngestOptions(data=str(HELLASWAG),
+                                                     limit=args.hellaswag_items), get_adapter("hellaswag")).run()
+        warm = Ingest(tmp / "warm", IngestOptions(data=str(HELLASWAG), limit=50), get_adapter("hellaswag")).run()
         subjects = tmp / "mmlu.jsonl"
         subject_rows = [r for r in rows_of(MMLU_TEST) if r["subject"] in SUBJECTS][:args.mmlu_items]
         subjects.write_text("".join(json.dumps(r) + "\n" for r in subject_rows))
-        mmlu = ingest(tmp / "mmlu", data=str(subjects), adapter=get_adapter("mmlu"))
+        mmlu = Ingest(tmp / "mmlu", IngestOptions(data=str(subjects)), get_adapter("mmlu")).run()
         say(f"{results['device']}, torch {results['torch']}, model {args.model or 'SmolLM2-135M random weights'}")
         for dtype in args.dtypes.split(","):
             common = {"dtype": dtype, "device": args.device}

@@ -10,7 +10,7 @@ smollm2-135m in float32 (``curate annotate --annotator local:smollm2-135m``), ru
    the self-check included in the timing).
 
 Each side runs in its own process on a fresh workspace of the same items, with the weights
-loaded before the clock starts; a round's time is the whole ``annotate_workspace`` call
+loaded before the clock starts; a round's time is the whole stage run
 (planning, prompts, tokenizing, scoring, storing). Printed: items per second (wall, and per CPU
 second, which is steadier on a shared machine) for each round and both, the after / before ratio,
 and whether every question of every item got the same answer. Answers may differ only where the
@@ -48,14 +48,12 @@ def child(tree: Path, workspace: Path, items: int, threads: int | None, out: Pat
     if threads:
         torch.set_num_threads(threads)
     import annotate.local as local
-    from annotate.run import annotate_workspace
     from annotate.store import open_annotations, read_annotations
-    from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
 
     if not Path(local.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"imported {local.__file__}, not the tree at {tree}")
-    ingest(workspace, data=str(DATA), adapter=get_adapter("hellaswag"), limit=items)
+    ingest, annotate = stages()
+    ingest(workspace, items)
     annotator = local.LocalAnnotator(ANNOTATOR.split(":", 1)[1])
     annotator.model  # the weights load before the clock starts, once for both rounds
     local.LocalAnnotator = lambda *a, **k: annotator
@@ -63,7 +61,7 @@ def child(tree: Path, workspace: Path, items: int, threads: int | None, out: Pat
     for round in (1, 2):
         load = os.getloadavg()[0]
         wall, cpu = time.perf_counter(), time.process_time()
-        summary = annotate_workspace(workspace, round, ANNOTATOR, show_progress=False)
+        summary = annotate(workspace, round)
         rounds[round] = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
                          "valid": summary["valid"], "load_before": load, "load_after": os.getloadavg()[0]}
     ws = open_annotations(workspace)
@@ -75,6 +73,26 @@ def child(tree: Path, workspace: Path, items: int, threads: int | None, out: Pat
             for r, part in frame.groupby("round")}
     out.write_text(json.dumps({"code": str(local.__file__), "threads": torch.get_num_threads(), "rounds": rounds,
                                "raw": raws}))
+
+
+def stages():
+    """(ingest, annotate) as the tree imported has them: the stage objects, or, in a tree from
+    before stages were objects (the default ``--before``), its functions of the same work."""
+    from curate.items.adapters import get_adapter
+
+    try:
+        from annotate.options import AnnotateOptions
+        from annotate.run import Annotate
+        from curate.items.ingest import Ingest
+        from curate.items.ingest_options import IngestOptions
+    except ImportError:
+        from annotate.run import annotate_workspace
+        from curate.items.ingest import ingest
+
+        return (lambda ws, n: ingest(ws, data=str(DATA), adapter=get_adapter("hellaswag"), limit=n),
+                lambda ws, r: annotate_workspace(ws, r, ANNOTATOR, show_progress=False))
+    return (lambda ws, n: Ingest(ws, IngestOptions(data=str(DATA), limit=n), get_adapter("hellaswag")).run(),
+            lambda ws, r: Annotate(ws, AnnotateOptions(round=r, annotator=ANNOTATOR, quiet=True)).run())
 
 
 # --- both sides and the comparison ----------------------------------------------------------------

@@ -38,14 +38,15 @@ def data_file(name: str) -> Path:
 def ours(name: str, n: int, folder: Path) -> dict:
     """Ingest and score the first ``n`` items as `curate init` / `curate score` do."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.run import score_workspace
     from scoring.store import open_scores, read_scores
 
     from benchmarks.lmeval_reference import shared_file
 
     path, split = shared_file(name, BENCHMARKS)
-    ws = ingest(folder / name, data=str(path), adapter=get_adapter(name), split=split)
+    ws = Ingest(folder / name, IngestOptions(data=str(path), split=split), get_adapter(name)).run()
     start = time.perf_counter()
     summary = score_workspace(ws, "smollm2-135m", ["full"], dtype="float32", limit=n, seq_mean="none",
                               show_progress=False)

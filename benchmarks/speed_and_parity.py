@@ -102,13 +102,14 @@ def main(argv=None):
 
     from benchmarks.lmeval_reference import run_lmeval
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.models import emulated_half, load, resolve
     from scoring.store import open_scores, read_scores
 
     ref = resolve("smollm2-135m")
     with tempfile.TemporaryDirectory() as tmp:
-        ws = ingest(Path(tmp) / "ws", data=str(DATA), adapter=get_adapter("hellaswag"), limit=args.items)
+        ws = Ingest(Path(tmp) / "ws", IngestOptions(data=str(DATA), limit=args.items), get_adapter("hellaswag")).run()
         # A CPU without native bfloat16 (AVX2 only) converts in software: its bfloat16 runs would
         # be slower than float32 and its square bfloat16 product takes minutes, so neither is run.
         dtypes = ["float32"] + ([] if emulated_half("bfloat16", "cpu") else ["bfloat16"])

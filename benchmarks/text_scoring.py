@@ -53,15 +53,17 @@ def main() -> None:
     import torch
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.run import score_workspace
     from scoring.text_run import text_score_workspace
 
     common = {"dtype": args.dtype, "device": args.device, "batch_tokens": args.batch_tokens, "show_progress": False}
     with tempfile.TemporaryDirectory() as tmp:
-        alone, both, warm = (ingest(Path(tmp) / name, data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                                    limit=n) for name, n in (("full", args.items), ("full-text", args.items),
-                                                             ("warmup", max(args.warmup, 1))))
+        alone, both, warm = (Ingest(Path(tmp) / name, IngestOptions(data=str(HELLASWAG), limit=n),
+                                    get_adapter("hellaswag")).run()
+                             for name, n in (("full", args.items), ("full-text", args.items),
+                                             ("warmup", max(args.warmup, 1))))
         if args.warmup:  # the first run in a process pays for allocations the others reuse
             score_workspace(warm, args.model, ["full"], text_scores=True, **common)
         runs = {}

@@ -45,25 +45,27 @@ def hellaswag_ws(folder: Path, n: int, data: Path = DATA) -> Path:
     """A workspace of HellaSwag validation rows ``HELD_OUT`` .. ``HELD_OUT + n`` (``data``: the
     shared data folder, or a copy of it)."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     with gzip.open(data / HELLASWAG.relative_to(DATA), "rt", encoding="utf-8") as f:
         rows = f.readlines()[HELD_OUT:HELD_OUT + n]
     data = write_rows(folder / "data" / "validation.jsonl.gz", rows)
-    return ingest(folder / "ws", data=str(data), adapter=get_adapter("hellaswag"), split="validation")
+    return Ingest(folder / "ws", IngestOptions(data=str(data), split="validation"), get_adapter("hellaswag")).run()
 
 
 def mmlu_ws(folder: Path, n: int, data: Path = DATA) -> Path:
     """A workspace of ``n`` MMLU test rows evenly spread over the split (every subject), its
     5-shot pool the dev split beside them (linked, not copied)."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     mmlu = data / MMLU.relative_to(DATA)
     with gzip.open(mmlu / "test.jsonl.gz", "rt", encoding="utf-8") as f:
         rows = f.readlines()
     step = len(rows) // n
     test = write_rows(folder / "data" / "test.jsonl.gz", rows[::step][:n])
     (folder / "data" / "dev.jsonl.gz").symlink_to((mmlu / "dev.jsonl.gz").resolve())
-    return ingest(folder / "ws", data=str(test), adapter=get_adapter("mmlu"), split="test")
+    return Ingest(folder / "ws", IngestOptions(data=str(test), split="test"), get_adapter("mmlu")).run()
 
 
 #: (workspace builder, curate score's options) per benchmark compared.

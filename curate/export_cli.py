@@ -169,3 +169,6 @@ def _lm_eval_tasks(workspace, out, modes, formulations, fewshot, fewshot_pool, n
     click.echo(f"then: curate import-scores {workspace} --format lm-eval-samples --label LABEL OUT")
     click.echo("LABEL: the name to store MODEL's scores under; not the one `curate score` stores its own under "
                "(the built-in smollm2-135m's folder is imported as smollm2-135m unless --label names another)")
+
+
+COMMANDS = (export,)

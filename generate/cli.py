@@ -33,3 +33,6 @@ def generate(workspace, options):
         click.echo(f"cost: {c['usd']:.4f} USD for {c['replies']} replies (input {c['input_tokens']}, "
                    f"output {c['output_tokens']}){possibly_line(c)}")
     end_of_run(s, "answers")
+
+
+COMMANDS = (generate,)

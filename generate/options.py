@@ -1,5 +1,5 @@
 """The options of `curate generate`, declared once: ``curate.core.options`` derives the click options
-and the defaults ``generate.run.generate_workspace`` takes from this table. The Claude options
+and the options object (``GenerateOptions``) ``generate.run.Generate`` takes whole. The Claude options
 are `curate annotate`'s (``annotate.options.claude_options``)."""
 from __future__ import annotations
 

@@ -23,14 +23,14 @@ import time
 from dataclasses import dataclass, replace
 
 from curate.asking.job import Job
-from curate.asking.local import run_local
 from curate.core.errors import CurateError
 from curate.items.canonical import canonical_json, sha256_text
 from curate.items.stage import Stage
-from generate.options import DEFAULTS, GenerateOptions
+from curate.items.store import Workspace
+from generate.options import GenerateOptions
 from generate.parse import Parsed, parse_reply
 from generate.prompts import load_template, render, shown_options, shuffle_order
-from generate.store import (LEDGER, add_run, delete_generations, done_keys, open_generations, settings_label,
+from generate.store import (LEDGER, add_run, delete_generations, done_keys, prepare as prepare_tables, settings_label,
                             write_generations)
 from scoring import model_spec
 from scoring.models import max_length
@@ -63,12 +63,6 @@ class Unit:
         the same (item, seed) and their comparisons stay paired."""
         text = f"{self.item['content_hash']}|{self.seed}"
         return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
-
-
-def parse_model(spec: str) -> tuple[str, str]:
-    """('anthropic', MODEL) for anthropic:MODEL, ('local', NAME) for local:NAME or a bare NAME
-    (every stage's model grammar: ``scoring.model_spec``)."""
-    return model_spec.parse(spec)
 
 
 def request_key(unit_item: dict, mode: str, seed: int, scope: dict) -> str:
@@ -145,14 +139,6 @@ def versions(backend: str) -> dict:
     return out
 
 
-def generate_workspace(root, model: str, modes=DEFAULTS["modes"], seeds=DEFAULTS["seeds"], show_progress: bool = True,
-                       **options) -> dict:
-    """``Generate`` of ``root`` by ``model`` in ``modes`` over ``seeds`` (a count, seeds 0..N-1, or
-    a list) with ``options`` (``GenerateOptions``' names; ``show_progress`` is ``not quiet``)."""
-    return Generate.with_options(root, model=model, modes=modes, seeds=seeds, quiet=not show_progress,
-                                 **options).run()
-
-
 @dataclass
 class GenerationJob(Job):
     """One generation run's state (``curate.asking.job.Job``), and how it writes a record."""
@@ -189,7 +175,7 @@ class Generate(Stage):
     Options = GenerateOptions
 
     def __init__(self, root, options):
-        backend, name = parse_model(options.model)
+        backend, name = model_spec.parse(options.model)
         if backend == "anthropic" and (options.temperature is not None or options.top_p is not None):
             raise CurateError("anthropic: the Messages API version the anthropic SDK sends (2026-10-21) accepts no "
                               "temperature or top-p; leave them out (Claude samples with its own defaults)")
@@ -211,28 +197,31 @@ class Generate(Stage):
         # (and pay twice): the second stops at once, before its model loads.
         return f"generate {self.label} {self.template.name} {self.settings}"
 
+    def migrate(self, ws: Workspace) -> None:
+        prepare_tables(ws)  # the generation tables, and the answers'
+
     def execute(self) -> dict:
-        with open_generations(self.root) as ws:
-            o = self.options
-            items = ws.items()[:o.limit] if o.limit else ws.items()
-            shots, shot_scope = fewshot_examples(ws, items, o.fewshot, o.fewshot_pool)  # before the model loads
-            engine, client, identity = self.prepare()
-            scope = {"model": self.label, "backend": self.backend, "identity": identity, "template": self.template.name,
-                     "template_hash": self.template.hash, "temperature": o.temperature, "top_p": o.top_p,
-                     "max_new_tokens": o.max_new_tokens, **shot_scope}
-            units = plan(items, o.modes, o.seeds, self.template, scope, shots)
-            _check_one_source(ws, units, self.label, self.template.name, self.settings, replace=o.replace)
-            left = None
-            if self.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
-                from curate.anthropic_api import spend
-                left = spend.settle_left_in_flight(ws, LEDGER.table, "SELECT run_id FROM generation_runs "
-                                                   "WHERE model = ? AND template = ? AND settings = ?",
-                                                   (self.label, self.template.name, self.settings))
-            done = done_keys(ws, self.label, self.template.name, self.settings)
-            todo = [u for u in units if u.done_key not in done]
-            job = self.record_run(ws, identity, engine, shot_scope)
-            seconds = self.dispatch(job, units, todo, engine, client)
-            return self.summary(ws, job, items, units, todo, left, seconds)
+        ws = self.ws
+        o = self.options
+        items = ws.items()[:o.limit] if o.limit else ws.items()
+        shots, shot_scope = fewshot_examples(ws, items, o.fewshot, o.fewshot_pool)  # before the model loads
+        engine, client, identity = self.prepare()
+        scope = {"model": self.label, "backend": self.backend, "identity": identity, "template": self.template.name,
+                 "template_hash": self.template.hash, "temperature": o.temperature, "top_p": o.top_p,
+                 "max_new_tokens": o.max_new_tokens, **shot_scope}
+        units = plan(items, o.modes, o.seeds, self.template, scope, shots)
+        _check_one_source(ws, units, self.label, self.template.name, self.settings, replace=o.replace)
+        left = None
+        if self.backend == "anthropic":  # requests an earlier run of this work left in flight (kill -9)
+            from curate.anthropic_api import spend
+            left = spend.settle_left_in_flight(ws, LEDGER.table, "SELECT run_id FROM generation_runs "
+                                               "WHERE model = ? AND template = ? AND settings = ?",
+                                               (self.label, self.template.name, self.settings))
+        done = done_keys(ws, self.label, self.template.name, self.settings)
+        todo = [u for u in units if u.done_key not in done]
+        job = self.record_run(ws, identity, engine, shot_scope)
+        seconds = self.dispatch(job, units, todo, engine, client)
+        return self.summary(ws, job, items, units, todo, left, seconds)
 
     def prepare(self) -> tuple:
         """(local engine, Claude client, the identity request keys hash): the model loaded, or the
@@ -275,7 +264,8 @@ class Generate(Stage):
         start = time.perf_counter()
         try:
             if self.backend == "local":
-                run_local(job, local_batches(job, todo, engine, o), job.store)
+                for records in local_batches(job, todo, engine, o):
+                    job.store(records)
             else:
                 run_claude(job, todo, self.model, client, o)
         except KeyboardInterrupt:
@@ -315,8 +305,7 @@ class Generate(Stage):
 
 def local_batches(job: GenerationJob, todo: list[Unit], engine, o: GenerateOptions):
     """The local model's answers, a length-sorted batch at a time (longest first: the ETA errs
-    long), each batch's records together (``curate.asking.local.run_local`` stores each in one
-    transaction)."""
+    long), each batch's records together (``GenerationJob.store`` stores each in one transaction)."""
     if not todo:
         return
     encoded = engine.encode([engine.prompt(load_template(job.template), u.instructions, u.user) for u in todo])
@@ -337,8 +326,8 @@ def local_batches(job: GenerationJob, todo: list[Unit], engine, o: GenerateOptio
         outs = engine.generate([encoded[i] for i in rows], temperature=o.temperature, top_p=o.top_p,
                                max_new_tokens=o.max_new_tokens, sample_seeds=[todo[i].sample_seed for i in rows],
                                prefix=prefix)
-        yield ([job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text, new_tokens=out.new_tokens,
-                           finish=out.finish, replies=[out.text]) for i, out in zip(rows, outs)],)
+        yield [job.record(todo[i], parse_reply(out.text, todo[i].options), raw=out.text, new_tokens=out.new_tokens,
+                          finish=out.finish, replies=[out.text]) for i, out in zip(rows, outs)]
 
 
 # --- anthropic: one request per unit, bounded concurrency, spend reserved before sending ----------

@@ -116,15 +116,21 @@ RECORD_COLUMNS = ("model", "template", "settings", "mode", "seed", "item_id", "o
                   "request_key", "content_hash", "run_id")
 
 
+def prepare(ws: Workspace) -> Workspace:
+    """Put the generation tables in place in an open workspace, and the answers' (where the
+    answers go too; older generations are copied there once)."""
+    ws.migrate(MIGRATIONS)
+    answers.prepare(ws)
+    return ws
+
+
 def open_generations(root) -> Workspace:
     ws = Workspace.open(root)
     try:
-        ws.migrate(MIGRATIONS)
-        answers.prepare(ws)  # where the answers go too (older generations copied there once)
+        return prepare(ws)
     except BaseException:
         ws.close()
         raise
-    return ws
 
 
 def settings_label(temperature: float | None, top_p: float | None, max_new_tokens: int) -> str:

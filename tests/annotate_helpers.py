@@ -107,12 +107,13 @@ def twin_workspace(root):
     import json
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     data = root.parent / f"{root.name}-twins.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in TWINS))
-    ingest(root, data=str(data), adapter=get_adapter("generic", question="question", choices=("choices",),
-                                                     answer="answer"))
+    Ingest(root, IngestOptions(data=str(data)), get_adapter("generic", question="question", choices=("choices",),
+                                                     answer="answer")).run()
     items = items_of(root)
     assert items[0]["content_hash"] == items[2]["content_hash"] != items[1]["content_hash"]
     return root

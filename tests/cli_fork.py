@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Imported once in the server, before any fork: the CLI and the modules its commands import
 #: when they run (each pulls in its heavy libraries).
-PRELOAD = ("curate.cli", "curate.items.ingest", "curate.filter.engine", "curate.analyses.report", "curate.audit.run",
+PRELOAD = ("curate.cli", "curate.items.ingest", "curate.filter.run", "curate.analyses.report", "curate.audit.run",
            "curate.release.targets", "curate.review.server", "scoring.run", "scoring.models", "scoring.reference",
            "annotate.run", "annotate.claude", "annotate.local", "generate.run", "transformers.modeling_utils")
 

@@ -82,8 +82,9 @@ def save_tiny(folder: Path, model_type: str, tokenizer, **extra) -> Path:
 def small_workspace(root: Path, n: int = 40) -> Path:
     """The first ``n`` HellaSwag validation rows as a workspace."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
-    return ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    return Ingest(root, IngestOptions(data=str(HELLASWAG), limit=n), get_adapter("hellaswag")).run()
 
 
 def study_slice(root: Path, n: int) -> Path:
@@ -127,9 +128,10 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 def hellaswag_ws(tmp_path_factory) -> Path:
     """A workspace with all 10042 HellaSwag validation items (read-only for tests)."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     return built_once(tmp_path_factory, "hellaswag-ws",
-                      lambda folder: ingest(folder, data=str(HELLASWAG), adapter=get_adapter("hellaswag")))
+                      lambda folder: Ingest(folder, IngestOptions(data=str(HELLASWAG)), get_adapter("hellaswag")).run())
 
 
 @pytest.fixture(scope="session")

@@ -66,16 +66,18 @@ def one_torch_thread():
 
 def review_workspace(root: Path, n_items: int = 30, n_annotated: int = 8) -> tuple[Path, Path]:
     """(workspace, decisions folder)."""
-    from annotate.run import annotate_workspace
+    from annotate.run import Annotate
+    from annotate.options import AnnotateOptions
     from annotate_helpers import small_workspace
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
 
     small_workspace(root / "ws", n_items)
     write_study_scores(root / "ws")
     with one_torch_thread():
-        annotate_workspace(root / "ws", 1, LLM, limit=n_annotated, show_progress=False)
+        Annotate(root / "ws", AnnotateOptions(round=1, annotator=LLM, quiet=True, limit=n_annotated)).run()
     (root / "rules.yaml").write_text(RULES)
-    run_filter(root / "ws", root / "rules.yaml", root / "decisions")
+    Filter(root / "ws", FilterOptions(rules=root / "rules.yaml", out=root / "decisions")).run()
     return root / "ws", root / "decisions"
 
 

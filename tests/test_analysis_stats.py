@@ -123,12 +123,10 @@ def test_every_bootstrap_draws_from_one_scheme():
     generator as agreement has always seeded it (sha256 of the names)."""
     import hashlib
 
-    from annotate.agreement import pair_rng
-
     assert (statistics.bootstrap_rng(5).integers(0, 10**9, 4) == np.random.default_rng(5).integers(0, 10**9, 4)).all()
     words = np.frombuffer(hashlib.sha256(b"a\0b").digest()[:16], dtype=np.uint32).tolist()
     want = np.random.default_rng([3, *words]).integers(0, 10**9, 4)
-    assert (pair_rng(3, "a", "b").integers(0, 10**9, 4) == want).all()
+    assert (statistics.bootstrap_rng(3, "a", "b").integers(0, 10**9, 4) == want).all()
     assert (statistics.bootstrap_rng(3, "a", "b").integers(0, 10**9, 4) == want).all()
 
 

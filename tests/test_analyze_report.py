@@ -11,7 +11,8 @@ import pytest
 
 from annotate.store import open_annotations, write_annotation
 from conftest import HELLASWAG, PAPER_SCORES, run_cli
-from curate.analyses.report import analyze_workspace
+from curate.analyses.report import Analyze
+from curate.analyses.options import AnalyzeOptions
 from headless import inspect_page, require_chromium
 from scoring.store import add_run, open_scores, write_scores
 
@@ -81,7 +82,7 @@ def small_report(small_ws, tmp_path_factory):
 @pytest.fixture(scope="module")
 def paper_report(paper_ws, tmp_path_factory):
     out = tmp_path_factory.mktemp("paper-report")
-    return out, analyze_workspace(paper_ws, out)
+    return out, Analyze(paper_ws, AnalyzeOptions(out=out)).run()
 
 
 def test_zero_prompt_core_and_agreement_of_the_study(paper_report):
@@ -249,8 +250,8 @@ def test_models_modes_and_units_can_be_chosen(small_ws, tmp_path):
 def test_length_bias_in_smollm2_tokens(paper_ws, tmp_path):
     """The study counted Llama-3.2-1B tokens (not available offline); SmolLM2's tokenizer gives
     nearly its figures: Llama-3.2-1B full-mode accuracy 0.72 (gold longest) vs 0.59 (not)."""
-    m = analyze_workspace(paper_ws, tmp_path, models=["meta-llama/Llama-3.2-1B"], modes=["full"],
-                          length_units=("tokens:smollm2-135m",))
+    m = Analyze(paper_ws, AnalyzeOptions(out=tmp_path, models=["meta-llama/Llama-3.2-1B"], modes=["full"],
+                                         length_units=("tokens:smollm2-135m",))).run()
     L = m["length"]["tokens:smollm2-135m"]
     row = [r for r in L["gold_longest_accuracy"] if r["normalization"] == "seq_mean"][0]
     assert row["acc_longest"] == pytest.approx(0.72, abs=0.015) and row["acc_other"] == pytest.approx(0.59, abs=0.01)

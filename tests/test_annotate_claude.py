@@ -20,7 +20,8 @@ import pytest
 
 from annotate import claude
 from curate.anthropic_api import client as api
-from annotate.run import annotate_workspace
+from annotate.run import Annotate
+from annotate.options import AnnotateOptions
 from annotate.store import open_annotations, read_ledger
 from annotate_helpers import (KEY, MODEL, api_env, copy_ws, items_of, katan, kill_when_stored, records,
                               small_workspace, twin_workspace)
@@ -28,7 +29,7 @@ from conftest import ROOT, run_cli
 from standin_anthropic import OverloadedAfterFirst, StandIn
 
 ANNOTATOR = f"anthropic:{MODEL}"
-FAST = dict(backoff=0.01, show_progress=False)
+FAST = dict(backoff=0.01, quiet=True)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,10 @@ def test_katan_faults_every_item_ends_with_one_record(base_ws, tmp_path, monkeyp
     ws = copy_ws(base_ws, tmp_path / "ws")
     with katan(tmp_path, "--error-rate", "0.3", "--latency-ms", "20") as url:
         api_env(monkeypatch, url)
-        s2 = annotate_workspace(ws, 2, ANNOTATOR, concurrency=4, limit=30, key_header="x-api-key", retries=10, **FAST)
-        s1 = annotate_workspace(ws, 1, ANNOTATOR, concurrency=4, limit=10, key_header="x-api-key", retries=10, **FAST)
+        s2 = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, concurrency=4, limit=30, key_header="x-api-key",
+                                          retries=10, **FAST)).run()
+        s1 = Annotate(ws, AnnotateOptions(round=1, annotator=ANNOTATOR, concurrency=4, limit=10, key_header="x-api-key",
+                                          retries=10, **FAST)).run()
     assert (s2["valid"], s2["failed"], s2["remaining"]) == (30, 0, 0)
     r2 = one_record_each(ws, 2, 30)
     assert set(r2.status) == {"valid"} and all(r["best"] == 0 for r in r2.result)
@@ -61,7 +64,8 @@ def test_katan_faults_every_item_ends_with_one_record(base_ws, tmp_path, monkeyp
     # re-running asks nothing for the valid ones and re-asks the invalid ones
     with katan(tmp_path) as url:
         api_env(monkeypatch, url)
-        again = annotate_workspace(ws, 2, ANNOTATOR, limit=30, key_header="x-api-key", **FAST)
+        again = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, limit=30, key_header="x-api-key",
+                                             **FAST)).run()
     assert again["skipped"] == 30 and again["cost"]["replies"] == 0
 
 
@@ -69,17 +73,18 @@ def test_rate_limit_and_timeouts_leave_items_pending_then_resume(base_ws, tmp_pa
     ws = copy_ws(base_ws, tmp_path / "ws")
     with katan(tmp_path, "--rate-limit-after", "5") as url:  # 429 for every request after the 5th
         api_env(monkeypatch, url)
-        s = annotate_workspace(ws, 2, ANNOTATOR, concurrency=1, limit=12, key_header="x-api-key", retries=2, **FAST)
+        s = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, concurrency=1, limit=12, key_header="x-api-key",
+                                         retries=2, **FAST)).run()
     assert (s["valid"], s["failed"], s["remaining"]) == (5, 7, 7)
     assert "RateLimitError" in s["last_error"]
     with katan(tmp_path, "--latency-ms", "3000") as url:  # every request outlasts the client timeout
         api_env(monkeypatch, url)
-        s = annotate_workspace(ws, 2, ANNOTATOR, concurrency=4, limit=12, key_header="x-api-key", retries=1,
-                               timeout=0.5, **FAST)
+        s = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, concurrency=4, limit=12, key_header="x-api-key",
+                                         retries=1, timeout=0.5, **FAST)).run()
     assert (s["valid"], s["failed"]) == (0, 7) and "Timeout" in s["last_error"]
     with katan(tmp_path) as url:
         api_env(monkeypatch, url)
-        s = annotate_workspace(ws, 2, ANNOTATOR, limit=12, key_header="x-api-key", **FAST)
+        s = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, limit=12, key_header="x-api-key", **FAST)).run()
     assert (s["valid"], s["skipped"], s["remaining"]) == (7, 5, 0)
     one_record_each(ws, 2, 12)
 
@@ -88,7 +93,8 @@ def test_standin_529_malformed_refusal_and_cache_ledger(base_ws, tmp_path, monke
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn(statuses=[529, 529, 500, 408], malformed="Roof shingle", refuse="Clean and jerk") as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 1, ANNOTATOR, concurrency=2, limit=20, parse_retries=1, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=1, annotator=ANNOTATOR, concurrency=2, limit=20, parse_retries=1,
+                                               **FAST)).run()
     frame = one_record_each(ws, 1, 20)
     by_status = frame.status.value_counts().to_dict()
     assert summary["refused"] == by_status.get("refused") >= 1
@@ -109,14 +115,14 @@ def test_spend_limit_stops_resumably(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn(spend_limit_after=6) as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 2, ANNOTATOR, concurrency=2, limit=15, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, concurrency=2, limit=15, **FAST)).run()
         proc = run_cli("annotate", ws, "--round", "2", "--annotator", ANNOTATOR, "--limit", "15", "--no-progress",
                        check=False, env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": s.url})
     assert summary["valid"] == 6 and "credit balance" in summary["stopped"] and summary["remaining"] == 9
     assert proc.returncode == 2 and "stopped" in proc.stderr and "re-run" in proc.stderr
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 2, ANNOTATOR, limit=15, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, limit=15, **FAST)).run()
         assert len(s.requests) == 9
     assert summary["valid"] == 9
     one_record_each(ws, 2, 15)
@@ -126,14 +132,15 @@ def test_max_cost_and_dry_run(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        dry = annotate_workspace(ws, 1, ANNOTATOR, dry_run=True, limit=20, show_progress=False)
+        dry = Annotate(ws, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True, dry_run=True, limit=20)).run()
         assert s.requests == [] and dry["to_annotate"] == 20 and dry["usd_upper_bound"] > dry["usd_first_answers"] > 0
         # room for one item's worst case and a half: items go out while their worst case fits
         # beside what was spent, so the run ends part-way (tests/test_reliability_annotate.py
         # covers the cap when every reply needs its re-asks)
         params = claude.request_params(MODEL, items_of(ws)[0], 1)
         cap = 1.5 * claude.worst_case_usd(params, api.input_bound(params), attempts=3, batch=False)
-        summary = annotate_workspace(ws, 1, ANNOTATOR, limit=20, max_cost=cap, concurrency=3, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=1, annotator=ANNOTATOR, limit=20, max_cost=cap, concurrency=3,
+                                               **FAST)).run()
     assert summary["cost"]["usd"] <= cap and "--max-cost" in summary["stopped"]
     assert f"this run spent {summary['cost']['usd']:.4f} USD" in summary["stopped"]
     assert 0 < summary["valid"] < 20 and summary["remaining"] == 20 - summary["valid"]
@@ -169,7 +176,8 @@ def test_batches_resubmit_only_failed_requests(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn(batch_faults={0: "errored", 3: "expired"}, polls_before_end=2) as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 2, ANNOTATOR, batch=True, limit=12, poll_interval=0.01, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, batch=True, limit=12, poll_interval=0.01,
+                                               **FAST)).run()
     sizes = [len(b["requests"]) for b in s.batches.values()]
     assert sizes == [12, 2] and summary["valid"] == 12
     ids = [r["custom_id"] for b in s.batches.values() for r in b["requests"]]
@@ -227,8 +235,10 @@ def test_items_of_identical_content_get_a_record_each(tmp_path, monkeypatch, bat
     ids = [it["item_id"] for it in items_of(ws)]
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        first = annotate_workspace(ws, 2, ANNOTATOR, batch=batch, poll_interval=0.01, **FAST)
-        again = annotate_workspace(ws, 2, ANNOTATOR, batch=batch, poll_interval=0.01, **FAST)
+        first = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, batch=batch, poll_interval=0.01,
+                                             **FAST)).run()
+        again = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, batch=batch, poll_interval=0.01,
+                                             **FAST)).run()
         sent = [r["custom_id"] for b in s.batches.values() for r in b["requests"]] if batch else s.requests
     assert (first["valid"], first["remaining"], first["stopped"]) == (3, 0, None) and len(sent) == 3
     assert (again["skipped"], again["remaining"], again["cost"]["replies"]) == (3, 0, 0)
@@ -250,7 +260,7 @@ def test_migration_keeps_the_records_of_an_older_workspace(tmp_path, monkeypatch
     done = twin_workspace(tmp_path / "done")
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        annotate_workspace(done, 2, ANNOTATOR, **FAST)
+        Annotate(done, AnnotateOptions(round=2, annotator=ANNOTATOR, **FAST)).run()
     old = twin_workspace(tmp_path / "old")
     with Workspace.open(old) as w:
         w.migrate(MIGRATIONS[:4])
@@ -262,7 +272,7 @@ def test_migration_keeps_the_records_of_an_older_workspace(tmp_path, monkeypatch
         kept = conn.execute("SELECT * FROM annotations ORDER BY item_id").fetchall()
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(old, 2, ANNOTATOR, **FAST)
+        summary = Annotate(old, AnnotateOptions(round=2, annotator=ANNOTATOR, **FAST)).run()
         assert len(s.requests) == 1 and summary["skipped"] == 2 and summary["valid"] == 1
     with sqlite3.connect(old / "workspace.db") as conn:
         assert conn.execute("SELECT * FROM annotations WHERE item_id IN (?, ?) ORDER BY item_id",
@@ -286,8 +296,8 @@ def test_a_billed_reply_is_ledgered_when_its_re_ask_fails(base_ws, tmp_path, mon
                 for p in (claude.request_params(MODEL, it, 1) for it in (first, second)))
     with server() as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 1, ANNOTATOR, limit=2, concurrency=1, parse_retries=1, retries=1,
-                                     max_cost=worst + 1e-6, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=1, annotator=ANNOTATOR, limit=2, concurrency=1, parse_retries=1,
+                                               retries=1, max_cost=worst + 1e-6, **FAST)).run()
         asked = [b["messages"][0]["content"] for b in s.requests]
         assert len(asked) >= 2 and all("Roof shingle" in a for a in asked)  # item 1 and its re-ask only
     ledger = read_ledger(open_annotations(ws))
@@ -304,7 +314,8 @@ def test_resumed_batch_skips_the_results_already_stored(base_ws, tmp_path, monke
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        annotate_workspace(ws, 2, ANNOTATOR, batch=True, limit=6, poll_interval=0.01, **FAST)
+        Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, batch=True, limit=6, poll_interval=0.01,
+                                     **FAST)).run()
         before = read_ledger(open_annotations(ws))
         lost = list(before.item_id[:2])  # the kill came before these two results were stored
         with sqlite3.connect(ws / "workspace.db") as conn:
@@ -312,7 +323,8 @@ def test_resumed_batch_skips_the_results_already_stored(base_ws, tmp_path, monke
             for table in ("annotations", "annotation_ledger"):
                 conn.execute(f"DELETE FROM {table} WHERE item_id IN (?, ?)", lost)
             conn.execute("UPDATE annotation_batch_requests SET saved_at = NULL WHERE item_id IN (?, ?)", lost)
-        summary = annotate_workspace(ws, 2, ANNOTATOR, batch=True, limit=6, poll_interval=0.01, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, batch=True, limit=6, poll_interval=0.01,
+                                               **FAST)).run()
         assert len(s.batches) == 1
     assert (summary["valid"], summary["skipped"], summary["remaining"]) == (2, 4, 0)
     after = read_ledger(open_annotations(ws))

@@ -7,7 +7,8 @@ import time
 import pytest
 
 import schemas
-from annotate.run import annotate_workspace
+from annotate.run import Annotate
+from annotate.options import AnnotateOptions
 from annotate_helpers import records, small_workspace
 
 ANNOTATOR = "local:smollm2-135m"
@@ -40,7 +41,7 @@ def annotate_both(root, n):
     out = {}
     for round in (1, 2):
         start = time.perf_counter()
-        out[round] = annotate_workspace(root, round, ANNOTATOR, limit=n, show_progress=False)
+        out[round] = Annotate(root, AnnotateOptions(round=round, annotator=ANNOTATOR, quiet=True, limit=n)).run()
         out[round]["seconds"] = time.perf_counter() - start
         assert out[round]["valid"] == n and out[round]["remaining"] == 0
     return out
@@ -51,7 +52,7 @@ def test_local_annotator_small(tmp_path):
     annotate_both(root, 2)
     frame = check_all_valid(root, 2)
     assert all(r["best"] in range(4) for r in frame.result)
-    again = annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+    again = Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()
     assert again["skipped"] == 2 and again["valid"] == 0
 
 
@@ -78,19 +79,20 @@ def generic_workspace(root, rows):
     import json
 
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     data = root.parent / f"{root.name}.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return ingest(root, data=str(data), adapter=get_adapter("generic", question="question", choices=("choices",),
-                                                            answer="answer"))
+    return Ingest(root, IngestOptions(data=str(data)), get_adapter("generic", question="question", choices=("choices",),
+                                                            answer="answer")).run()
 
 
 def test_item_text_holding_the_question_marker_is_annotated(tmp_path):
     """The local prompt is split at a marker; an item that holds the same text is still one item."""
     root = generic_workspace(tmp_path / "ws", [
         {"question": "Nul \u0000QUESTION\u0000 here?", "choices": ["a", "b", "c", "d"], "answer": 1}])
-    s = annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+    s = Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()
     assert (s["valid"], s["remaining"]) == (1, 0)
 
 
@@ -104,9 +106,9 @@ def test_an_item_longer_than_the_context_is_refused(tmp_path):
         {"question": "Normal question about cats?", "choices": ["yes", "no", "maybe", "never"], "answer": 0},
         {"question": long, "choices": ["a", "b", "c", "d"], "answer": 1}])
     with pytest.raises(CurateError, match=r"item .*/1: annotating it takes \d+ tokens, more than the 8192"):
-        annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+        Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()
     assert records(root).empty
-    assert annotate_workspace(root, 1, ANNOTATOR, limit=1, show_progress=False)["valid"] == 1
+    assert Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True, limit=1)).run()["valid"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +128,7 @@ def three_items(tmp_path_factory):
         warnings.simplefilter("always")
         patch.setattr(shared, "score_shared", lambda model, requests, **kw: calls.append(len(requests))
                       or real(model, requests, **kw))
-        assert annotate_workspace(root, 1, ANNOTATOR, show_progress=False)["valid"] == 3
+        assert Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()["valid"] == 3
     torch.set_num_threads(threads)
     return root, calls, caught
 
@@ -206,10 +208,10 @@ def test_a_run_killed_between_batches_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(shared, "score_shared", dies_in_the_second_batch)
     root = small_workspace(tmp_path / "ws", 2)
     with pytest.raises(RuntimeError, match="killed"):
-        annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+        Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()
     assert len(records(root, round=1, annotator=ANNOTATOR)) == 1
     monkeypatch.setattr(shared, "score_shared", real)
-    again = annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+    again = Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()
     assert (again["skipped"], again["valid"], again["remaining"]) == (1, 1, 0)
 
 
@@ -270,7 +272,7 @@ def test_a_self_check_failure_stops_the_run_before_it_is_recorded(tmp_path, monk
     with pytest.raises(CurateError, match=r"self-check failed: .* llama runner, item hellaswag/validation/0, "
                                           r"question ungrammatical_\w+ request 0, continuation \d: .* here, .* by "
                                           r"the model's own forward .*; nothing was stored"):
-        annotate_workspace(root, 1, ANNOTATOR, show_progress=False)
+        Annotate(root, AnnotateOptions(round=1, annotator=ANNOTATOR, quiet=True)).run()
     with open_annotations(root) as ws:
         assert ws.conn.execute("SELECT count(*) FROM annotation_runs").fetchone()[0] == 0
     assert records(root).empty

@@ -74,7 +74,8 @@ def check_reruns_see_changes(config, out, tmp_path):
     from curate.audit.config import load_config
     from curate.audit.plan import workspace_state
     from curate.core.errors import CurateError
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     from curate.review.verdicts import save_verdict
     from curate.items.store import Workspace
 
@@ -85,15 +86,15 @@ def check_reruns_see_changes(config, out, tmp_path):
     other = tmp_path / "other.yaml"  # `curate filter` with other rules into the audit's folder
     other.write_text("name: other\nstages:\n  - name: first-row\n    description: row 0\n"
                      "    when: {ids: {row_index: [0]}}\n")
-    run_filter(cfg.workspace, other, decisions)
-    redone = stage_run(cfg, "filter")  # the stage holds the folder, and run_filter takes it again inside
+    Filter(cfg.workspace, FilterOptions(rules=other, out=decisions)).run()
+    redone = stage_run(cfg, "filter")  # the stage holds the folder, and Filter takes it again inside
     assert redone.status == "ran" and redone.data["rules"]["name"] == "demo"
     # Another `curate filter` into the folder just after the stage's filter returned, before its
     # fingerprint: refused (the stage holds the folder from its check to its stamp), so the stamp
     # is of the stage's own decisions; unlocked, the other run's decisions were stamped up to date.
     others = []
 
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
 
     run_alone = Filter.run
 

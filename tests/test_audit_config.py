@@ -413,7 +413,8 @@ def test_plan_counts_what_the_workspace_already_holds(tmp_path):
     """Scores imported by hand before the audit count: the plan needs no import step."""
     from curate.items.adapters import get_adapter
     from curate.audit.plan import plan_problems
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.study_csv import import_study_csv
     from conftest import HELLASWAG
 
@@ -422,7 +423,7 @@ def test_plan_counts_what_the_workspace_already_holds(tmp_path):
         (scores / "zero_prompt").mkdir(parents=True, exist_ok=True)
         with src.open() as fh:
             (scores / "zero_prompt" / src.name).write_text("".join(next(fh) for _ in range(4)))
-    ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=3)
+    Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=3), get_adapter("hellaswag")).run()
     import_study_csv(tmp_path / "ws", scores)
 
     def change(data):

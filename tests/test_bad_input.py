@@ -109,7 +109,8 @@ def test_crash_mid_ingest_leaves_nothing(tmp_path, monkeypatch):
     """A failure after the database was half written leaves no workspace and no temp folder."""
     from curate.items import store
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     data = write_jsonl(tmp_path / "ok.jsonl", real_rows())
 
@@ -117,7 +118,7 @@ def test_crash_mid_ingest_leaves_nothing(tmp_path, monkeypatch):
         raise RuntimeError("disk died")
     monkeypatch.setattr(store.os, "replace", boom)
     with pytest.raises(RuntimeError):
-        ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("hellaswag"))
+        Ingest(tmp_path / "ws", IngestOptions(data=str(data)), get_adapter("hellaswag")).run()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.jsonl"]
 
 

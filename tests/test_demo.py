@@ -215,7 +215,8 @@ def test_model_free_demo_stages_catch_exactly_their_plants(tmp_path):
     plants, and nothing else."""
     import yaml
 
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
 
     ws = tmp_path / "ws"
     run_cli("init", ws, "--data", demo.benchmark_path(), *INIT_ARGS)
@@ -223,7 +224,7 @@ def test_model_free_demo_stages_catch_exactly_their_plants(tmp_path):
     rules["stages"] = [s for s in rules["stages"] if s["name"] in ("near-duplicate", "length-spread", "gold-longest")]
     assert len(rules["stages"]) == 3
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
-    run_filter(ws, tmp_path / "rules.yaml", tmp_path / "out")
+    Filter(ws, FilterOptions(rules=tmp_path / "rules.yaml", out=tmp_path / "out")).run()
     frame, stages = demo.load_decisions(tmp_path / "out")
     table = demo.score_plants(frame, PLANTS, stages)
     caught = table.drop("planted")
@@ -232,12 +233,13 @@ def test_model_free_demo_stages_catch_exactly_their_plants(tmp_path):
     assert caught.loc["gold-longest"].sum() == 0
 
     # ... and the embedded config's release settings publish the 32 items left, offline
-    from curate.release import make_release
+    from curate.release import Release
+    from curate.release.options import ReleaseOptions
     from curate.release.manifest import verify_dir
 
     [release] = load_config(cwd=tmp_path).options("release")
-    manifest = make_release(ws, tmp_path / "out", release.name, release.version, release.to,
-                            license=release.license)
+    manifest = Release(ws, ReleaseOptions(decisions=tmp_path / "out", name=release.name, version=release.version,
+                                          to=str(release.to), license=release.license)).run()
     left = [r for r in range(40) if r not in set(rows_of("two_right")) | set(rows_of("long_gold"))]
     assert manifest["counts"] == {"items": 40, "kept": 32, "removed": 8,
                                   "kept_by_source": dict(collections.Counter(ROWS[r]["domain"] for r in left))}

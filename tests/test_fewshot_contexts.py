@@ -102,7 +102,8 @@ def test_generic_adapter_takes_a_fewshot_file_and_seed(tmp_path):
     import random
 
     from curate.items.fewshot_pool import resolve_pool
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
 
     def rows(n, tag):
@@ -112,7 +113,7 @@ def test_generic_adapter_takes_a_fewshot_file_and_seed(tmp_path):
     (tmp_path / "shots.jsonl").write_text(rows(5, "Shot"))
     adapter = get_adapter("generic", question="q", choices=("a", "b"), answer="label", answer_format="index",
                           fewshot_split=str(tmp_path / "shots.jsonl"), fewshot_seed=7)
-    root = ingest(tmp_path / "ws", data=str(tmp_path / "eval.jsonl"), adapter=adapter)
+    root = Ingest(tmp_path / "ws", IngestOptions(data=str(tmp_path / "eval.jsonl")), adapter).run()
     with Workspace.open(root) as ws:
         pool, settings, where = resolve_pool(ws, None)
         items = ws.items()

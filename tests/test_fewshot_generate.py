@@ -9,8 +9,9 @@ from conftest import SHARED
 
 def _ingest(tmp_path, name, path, split, limit=2):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
-    return ingest(tmp_path / name, data=str(path), adapter=get_adapter(name), split=split, limit=limit)
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    return Ingest(tmp_path / name, IngestOptions(data=str(path), split=split, limit=limit), get_adapter(name)).run()
 
 
 def test_examples_come_first_and_keep_their_answers(tmp_path):
@@ -38,11 +39,12 @@ def test_examples_come_first_and_keep_their_answers(tmp_path):
 
 def test_a_missing_pool_is_refused_before_the_model_loads(tmp_path):
     from curate.core.errors import CurateError
-    from generate.run import generate_workspace
+    from generate.run import Generate
+    from generate.options import GenerateOptions
 
     root = _ingest(tmp_path, "copa", SHARED / "benchmarks" / "copa" / "validation.jsonl.gz", "validation")
     with pytest.raises(CurateError, match="--fewshot-pool"):
-        generate_workspace(root, "local:no-such-model", ["full"], 1, fewshot=2)
+        Generate(root, GenerateOptions(model="local:no-such-model", modes=["full"], seeds=1, fewshot=2)).run()
 
 
 def test_generate_and_score_draw_their_shots_from_one_plan(tmp_path):

@@ -13,7 +13,8 @@ import pytest
 from conftest import SHARED, one_line_error, run_cli
 from curate.items.adapters import get_adapter
 from curate.items.fewshot_pool import fewshot_plan, resolve_pool
-from curate.items.ingest import ingest
+from curate.items.ingest import Ingest
+from curate.items.ingest_options import IngestOptions
 from curate.items.sources import local_sha256
 from curate.items.store import Workspace
 
@@ -46,8 +47,8 @@ def hub_cache(cache, repo_id, config, splits, revision=REVISION):
 
 def file_pool(tmp_path, limit=3):
     """(items, plan, info) of a workspace made from MMLU's test file, 5 shots (its dev file beside)."""
-    root = ingest(tmp_path / "from-file", adapter=get_adapter("mmlu"), data=str(MMLU / "test.jsonl.gz"),
-                  split="test", limit=limit)
+    root = Ingest(tmp_path / "from-file", IngestOptions(data=str(MMLU / "test.jsonl.gz"), split="test",
+                                                        limit=limit), get_adapter("mmlu")).run()
     with Workspace.open(root) as ws:
         items = ws.items()
         return items, *fewshot_plan(ws, items, [5], None)
@@ -56,7 +57,8 @@ def file_pool(tmp_path, limit=3):
 def test_a_benchmark_folder_gives_its_few_shot_split(tmp_path):
     """A workspace made from the MMLU folder (the Hub's layout: dev, validation and test files)
     reads dev from that folder: the same pool, shots and key as one made from the test file."""
-    root = ingest(tmp_path / "from-folder", adapter=get_adapter("mmlu"), data=str(MMLU), split="test", limit=3)
+    root = Ingest(tmp_path / "from-folder", IngestOptions(data=str(MMLU), split="test",
+                                                          limit=3), get_adapter("mmlu")).run()
     with Workspace.open(root) as ws:
         items = ws.items()
         pool, _, where = resolve_pool(ws, None)
@@ -121,7 +123,7 @@ def test_a_source_without_the_few_shot_split_is_refused_naming_how_to_give_one(t
 
 @pytest.mark.parametrize("given", ["pool", "evaluated"])
 def test_a_pool_given_is_read_as_before(tmp_path, given):
-    root = ingest(tmp_path / "ws", adapter=get_adapter("mmlu"), data=str(MMLU), split="test", limit=2)
+    root = Ingest(tmp_path / "ws", IngestOptions(data=str(MMLU), split="test", limit=2), get_adapter("mmlu")).run()
     pool = str(MMLU / "dev.jsonl.gz") if given == "pool" else "evaluated"
     with Workspace.open(root) as ws:
         docs, _, where = resolve_pool(ws, pool)
@@ -145,7 +147,8 @@ def test_other_folder_layouts_give_their_few_shot_split(tmp_path, layout):
                 (folder / name / f"{split}-00000-of-00001.jsonl").write_text(text)
     else:
         datasets.DatasetDict({k: datasets.Dataset.from_list(v) for k, v in splits.items()}).save_to_disk(folder)
-    root = ingest(tmp_path / "ws", adapter=get_adapter("mmlu"), data=str(folder), split="test", config=config)
+    root = Ingest(tmp_path / "ws", IngestOptions(data=str(folder), split="test",
+                                                 config=config), get_adapter("mmlu")).run()
     with Workspace.open(root) as ws:
         items = ws.items()
         plan, _, info = fewshot_plan(ws, items, [5], None)

@@ -12,10 +12,12 @@ from conftest import SHARED, run_cli
 @pytest.fixture(scope="module")
 def copa_two_shots(tmp_path_factory):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
-    ws = ingest(tmp_path_factory.mktemp("fs") / "ws", data=str(SHARED / "benchmarks" / "copa" / "validation.jsonl.gz"),
-                adapter=get_adapter("copa"), limit=30)
+    ws = Ingest(tmp_path_factory.mktemp("fs") / "ws",
+                IngestOptions(data=str(SHARED / "benchmarks" / "copa" / "validation.jsonl.gz"), limit=30),
+                get_adapter("copa")).run()
     with open_scores(ws) as w, w.transaction():
         add_run(w, run_id="r", model="m", origin="scored", info={})
         items = w.items()
@@ -28,9 +30,11 @@ def copa_two_shots(tmp_path_factory):
 
 
 def test_accuracy_per_shot_count_tests_and_flips(copa_two_shots, tmp_path):
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.report import Analyze
+    from curate.analyses.options import AnalyzeOptions
     ws, items = copa_two_shots
-    m = analyze_workspace(ws, tmp_path / "report", normalization="sum", modes=["full"], core_mode="none")
+    m = Analyze(ws, AnalyzeOptions(out=tmp_path / "report", normalization="sum", modes=["full"],
+                                   core_mode="none")).run()
     f = m["fewshot"]
     golds = [it["gold"] for it in items]
     by = {r["fewshot"]: r for r in f["by_shots"]}
@@ -72,12 +76,13 @@ def test_export_carries_the_shot_count(copa_two_shots, tmp_path):
 def test_a_filter_condition_names_the_shot_count(copa_two_shots, tmp_path, k, kept):
     """correct: {fewshot: K} reads the K-shot predictions: 0-shot the model is right where the
     gold is option 0 (those items are removed), 5-shot everywhere."""
-    from curate.filter.engine import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     ws, items = copa_two_shots
     rules = tmp_path / "rules.yaml"
     rules.write_text("name: shots\nstages:\n  - name: right\n    when: {correct: {models: [m], mode: full, "
                      f"normalization: sum, fewshot: {k}, at_least: 1}}}}\n")
-    summary = run_filter(ws, rules, tmp_path / "out")
+    summary = Filter(ws, FilterOptions(rules=rules, out=tmp_path / "out")).run()
     assert summary["kept"] == (sum(it["gold"] == 1 for it in items) if kept == "gold 1" else 0)
     [run] = summary["inputs"]["score_runs"]
     assert run["run_id"] == "r" and run.get("fewshots", [0]) == [k]

@@ -14,9 +14,10 @@ BENCHMARKS = SHARED / "benchmarks"
 @pytest.fixture
 def copa_ws(tmp_path):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
-    return ingest(tmp_path / "ws", data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"),
-                  adapter=get_adapter("copa"), limit=2)
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    return Ingest(tmp_path / "ws", IngestOptions(data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"),
+                                                 limit=2), get_adapter("copa")).run()
 
 
 def _rows(fewshot, values, **extra):

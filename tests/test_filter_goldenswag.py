@@ -57,14 +57,15 @@ def record(item, round, status, result):
 def golden_ws(tmp_path_factory):
     from annotate.store import open_annotations, write_annotation
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
 
     base = tmp_path_factory.mktemp("golden")
     rows = [{"ctx": CONTEXT, "endings": opts, "label": gold} for opts, gold, *_ in DESIGN.values()]
     (base / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     adapter = get_adapter("generic", name="toy", question="ctx", choices="endings", answer="label")
-    ws_root = ingest(base / "ws", data=str(base / "items.jsonl"), adapter=adapter)
+    ws_root = Ingest(base / "ws", IngestOptions(data=str(base / "items.jsonl")), adapter).run()
 
     ws = open_annotations(ws_root)
     with ws.transaction():
@@ -122,12 +123,13 @@ def test_goldenswag_stages_match_and_remove_what_they_should(golden_ws, tmp_path
 
 def test_missing_annotations_stop_the_run_with_a_clear_error(golden_ws, tmp_path):
     from curate.core.errors import CurateError
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
 
     with pytest.raises(CurateError, match=r"annotator 'nobody:here' has no round-1 records in this workspace; "
                                           r"annotators with records: test:synthetic \(round 1,2\)"):
-        run_filter(golden_ws, ROOT / "rules" / "goldenswag.yaml", tmp_path / "dec", annotator="nobody:here",
-                   tokenizer="smollm2-135m")
+        Filter(golden_ws, FilterOptions(rules=ROOT / "rules" / "goldenswag.yaml", out=tmp_path / "dec",
+                                        annotator="nobody:here", tokenizer="smollm2-135m")).run()
     assert not (tmp_path / "dec").exists()
 
     # if_missing does not excuse an annotator without a single record: the name is wrong.
@@ -135,11 +137,12 @@ def test_missing_annotations_stop_the_run_with_a_clear_error(golden_ws, tmp_path
     rules.write_text("name: r\nstages:\n  - name: prompt\n    when: {labels: {annotator: 'nobody:here', "
                      "any: [nonsense_prompt], if_missing: no_match}}\n")
     with pytest.raises(CurateError, match="has no round-1 records"):
-        run_filter(golden_ws, rules, tmp_path / "dec2")
+        Filter(golden_ws, FilterOptions(rules=rules, out=tmp_path / "dec2")).run()
 
 
 def test_other_condition_kinds_and_combinators(golden_ws, tmp_path):
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
 
     rules = tmp_path / "kinds.yaml"
     rules.write_text(f"""
@@ -159,7 +162,7 @@ stages:
   - name: everything-else
     when: {{field: {{name: benchmark, in: [toy]}}}}
 """)
-    summary = run_filter(golden_ws, rules, tmp_path / "dec")
+    summary = Filter(golden_ws, FilterOptions(rules=rules, out=tmp_path / "dec")).run()
     table = {s["stage"]: (s["matched"], s["removed_here"]) for s in summary["stages"]}
     # Every item has two short options that differ in one word (ratio ~82); rows 11 and 12 are
     # core items (8 of 10 right), rows 1 and 12 refused, no worst answer is the gold: stage 2

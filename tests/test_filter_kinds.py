@@ -75,7 +75,8 @@ def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
     from curate.audit.plan import plan_problems
     from curate.audit.stages.filter import rule_needs as needs
     from curate.core.errors import InputError
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     from curate.filter.rules import load_rules
 
     rules_path = tmp_path / "rules.yaml"
@@ -88,7 +89,7 @@ def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
     assert bad.value.field == "stages/0/when/label_count/at_least"
     rules_path.write_text(RULES)
 
-    summary = run_filter(ws, rules_path, tmp_path / "out")
+    summary = Filter(ws, FilterOptions(rules=rules_path, out=tmp_path / "out")).run()
     decisions = pd.read_parquet(tmp_path / "out" / "decisions.parquet")
     assert list(decisions["first_stage"].fillna("kept")) == ["kept", "many-labels", "kept", "many-labels",
                                                              "not-high-quality", "many-labels"]
@@ -106,9 +107,9 @@ def test_a_new_condition_kind_is_one_new_file(example_kind, ws, tmp_path):
 
 
 def test_the_kinds_are_the_modules_of_the_package():
-    from curate.filter.kinds import registry, rules_schema
+    from curate.filter.kinds import KINDS, rules_schema
 
-    kinds = registry()
+    kinds = KINDS.modules
     assert set(kinds) == {"labels", "answer", "status", "length_spread", "gold_longest", "correct", "seeds_correct",
                           "rotated_correct", "near_duplicate_options", "field", "ids", "duplicate", "min_k_pp",
                           "label_error", "several_correct", "no_right_answer", "easy", "misfit", "suspect"}
@@ -149,7 +150,7 @@ def test_a_kind_module_without_evaluate_is_named(tmp_path):
 
     with module_in(kinds, "broken", "SCHEMA = {}\n", tmp_path), \
             pytest.raises(TypeError, match="broken.py: a condition kind needs evaluate"):
-        kinds.registry()
+        kinds.KINDS.modules
 
 
 def test_one_walk_fills_lists_needs_and_evaluates_nested_conditions():
@@ -181,7 +182,8 @@ def test_seeds_correct_reads_one_template_and_every_seed_named(ws, tmp_path):
     import shutil
 
     from curate.core.errors import CurateError
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     from generate.store import add_run, open_generations, write_generations
 
     root = shutil.copytree(ws, tmp_path / "ws")
@@ -201,7 +203,7 @@ def test_seeds_correct_reads_one_template_and_every_seed_named(ws, tmp_path):
     def run(spec: str, mode: str = "full"):
         rules = tmp_path / "rules.yaml"
         rules.write_text(f"name: g\nstages:\n  - name: s\n    when: {{seeds_correct: {{model: g/a, mode: {mode}, {spec}}}}}\n")
-        return run_filter(root, rules, tmp_path / "out")
+        return Filter(root, FilterOptions(rules=rules, out=tmp_path / "out")).run()
 
     with pytest.raises(CurateError, match="has generations under templates numbered, question; name one with"):
         run("at_least: 1")

@@ -16,13 +16,14 @@ RELEASED = ROOT / "releases" / "hellaswag-zero-core" / "0.2.0"  # the shipped ru
 def test_zero_prompt_core_stage_marks_3963_items(paper_ws, tmp_path):
     """The shipped file's id-list and zero-prompt-core stages as they are; its two token-length
     stages are left out here only to keep this test fast (the slow test below runs them)."""
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
 
     doc = yaml.safe_load((ROOT / "rules" / "zero-prompt-core.yaml").read_text())
     doc["stages"] = [s for s in doc["stages"] if s["name"] in ("study-refused", "zero-prompt-core")]
     rules = tmp_path / "core.yaml"
     rules.write_text(yaml.safe_dump(doc))
-    summary = run_filter(paper_ws, rules, tmp_path / "dec")
+    summary = Filter(paper_ws, FilterOptions(rules=rules, out=tmp_path / "dec")).run()
 
     table = pd.read_csv(tmp_path / "dec" / "stages.csv")
     core = table.set_index("stage").loc["zero-prompt-core"]

@@ -21,12 +21,13 @@ from conftest import run_cli
 from curate.analyses import generation as G
 from generate.claude import request_params, worst_case_usd
 from generate.prompts import load_template, render, shuffle_order
-from generate.run import generate_workspace
+from generate.run import Generate
+from generate.options import GenerateOptions
 from generate.store import open_generations, read_generations
 from standin_anthropic import OverloadedAfterFirst, StandIn
 
 SPEC = f"anthropic:{MODEL}"
-FAST = dict(backoff=0.01, show_progress=False)
+FAST = dict(backoff=0.01, quiet=True)
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,8 @@ def test_katan_faults_every_item_and_seed_ends_with_one_record(base_ws, tmp_path
     ws = copy_ws(base_ws, tmp_path / "ws")
     with katan(tmp_path, "--error-rate", "0.3", "--latency-ms", "20") as url:
         api_env(monkeypatch, url)
-        s = generate_workspace(ws, SPEC, ["full", "zero"], 2, limit=10, key_header="x-api-key", retries=10,
-                               parse_retries=1, concurrency=4, **FAST)
+        s = Generate(ws, GenerateOptions(model=SPEC, modes=["full", "zero"], seeds=2, limit=10, key_header="x-api-key",
+                                         retries=10, parse_retries=1, concurrency=4, **FAST)).run()
     assert (s["unparsed"], s["failed"], s["remaining"], s["stopped"]) == (40, 0, 0, None)
     frame = stored(ws)
     one_record_per_unit(frame, 40)
@@ -76,8 +77,8 @@ def test_katan_faults_every_item_and_seed_ends_with_one_record(base_ws, tmp_path
     assert "Please reply with the number of the best option only: 1, 2, 3 or 4." in replies[1]
     with katan(tmp_path) as url:  # a second run asks nothing
         api_env(monkeypatch, url)
-        again = generate_workspace(ws, SPEC, ["full", "zero"], 2, limit=10, key_header="x-api-key", parse_retries=1,
-                                   **FAST)
+        again = Generate(ws, GenerateOptions(model=SPEC, modes=["full", "zero"], seeds=2, limit=10,
+                                             key_header="x-api-key", parse_retries=1, **FAST)).run()
     assert (again["cached"], again["computed"], again["cost"]["replies"]) == (40, 0, 0)
 
 
@@ -90,8 +91,8 @@ def test_max_cost_holds_counting_re_asks_then_resumes(base_ws, tmp_path, monkeyp
     cap = 4.5 * worst
     with katan(tmp_path) as url:
         api_env(monkeypatch, url)
-        s = generate_workspace(ws, SPEC, ["full"], 3, limit=10, key_header="x-api-key", parse_retries=2,
-                               concurrency=3, max_cost=cap, **FAST)
+        s = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=3, limit=10, key_header="x-api-key",
+                                         parse_retries=2, concurrency=3, max_cost=cap, **FAST)).run()
         spent = ledger(ws)
         assert "--max-cost" in s["stopped"] and 0 < s["computed"] < 30 and s["remaining"] == 30 - s["computed"]
         assert spent["usd"].sum() <= cap and len(spent) == 3 * s["computed"]  # every reply re-asked twice
@@ -100,7 +101,8 @@ def test_max_cost_holds_counting_re_asks_then_resumes(base_ws, tmp_path, monkeyp
                        check=False, env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url})
         assert proc.returncode == 2 and "--max-cost" in proc.stderr and "re-run" in proc.stderr
         done = len(stored(ws))
-        rest = generate_workspace(ws, SPEC, ["full"], 3, limit=10, key_header="x-api-key", parse_retries=2, **FAST)
+        rest = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=3, limit=10, key_header="x-api-key",
+                                            parse_retries=2, **FAST)).run()
     assert rest["computed"] == 30 - done and rest["remaining"] == 0
     one_record_per_unit(stored(ws), 30)
 
@@ -109,12 +111,13 @@ def test_rate_limit_leaves_units_pending_then_resume(base_ws, tmp_path, monkeypa
     ws = copy_ws(base_ws, tmp_path / "ws")
     with katan(tmp_path, "--rate-limit-after", "6") as url:  # 429 for every request after the 6th
         api_env(monkeypatch, url)
-        s = generate_workspace(ws, SPEC, ["zero"], 2, limit=6, key_header="x-api-key", retries=1, concurrency=1,
-                               **FAST)
+        s = Generate(ws, GenerateOptions(model=SPEC, modes=["zero"], seeds=2, limit=6, key_header="x-api-key",
+                                         retries=1, concurrency=1, **FAST)).run()
     assert (s["computed"], s["failed"], s["remaining"]) == (6, 6, 6) and "RateLimitError" in s["last_error"]
     with katan(tmp_path) as url:
         api_env(monkeypatch, url)
-        s = generate_workspace(ws, SPEC, ["zero"], 2, limit=6, key_header="x-api-key", **FAST)
+        s = Generate(ws, GenerateOptions(model=SPEC, modes=["zero"], seeds=2, limit=6, key_header="x-api-key",
+                                         **FAST)).run()
     assert (s["computed"], s["cached"], s["remaining"]) == (6, 6, 0)
     one_record_per_unit(stored(ws), 12)
 
@@ -139,7 +142,7 @@ def test_strict_lenient_unparsed_refusal_and_529_through_the_pipeline(base_ws, t
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn(statuses=[529, 529, 503], text_reply=scripted) as server:
         api_env(monkeypatch, server.url)
-        s = generate_workspace(ws, SPEC, ["full"], 2, limit=8, concurrency=2, **FAST)
+        s = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=2, limit=8, concurrency=2, **FAST)).run()
     frame = stored(ws).set_index(["item_id", "seed"])
     one_record_per_unit(frame.reset_index(), 16)
     assert s["failed"] == 0 and s["strict"] + s["lenient"] + s["unparsed"] == 16
@@ -221,8 +224,8 @@ def test_items_of_identical_content_get_a_record_each(tmp_path, monkeypatch):
     ws = twin_workspace(tmp_path / "ws")
     with StandIn(text_reply=lambda body: "2") as s:
         api_env(monkeypatch, s.url)
-        first = generate_workspace(ws, SPEC, ["full"], 2, **FAST)
-        again = generate_workspace(ws, SPEC, ["full"], 2, **FAST)
+        first = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=2, **FAST)).run()
+        again = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=2, **FAST)).run()
         assert len(s.requests) == 6
     assert (first["computed"], first["remaining"], again["computed"], again["cached"]) == (6, 0, 0, 6)
     frame = stored(ws)
@@ -241,7 +244,7 @@ def test_migration_keeps_the_generations_of_an_older_workspace(tmp_path, monkeyp
     done = twin_workspace(tmp_path / "done")
     with StandIn(text_reply=lambda body: "2") as s:
         api_env(monkeypatch, s.url)
-        generate_workspace(done, SPEC, ["full"], 1, **FAST)
+        Generate(done, GenerateOptions(model=SPEC, modes=["full"], seeds=1, **FAST)).run()
     old = twin_workspace(tmp_path / "old")
     with Workspace.open(old) as w:
         w.migrate(MIGRATIONS[:1])
@@ -253,7 +256,7 @@ def test_migration_keeps_the_generations_of_an_older_workspace(tmp_path, monkeyp
         kept = conn.execute("SELECT * FROM generations ORDER BY item_id").fetchall()
     with StandIn(text_reply=lambda body: "2") as s:
         api_env(monkeypatch, s.url)
-        summary = generate_workspace(old, SPEC, ["full"], 1, **FAST)
+        summary = Generate(old, GenerateOptions(model=SPEC, modes=["full"], seeds=1, **FAST)).run()
         assert len(s.requests) == 1 and (summary["cached"], summary["computed"]) == (2, 1)
     with sqlite3.connect(old / "workspace.db") as conn:
         assert conn.execute("SELECT * FROM generations WHERE item_id IN (?, ?) ORDER BY item_id",
@@ -283,8 +286,8 @@ def test_a_billed_reply_is_ledgered_when_its_re_ask_fails(base_ws, tmp_path, mon
     cap = unit_worst_case(ws, [0, 1], 1) + 1e-9
     with server() as s:
         api_env(monkeypatch, s.url)
-        summary = generate_workspace(ws, SPEC, ["full"], 2, limit=1, parse_retries=1, retries=1, concurrency=1,
-                                     max_cost=cap, **FAST)
+        summary = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=2, limit=1, parse_retries=1, retries=1,
+                                               concurrency=1, max_cost=cap, **FAST)).run()
         assert len({json.dumps(b["messages"][0]) for b in s.requests}) == 1  # the second unit was not sent
     spent = ledger(ws)
     assert len(spent) == 1 and spent["usd"].iloc[0] > 0 and summary["cost"]["replies"] == 1
@@ -302,7 +305,8 @@ def test_a_refusal_with_partial_text_is_unparsed(base_ws, tmp_path, monkeypatch)
     ws = copy_ws(base_ws, tmp_path / "ws")
     with RefusesAfterText() as s:
         api_env(monkeypatch, s.url)
-        summary = generate_workspace(ws, SPEC, ["full"], 1, limit=3, parse_retries=1, **FAST)
+        summary = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=1, limit=3, parse_retries=1,
+                                               **FAST)).run()
         assert len(s.requests) == 3  # a refusal is final: no re-ask
     frame = stored(ws)
     assert summary["unparsed"] == 3 and frame["status"].eq("unparsed").all() and frame["pred"].isna().all()

@@ -14,11 +14,12 @@ from conftest import run_cli
 from generate.local import LocalGenerator
 from generate.parse import parse_reply
 from generate.prompts import shown_options
-from generate.run import generate_workspace
+from generate.run import Generate
+from generate.options import GenerateOptions
 from generate.store import open_generations, read_generations, read_runs
 
 MODEL = "smollm2-135m"
-QUIET = dict(show_progress=False)
+QUIET = dict(quiet=True)
 
 
 def stored(root, **kw) -> pd.DataFrame:
@@ -30,8 +31,9 @@ def stored(root, **kw) -> pd.DataFrame:
 def gen_ws(tmp_path_factory):
     """3 items x 2 modes x 2 seeds with the numbered template, 3 x 1 x 2 with the question one."""
     ws = small_workspace(tmp_path_factory.mktemp("gen-local") / "ws", 3)
-    first = generate_workspace(ws, MODEL, ["full", "zero"], 2, batch_size=8, **QUIET)
-    second = generate_workspace(ws, MODEL, ["full"], 2, template="question", batch_size=8, **QUIET)
+    first = Generate(ws, GenerateOptions(model=MODEL, modes=["full", "zero"], seeds=2, batch_size=8, **QUIET)).run()
+    second = Generate(ws, GenerateOptions(model=MODEL, modes=["full"], seeds=2, template="question", batch_size=8,
+                                          **QUIET)).run()
     return ws, first, second
 
 
@@ -67,7 +69,7 @@ def test_runs_record_their_settings_and_a_second_run_does_nothing(gen_ws):
     assert info["prompt_format"] == "chat-template" and info["sampling"] == "greedy"
     assert info["identity"]["model_hash"].startswith("sha256:") and info["identity"]["chat_template"]
     assert {"torch", "transformers", "benchcurate", "python"} <= set(info["versions"])
-    again = generate_workspace(ws, MODEL, ["full", "zero"], 2, batch_size=8, **QUIET)
+    again = Generate(ws, GenerateOptions(model=MODEL, modes=["full", "zero"], seeds=2, batch_size=8, **QUIET)).run()
     assert (again["computed"], again["cached"], again["remaining"]) == (0, 12, 0)
 
 
@@ -81,7 +83,8 @@ def test_answers_of_another_dtype_under_one_label_are_refused_until_replaced(gen
     before = stored(ws)
     with pytest.raises(CurateError, match=r"label 'smollm2-135m' already holds answers \(numbered, t=0,p=1,n=8\) "
                                           r"made otherwise than this run would make them .* or --replace"):
-        generate_workspace(ws, MODEL, ["zero"], 1, limit=1, dtype="bfloat16", batch_size=8, **QUIET)
+        Generate(ws, GenerateOptions(model=MODEL, modes=["zero"], seeds=1, limit=1, dtype="bfloat16", batch_size=8,
+                                     **QUIET)).run()
     pd.testing.assert_frame_equal(stored(ws), before)
     out = run_cli("generate", ws, "--model", MODEL, "--modes", "zero", "--seeds", "1", "--limit", "1",
                   "--dtype", "bfloat16", "--replace", "--quiet").stdout
@@ -106,8 +109,8 @@ def test_sampling_is_reproducible_per_item_and_seed_across_batch_sizes(tmp_path)
     replies do not either; different seeds sample differently."""
     ws = small_workspace(tmp_path / "ws", 2)
     for label, size, temp in (("t-b1", 1, 0.9), ("t-b4", 4, 0.9), ("g-b1", 1, None), ("g-b4", 4, None)):
-        generate_workspace(ws, MODEL, ["full"], 2, label=label, batch_size=size, temperature=temp, max_new_tokens=4,
-                           **QUIET)
+        Generate(ws, GenerateOptions(model=MODEL, modes=["full"], seeds=2, label=label, batch_size=size,
+                                     temperature=temp, max_new_tokens=4, **QUIET)).run()
     frame = stored(ws)
     wide = frame.pivot(index=["item_id", "seed"], columns="model", values="raw")
     assert (wide["t-b1"] == wide["t-b4"]).all() and (wide["g-b1"] == wide["g-b4"]).all()

@@ -31,10 +31,11 @@ def mmlu_rows(n: int) -> list[dict]:
 def mmlu_built(tmp_path_factory):
     """MMLU's first 20 test items (abstract_algebra): 9 have options that are numbers."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     return built_once(tmp_path_factory, "answer-tables-mmlu",
-                      lambda folder: ingest(folder, data=str(MMLU), adapter=get_adapter("mmlu"), split="test",
-                                            limit=20))
+                      lambda folder: Ingest(folder, IngestOptions(data=str(MMLU), split="test",
+                                                                  limit=20), get_adapter("mmlu")).run())
 
 
 @pytest.fixture
@@ -53,9 +54,11 @@ def redux_built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def arc_built(tmp_path_factory):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     return built_once(tmp_path_factory, "answer-tables-arc",
-                      lambda folder: ingest(folder, data=str(ARC), adapter=get_adapter("arc_challenge"), limit=20))
+                      lambda folder: Ingest(folder, IngestOptions(data=str(ARC),
+                                                                  limit=20), get_adapter("arc_challenge")).run())
 
 
 @pytest.fixture

@@ -20,9 +20,11 @@ ARC = SHARED / "benchmarks" / "arc_challenge" / "validation.jsonl.gz"
 def arc_ws(tmp_path_factory):
     """The first 20 ARC-Challenge items (read-only; tests copy it)."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     return built_once(tmp_path_factory, "answers-arc-ws",
-                      lambda folder: ingest(folder, data=str(ARC), adapter=get_adapter("arc_challenge"), limit=20))
+                      lambda folder: Ingest(folder, IngestOptions(data=str(ARC),
+                                                                  limit=20), get_adapter("arc_challenge")).run())
 
 
 @pytest.fixture
@@ -111,12 +113,14 @@ def test_store_refuses_an_answer_given_twice(ws):
 def generate_answers(ws, monkeypatch):
     """`curate generate` by the stand-in Claude, always replying 2 (the second option shown)."""
     from annotate_helpers import MODEL, api_env
-    from generate.run import generate_workspace
+    from generate.run import Generate
+    from generate.options import GenerateOptions
     from standin_anthropic import StandIn
 
     with StandIn(text_reply=lambda body: "2") as server:
         api_env(monkeypatch, server.url)
-        generate_workspace(ws, f"anthropic:{MODEL}", ["full"], 2, limit=4, backoff=0.01, show_progress=False)
+        Generate(ws, GenerateOptions(model=f"anthropic:{MODEL}", modes=["full"], seeds=2, quiet=True, limit=4,
+                                     backoff=0.01)).run()
 
 
 def generated(ws):

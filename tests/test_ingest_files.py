@@ -267,9 +267,9 @@ def test_audit_config_reads_builtins_and_file_options(tmp_path):
                             "scoring": {**scoring, "formulations": ["bogus"]}})
 
 
-def init_generic(tmp_path, data, *extra, ws="ws", check=True):
+def init_generic(tmp_path, data, *extra, ws="ws", check=True, choices="choices"):
     return run_cli("init", tmp_path / ws, "--benchmark", "generic", "--data", data, "--question", "question",
-                   "--choices", "choices", "--answer", "answer", *extra, check=check)
+                   "--choices", choices, "--answer", "answer", *extra, check=check)
 
 
 def write_jsonl(path, rows):
@@ -347,7 +347,7 @@ def test_json_values_stay_as_written_when_a_column_mixes_types(tmp_path):
     piqa = [{"question": "Cost?", "sol1": "2.50", "sol2": "3", "answer": 0},
             {"question": "Cost then?", "sol1": 2.5, "sol2": "4", "answer": 1}]
     data = write_jsonl(tmp_path / "piqa.jsonl", piqa)
-    proc = init_generic(tmp_path, data, "--choices", "sol1,sol2", ws="p", check=False)
+    proc = init_generic(tmp_path, data, choices="sol1,sol2", ws="p", check=False)
     one_line_error(proc, "piqa.jsonl, row 1, field 'sol1'", "the number 2.5")  # row 0's "2.50" is text
 
 

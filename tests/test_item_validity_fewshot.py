@@ -147,12 +147,13 @@ def test_validity_kinds_read_the_scores_once(ws, tmp_path, monkeypatch):
     """Two validity stages on the same models: one read of their scores (each model's scores were
     read once more for its predictions before)."""
     import scoring.store
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
 
     reads, real = [], scoring.store.read_scores
     monkeypatch.setattr(scoring.store, "read_scores", lambda *a, **kw: reads.append(kw.get("models")) or real(*a, **kw))
     (tmp_path / "rules.yaml").write_text(rules([s.replace("--", "/") for s in STUDY], ", fewshot: 5"))
-    run_filter(ws, tmp_path / "rules.yaml", tmp_path / "out")
+    Filter(ws, FilterOptions(rules=tmp_path / "rules.yaml", out=tmp_path / "out")).run()
     assert len(reads) == 1
 
 

@@ -18,9 +18,9 @@ ARC_EASY = SHARED / "benchmarks" / "arc_easy" / "validation.jsonl.gz"
 
 #: ARC-Easy scored in letters: a benchmark lm-eval has no task for, written as one file.
 LETTERS_BENCHMARK = '''
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC
-from curate.items.benchmarks._rows import labelled_question, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC
+from curate.items.builtins._rows import labelled_question, question_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("allenai/ai2_arc", "ARC-Easy", "validation", "letters", "cc-by-sa-4.0", "arc_easy_letters")
@@ -40,17 +40,18 @@ def test_a_built_in_benchmark_is_one_file(tmp_path):
     """Its file is all it takes: `curate init`'s list, ingest (its items are ARC-Easy's, under its
     name), its formulation as the workspace's, its few-shot rules in the shots drawn, and its
     lm-eval settings in a release's task."""
-    from curate.items import benchmarks
+    import curate.items.builtins as builtin_benchmarks
     from curate.items.adapters import get_adapter, known
     from curate.items.fewshot_pool import fewshot_plan
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
     from curate.release.lm_eval_task import write_task
 
-    with module_in(benchmarks, "arc_easy_letters", LETTERS_BENCHMARK, tmp_path / "added"):
+    with module_in(builtin_benchmarks, "arc_easy_letters", LETTERS_BENCHMARK, tmp_path / "added"):
         assert "arc_easy_letters" in known()
-        ws = ingest(tmp_path / "ws", data=str(ARC_EASY), adapter=get_adapter("arc_easy_letters"), limit=12)
-        plain = ingest(tmp_path / "plain", data=str(ARC_EASY), adapter=get_adapter("arc_easy"), limit=12)
+        ws = Ingest(tmp_path / "ws", IngestOptions(data=str(ARC_EASY), limit=12), get_adapter("arc_easy_letters")).run()
+        plain = Ingest(tmp_path / "plain", IngestOptions(data=str(ARC_EASY), limit=12), get_adapter("arc_easy")).run()
         with Workspace.open(ws) as w, Workspace.open(plain) as p:
             items, others = w.items(), p.items()
             assert w.meta("formulation") == "letters" and p.meta("formulation") == "cloze"
@@ -118,13 +119,14 @@ def test_a_scoring_backend_is_one_file(tmp_path):
     stored rows and the run record carry its identity, its numbers are the model's own forward
     (the engine's within 1e-4), and a rerun on it reuses them."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring import backends
     from scoring.options import ScoreOptions
     from scoring.run import score_workspace
     from scoring.store import open_scores, read_scores
 
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=3)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=3), get_adapter("hellaswag")).run()
     with module_in(backends, "plain", PLAIN_BACKEND, tmp_path / "added"):
         assert "plain" in backends.names() and ScoreOptions(model="m", backend="plain").backend == "plain"
         first = score_workspace(ws, "smollm2-135m", ["full"], backend="plain", label="plain", show_progress=False)

@@ -127,14 +127,15 @@ def test_a_fewshot_run_caches_each_header_once_with_the_numbers_of_no_cache(tmp_
     the run without a cache (``--prefix-cache-mb 0``)."""
     from conftest import SHARED
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.run import score_workspace
     from scoring.store import open_scores, read_scores
     rows = [r for r in fewshot_rows(SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz")
             if r["subject"] in ("anatomy", "astronomy")]
     data = tmp_path / "mmlu.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows[:2] + rows[-2:]))
-    ws = ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("mmlu"))
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(data)), get_adapter("mmlu")).run()
     pool = str(SHARED / "benchmarks" / "mmlu" / "dev.jsonl.gz")
     runs = {mb: score_workspace(ws, "smollm2-135m", ["full"], label=f"m{mb}", fewshot="2", fewshot_pool=pool,
                                 seq_mean="all" if mb else "none", prefix_cache_mb=mb, show_progress=False) for mb in (256, 0)}

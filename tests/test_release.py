@@ -28,22 +28,26 @@ RULES_B = RULES_A.replace("[1, 2, 3]", "[2, 3, 4, 5]").replace("name: small-a", 
 def small(tmp_path_factory):
     """40 real HellaSwag rows, and two decisions folders made with different rules."""
     from curate.items.adapters import get_adapter
-    from curate.filter import run_filter
-    from curate.items.ingest import ingest
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     base = tmp_path_factory.mktemp("release")
-    ws = ingest(base / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=40)
+    ws = Ingest(base / "ws", IngestOptions(data=str(HELLASWAG), limit=40), get_adapter("hellaswag")).run()
     for tag, text in (("a", RULES_A), ("b", RULES_B)):
         (base / f"rules-{tag}.yaml").write_text(text)
-        run_filter(ws, base / f"rules-{tag}.yaml", base / f"dec-{tag}")
+        Filter(ws, FilterOptions(rules=base / f"rules-{tag}.yaml", out=base / f"dec-{tag}")).run()
     return base
 
 
 def test_local_release_writes_source_format_card_and_manifest(small, tmp_path):
-    from curate.release import make_release, verify_release
+    from curate.release import Release, verify_release
+    from curate.release.options import ReleaseOptions
     from curate.items.store import Workspace
 
-    manifest = make_release(small / "ws", small / "dec-a", "hs-small", "0.1.0", str(tmp_path / "out"))
+    manifest = Release(small / "ws", ReleaseOptions(decisions=small / "dec-a", name="hs-small", version="0.1.0",
+                                                    to=str(tmp_path / "out"))).run()
     folder = tmp_path / "out" / "hs-small" / "0.1.0"
     decisions = pd.read_parquet(small / "dec-a" / "decisions.parquet")
     kept = decisions[decisions["kept"]]

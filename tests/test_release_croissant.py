@@ -34,14 +34,17 @@ def first_rows(path: Path, n: int, out: Path) -> Path:
 
 def release(base: Path, benchmark: str, data: Path, name: str, rules: str = RULES) -> Path:
     from curate.items.adapters import get_adapter
-    from curate.filter import run_filter
-    from curate.items.ingest import ingest
-    from curate.release import make_release
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    from curate.release import Release
+    from curate.release.options import ReleaseOptions
 
     (base / "rules.yaml").write_text(rules)
-    ws = ingest(base / f"ws-{name}", data=str(data), adapter=get_adapter(benchmark))
-    run_filter(ws, base / "rules.yaml", base / f"dec-{name}")
-    make_release(ws, base / f"dec-{name}", name, "0.1.0", str(base / "out"))
+    ws = Ingest(base / f"ws-{name}", IngestOptions(data=str(data)), get_adapter(benchmark)).run()
+    Filter(ws, FilterOptions(rules=base / "rules.yaml", out=base / f"dec-{name}")).run()
+    Release(ws, ReleaseOptions(decisions=base / f"dec-{name}", name=name, version="0.1.0", to=str(base / "out"))).run()
     return base / "out" / name / "0.1.0"
 
 

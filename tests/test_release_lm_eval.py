@@ -54,15 +54,19 @@ def release(base: Path, benchmark: str, data: Path, split: str, name: str, **col
     """(workspace, release folder) of ``data``, the second row filtered out (``columns``: the
     generic adapter's mapping)."""
     from curate.items.adapters import get_adapter
-    from curate.filter import run_filter
-    from curate.items.ingest import ingest
-    from curate.release import make_release
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    from curate.release import Release
+    from curate.release.options import ReleaseOptions
 
     ws, rules = base / f"ws-{name}", base / "rules.yaml"
     rules.write_text(DROP_SECOND)
-    ingest(ws, data=str(data), adapter=get_adapter(benchmark, **columns), split=split)
-    run_filter(ws, rules, base / f"dec-{name}")
-    make_release(ws, base / f"dec-{name}", name, "0.1.0", str(base / "out"), license="mit")
+    Ingest(ws, IngestOptions(data=str(data), split=split), get_adapter(benchmark, **columns)).run()
+    Filter(ws, FilterOptions(rules=rules, out=base / f"dec-{name}")).run()
+    Release(ws, ReleaseOptions(decisions=base / f"dec-{name}", name=name, version="0.1.0", to=str(base / "out"),
+                               license="mit")).run()
     return ws, base / "out" / name / "0.1.0"
 
 

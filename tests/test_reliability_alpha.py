@@ -27,11 +27,12 @@ def study_ws(tmp_path_factory):
     """The first 200 HellaSwag validation items with the study's released seq_mean scores of
     three models in the full and zero modes."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
 
-    ws = ingest(tmp_path_factory.mktemp("alpha") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                limit=ITEMS)
+    ws = Ingest(tmp_path_factory.mktemp("alpha") / "ws", IngestOptions(data=str(HELLASWAG),
+                                                                       limit=ITEMS), get_adapter("hellaswag")).run()
     with open_scores(ws) as w:
         items = w.items()
         with w.transaction():

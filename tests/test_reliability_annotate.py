@@ -21,7 +21,8 @@ import pytest
 
 from annotate import claude
 from curate.anthropic_api import client as api, prices
-from annotate.run import annotate_workspace
+from annotate.run import Annotate
+from annotate.options import AnnotateOptions
 from annotate.store import open_annotations, read_ledger
 from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, katan, records, small_workspace
 from conftest import ROOT, one_line_error, run_cli
@@ -30,7 +31,7 @@ from curate.core.secrets import REDACTED, redact
 from standin_anthropic import StandIn, prompt_tokens
 
 ANNOTATOR = f"anthropic:{MODEL}"
-FAST = dict(backoff=0.01, show_progress=False)
+FAST = dict(backoff=0.01, quiet=True)
 EVERY_ITEM = '"role"'  # text in every request's messages: StandIn(malformed=EVERY_ITEM) garbles every reply
 
 
@@ -103,7 +104,8 @@ def test_batches_stay_under_max_cost_and_send_the_rest_when_it_fits(base_ws, tmp
     cap = one * 8.5  # the first batch can hold 8 items at their worst; the true cost is far lower
     with StandIn(polls_before_end=0) as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 2, ANNOTATOR, batch=True, max_cost=cap, poll_interval=0.01, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, batch=True, max_cost=cap,
+                                               poll_interval=0.01, **FAST)).run()
     sizes = [len(b["requests"]) for b in s.batches.values()]
     spent = ledger(ws).usd.sum()
     assert sizes[0] <= 8 and len(sizes) > 1 and sum(sizes) > 8
@@ -156,8 +158,10 @@ def test_bound_covers_what_llm_katan_bills(base_ws, tmp_path, monkeypatch):
     ws = copy_ws(base_ws, tmp_path / "ws")
     with katan(tmp_path) as url:
         api_env(monkeypatch, url)
-        dry = annotate_workspace(ws, 2, ANNOTATOR, dry_run=True, limit=8, key_header="x-api-key", **FAST)
-        done = annotate_workspace(ws, 2, ANNOTATOR, limit=8, key_header="x-api-key", **FAST)
+        dry = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, dry_run=True, limit=8, key_header="x-api-key",
+                                           **FAST)).run()
+        done = Annotate(ws, AnnotateOptions(round=2, annotator=ANNOTATOR, limit=8, key_header="x-api-key",
+                                            **FAST)).run()
     assert dry["input_tokens_method"] == "bound" and done["valid"] == 8
     billed = ledger(ws)
     assert billed.input_tokens.sum() <= dry["input_tokens"]
@@ -201,7 +205,8 @@ def test_a_long_enough_prefix_is_marked_and_the_reads_are_the_apis(base_ws, tmp_
     ws = copy_ws(base_ws, tmp_path / "ws")
     with StandIn() as s:
         api_env(monkeypatch, s.url)
-        summary = annotate_workspace(ws, 1, "anthropic:claude-sonnet-4-5", limit=6, concurrency=1, **FAST)
+        summary = Annotate(ws, AnnotateOptions(round=1, annotator="anthropic:claude-sonnet-4-5", limit=6, concurrency=1,
+                                               **FAST)).run()
         reported = [prompt_tokens(b) for b in s.requests]
     assert summary["cache"]["marked"] and summary["cache"]["method"] == "count_tokens"
     assert summary["cache"]["prefix_tokens"] >= 1024 == summary["cache"]["minimum"]

@@ -34,14 +34,16 @@ def deep(depth: int) -> str:
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     """(base folder, workspace, decisions, release folder): 5 real items, one filter, one release."""
-    from curate.filter import run_filter
-    from curate.release import make_release
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
+    from curate.release import Release
+    from curate.release.options import ReleaseOptions
 
     base = tmp_path_factory.mktemp("reading")
     ws = small_workspace(base / "ws", 5)
     (base / "rules.yaml").write_text(RULES)
-    run_filter(ws, base / "rules.yaml", base / "dec")
-    make_release(ws, base / "dec", "small", "0.1.0", str(base / "rel"))
+    Filter(ws, FilterOptions(rules=base / "rules.yaml", out=base / "dec")).run()
+    Release(ws, ReleaseOptions(decisions=base / "dec", name="small", version="0.1.0", to=str(base / "rel"))).run()
     return base, ws, base / "dec", base / "rel" / "small" / "0.1.0"
 
 

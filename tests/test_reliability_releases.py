@@ -355,13 +355,15 @@ def strings(value):
 
 def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
     from curate.items.adapters import get_adapter
-    from curate.filter import run_filter
-    from curate.items.ingest import ingest
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=30,
-                copy_of="Rowan/hellaswag@0123abc")
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=30,
+                                               copy_of="Rowan/hellaswag@0123abc"), get_adapter("hellaswag")).run()
     (tmp_path / "rules.yaml").write_text("name: r\nstages:\n  - name: one\n    when: {ids: {row_index: [1]}}\n")
-    run_filter(ws, tmp_path / "rules.yaml", tmp_path / "dec")
+    Filter(ws, FilterOptions(rules=tmp_path / "rules.yaml", out=tmp_path / "dec")).run()
     run_cli("release", ws, "--decisions", tmp_path / "dec", "--name", "x", "--version", "0.1.0", "--to", tmp_path / "out")
     folder = tmp_path / "out" / "x" / "0.1.0"
     card = (folder / "README.md").read_text()
@@ -376,8 +378,8 @@ def test_card_and_manifest_name_the_source_never_a_local_path(tmp_path):
     assert [s for s in strings(manifest) if s.startswith("/")] == []
     # Without --copy-of: the file name and its sha256.
     shutil.rmtree(tmp_path / "out")
-    bare = ingest(tmp_path / "ws2", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=30)
-    run_filter(bare, tmp_path / "rules.yaml", tmp_path / "dec2")
+    bare = Ingest(tmp_path / "ws2", IngestOptions(data=str(HELLASWAG), limit=30), get_adapter("hellaswag")).run()
+    Filter(bare, FilterOptions(rules=tmp_path / "rules.yaml", out=tmp_path / "dec2")).run()
     run_cli("release", bare, "--decisions", tmp_path / "dec2", "--name", "x", "--version", "0.1.0", "--to", tmp_path / "out")
     card = (tmp_path / "out" / "x" / "0.1.0" / "README.md").read_text()
     assert "Released from `validation.jsonl.gz` (sha256 `sha256:8b5fa523" in card and str(tmp_path) not in card
@@ -504,13 +506,14 @@ def test_a_source_column_mixing_types_is_refused_naming_it(tmp_path):
 def test_decisions_that_keep_no_item_release_the_source_columns_and_no_rows(small, tmp_path):  # noqa: F811
     """Rules that remove every item (a small --limit in an audit can do it) gave a parquet file
     with no columns at all; now it has the source's columns, zero rows, and verifies."""
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     from curate.items.store import Workspace
 
     rules = tmp_path / "all.yaml"
     rules.write_text("name: all\nstages:\n  - name: every-row\n    description: every row\n"
                      f"    when: {{ids: {{row_index: {list(range(40))}}}}}\n")
-    run_filter(small / "ws", rules, tmp_path / "dec")
+    Filter(small / "ws", FilterOptions(rules=rules, out=tmp_path / "dec")).run()
     run_cli("release", small / "ws", "--decisions", tmp_path / "dec", "--name", "hs-none", "--version", "1.0.0",
             "--to", tmp_path / "out")
     folder = tmp_path / "out" / "hs-none" / "1.0.0"
@@ -525,14 +528,19 @@ def test_decisions_that_keep_no_item_release_the_source_columns_and_no_rows(smal
 def test_diff_sees_the_same_rules_file_applied_with_other_defaults(small, tmp_path):  # noqa: F811
     """A release diff compared only the rules file's digest, so the same file applied with
     another --tokenizer (or --annotator) read as "rules unchanged"."""
-    from curate.filter import run_filter
-    from curate.release import diff_releases, make_release
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
+    from curate.release import diff_releases, Release
+    from curate.release.options import ReleaseOptions
 
-    run_filter(small / "ws", small / "rules-a.yaml", tmp_path / "dec-tok", tokenizer="gpt2")
+    Filter(small / "ws", FilterOptions(rules=small / "rules-a.yaml", out=tmp_path / "dec-tok", tokenizer="gpt2")).run()
     out = tmp_path / "out"
-    make_release(small / "ws", small / "dec-a", "hs-small", "0.1.0", str(out))
-    make_release(small / "ws", tmp_path / "dec-tok", "hs-small", "0.1.1", str(out))
-    make_release(small / "ws", small / "dec-a", "hs-small", "0.1.2", str(out))
+    Release(small / "ws", ReleaseOptions(decisions=small / "dec-a", name="hs-small", version="0.1.0",
+                                         to=str(out))).run()
+    Release(small / "ws", ReleaseOptions(decisions=tmp_path / "dec-tok", name="hs-small", version="0.1.1",
+                                         to=str(out))).run()
+    Release(small / "ws", ReleaseOptions(decisions=small / "dec-a", name="hs-small", version="0.1.2",
+                                         to=str(out))).run()
     assert diff_releases(str(out / "hs-small" / "0.1.0"), str(out / "hs-small" / "0.1.1"))["rules_changed"]
     assert not diff_releases(str(out / "hs-small" / "0.1.0"), str(out / "hs-small" / "0.1.2"))["rules_changed"]
 
@@ -551,10 +559,12 @@ def test_a_release_reading_decisions_while_a_filter_rewrites_them_blames_no_hand
 
     folder = tmp_path / "dec"
     shutil.copytree(small / "dec-a", folder)
-    script = ("import sys, time\nfrom curate.filter import run_filter\nend = time.time() + float(sys.argv[1])\n"
+    script = ("import sys, time\nfrom curate.filter.run import Filter\nfrom curate.filter.options import FilterOptions\n"
+              "end = time.time() + float(sys.argv[1])\n"
               "while time.time() < end:\n"
               "    for tag in 'ab':\n"
-              f"        run_filter({str(small / 'ws')!r}, {str(small)!r} + f'/rules-{{tag}}.yaml', {str(folder)!r})\n")
+              f"        Filter({str(small / 'ws')!r}, FilterOptions(rules={str(small)!r} + f'/rules-{{tag}}.yaml', "
+              f"out={str(folder)!r})).run()\n")
     # The writer's progress bars go to a file: a pipe nobody reads fills up (64 KB, a few hundred
     # filter runs on a fast machine) and blocks the writer, and this loop would then never end.
     log = tmp_path / "writer.log"

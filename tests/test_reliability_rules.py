@@ -211,7 +211,8 @@ def test_hand_edited_decisions_are_refused_in_one_line(ws, decisions, tmp_path, 
 
 def test_if_missing_still_covers_items_an_annotator_skipped(ws, tmp_path):
     from curate.core.errors import CurateError
-    from curate.filter import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     from curate.items.store import Workspace
 
     part = tmp_path / "part"
@@ -222,9 +223,9 @@ def test_if_missing_still_covers_items_an_annotator_skipped(ws, tmp_path):
     cond = "labels: {{any: [high_quality], annotator: 'test:a'{}}}"
     rules.write_text(f"name: r\nstages:\n  - name: s\n    when: {{{cond.format('')}}}\n")
     with pytest.raises(CurateError, match="5 of 20 items have no round-1 record from annotator 'test:a'"):
-        run_filter(part, rules, tmp_path / "d1")
+        Filter(part, FilterOptions(rules=rules, out=tmp_path / "d1")).run()
     rules.write_text(f"name: r\nstages:\n  - name: s\n    when: {{{cond.format(', if_missing: no_match')}}}\n")
-    assert run_filter(part, rules, tmp_path / "d2")["stages"][0]["matched"] == 15
+    assert Filter(part, FilterOptions(rules=rules, out=tmp_path / "d2")).run()["stages"][0]["matched"] == 15
 
 
 def nested_aliases(levels=7, width=10):

@@ -20,19 +20,21 @@ import pandas as pd
 import pytest
 
 from curate.anthropic_api import prices
-from annotate.run import annotate_workspace
+from annotate.run import Annotate
+from annotate.options import AnnotateOptions
 from annotate.store import open_annotations
 from annotate_helpers import KEY, MODEL, api_env, copy_ws, items_of, small_workspace
 from conftest import ROOT, one_line_error, run_cli
 from generate.claude import request_params, worst_case_usd
 from generate.prompts import load_template, render, shuffle_order
-from generate.run import generate_workspace
+from generate.run import Generate
+from generate.options import GenerateOptions
 from generate.store import open_generations
 from standin_anthropic import StandIn
 from test_reliability_workspace import limited
 
 SPEC = f"anthropic:{MODEL}"
-FAST = dict(backoff=0.01, show_progress=False)
+FAST = dict(backoff=0.01, quiet=True)
 TABLE = {"annotate": "annotation_ledger", "generate": "generation_ledger"}
 COMMANDS = ["annotate", "generate"]
 
@@ -44,8 +46,8 @@ def base_ws(tmp_path_factory):
 
 def run(command: str, ws, **kw) -> dict:
     if command == "annotate":
-        return annotate_workspace(ws, 2, SPEC, **kw)
-    return generate_workspace(ws, SPEC, ["full"], 1, **kw)
+        return Annotate(ws, AnnotateOptions(round=2, annotator=SPEC, **kw)).run()
+    return Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=1, **kw)).run()
 
 
 def cli_args(command: str, ws) -> list:
@@ -163,7 +165,7 @@ def test_dry_run_ceiling_holds_against_an_endpoint_that_under_counts(base_ws, tm
     for name, server in (("under", StandIn(count_under=10)), ("bound", StandIn(count_tokens=False))):
         with server as s:
             api_env(monkeypatch, s.url)
-            ceilings[name] = annotate_workspace(ws, 2, SPEC, dry_run=True, **FAST)
+            ceilings[name] = Annotate(ws, AnnotateOptions(round=2, annotator=SPEC, dry_run=True, **FAST)).run()
     under, bound = ceilings["under"], ceilings["bound"]
     assert under["input_tokens_method"] == "count_tokens" and bound["input_tokens_method"] == "bound"
     assert under["usd_first_answers"] >= bound["usd_first_answers"] > 0
@@ -184,7 +186,8 @@ def test_generate_stop_message_gives_the_runs_spend(base_ws, tmp_path, monkeypat
     cap = 2.5 * worst_case_usd(request_params(MODEL, instructions, user, max_new_tokens=8), len(order), 0)
     with StandIn(text_reply=lambda body: "2") as s:
         api_env(monkeypatch, s.url)
-        summary = generate_workspace(ws, SPEC, ["full"], 3, concurrency=4, max_cost=cap, **FAST)
+        summary = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=3, concurrency=4, max_cost=cap,
+                                               **FAST)).run()
     spent = summary["cost"]["usd"]
     assert 0 < spent <= cap and summary["remaining"] > 0
     assert f"--max-cost {cap:g} USD reached" in summary["stopped"]

@@ -20,7 +20,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
-from annotate.agreement import agreement, cohen, gwet_ac1
+from annotate.agreement import METRICS, agreement, gwet_ac1
 from conftest import HELLASWAG, run_cli
 from curate.core import statistics
 from curate.analyses import stats
@@ -33,9 +33,9 @@ def test_kappa_is_zero_when_each_annotator_uses_one_different_category():
     # po = 0 and pe = 1*0 + 0*1 = 0, so kappa = (0 - 0) / (1 - 0) = 0; sklearn says the same.
     assert cohen_kappa_score(a, b) == 0.0
     assert statistics.cohens_kappa(a, b, 2) == 0.0
-    assert cohen(a, b, 2) == 0.0
+    assert METRICS["cohen_kappa"](a, b, 2) == 0.0
     # Undefined only when both use one and the same category (pe = 1): NaN, as sklearn gives.
-    assert math.isnan(statistics.cohens_kappa(a, a, 2)) and math.isnan(cohen(a, a, 2))
+    assert math.isnan(statistics.cohens_kappa(a, a, 2)) and math.isnan(METRICS["cohen_kappa"](a, a, 2))
     with pytest.warns(UserWarning):
         assert math.isnan(cohen_kappa_score(a, a))
 
@@ -145,10 +145,11 @@ def test_gwet_ac1_against_gwets_published_example_and_formulas():
 
 def test_report_defines_seq_mean_and_says_which_scores_were_imported(tmp_path):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
 
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=60)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=60), get_adapter("hellaswag")).run()
     rng = np.random.default_rng(0)
     with open_scores(ws) as w:
         items = w.items()
@@ -172,10 +173,11 @@ def synthetic_ws(tmp_path, models, *, items=60, missing=None):
     ``models`` (labels as a user might type them). ``missing``: (model, mode, row) whose first
     option gets no value."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import add_run, open_scores, write_scores
 
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=items)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=items), get_adapter("hellaswag")).run()
     rng = np.random.default_rng(1)
     with open_scores(ws) as w:
         rows = w.items()

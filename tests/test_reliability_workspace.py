@@ -181,7 +181,8 @@ def test_init_losing_the_race_at_the_final_rename(tmp_path, monkeypatch):
     from curate.items import store
     from curate.items.adapters import get_adapter
     from curate.core.errors import CurateError
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
 
     root = tmp_path / "ws"
     real_connect = store.connect
@@ -192,7 +193,7 @@ def test_init_losing_the_race_at_the_final_rename(tmp_path, monkeypatch):
         return real_connect(path)
     monkeypatch.setattr(store, "connect", other_process_wins)
     with pytest.raises(CurateError, match="created by another process"):
-        ingest(root, data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=5)
+        Ingest(root, IngestOptions(data=str(HELLASWAG), limit=5), get_adapter("hellaswag")).run()
     assert (root / "workspace.db").read_bytes() == b"theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
 

@@ -67,26 +67,29 @@ def headings(out) -> list[str]:
 def test_a_new_report_section_is_one_new_file(example_section, ws, tmp_path):
     """The example section's one file is all it takes: computed in its place, its metrics and
     their description in metrics.json, rendered with its number, its file replaced by the next run."""
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.report import Analyze
+    from curate.analyses.options import AnalyzeOptions
 
     out = tmp_path / "report"
-    metrics = analyze_workspace(ws, out, n_resamples=100)
+    metrics = Analyze(ws, AnalyzeOptions(out=out, n_resamples=100)).run()
     assert metrics["option_counts"] == [{"options": 4, "items": 12}]
     assert json.loads((out / "metrics.json").read_text())["about"]["option_counts"].startswith("rows (options, items)")
     assert headings(out)[-2:] == ["## 8. Position audit", "## 9. Option counts"]
     assert "| 4 | 12 |" in (out / "report.md").read_text()
     assert (out / "option_counts.csv").read_text() == "options,items\n4,12\n"
-    analyze_workspace(ws, out, n_resamples=100)  # its file is the report's own: the folder is replaced, not refused
+    # its file is the report's own: the folder is replaced, not refused
+    Analyze(ws, AnalyzeOptions(out=out, n_resamples=100)).run()
 
 
 def test_sections_run_and_are_numbered_in_their_order(ws, tmp_path):
     from curate.analyses import sections
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.report import Analyze
+    from curate.analyses.options import AnalyzeOptions
 
     names = [sections.name(s) for s in sections.registry()]
     assert names == ["accuracy", "suspects", "agreement", "core", "length", "annotations", "comparisons", "fewshot",
                      "position", "generation", "duplicates", "contamination", "filter"]
-    analyze_workspace(ws, tmp_path / "report", n_resamples=100, core_threshold=2)
+    Analyze(ws, AnalyzeOptions(out=tmp_path / "report", n_resamples=100, core_threshold=2)).run()
     assert headings(tmp_path / "report") == [
         "## What this audit found", "## About this report", "## 1. Accuracy",
         "## 2. Item validity: the models against the key", "## 3. Agreement between prompt modes",
@@ -106,17 +109,20 @@ def test_a_section_module_lacking_render_is_named(tmp_path):
 def test_the_decisions_folder_is_read_once(ws, tmp_path, monkeypatch):
     """`curate analyze --decisions`: the folder read to check it is this workspace's is the one
     the filter section reports (read once, not again by the section)."""
-    from curate.analyses.report import analyze_workspace
-    from curate.filter import run_filter
+    from curate.analyses.report import Analyze
+    from curate.analyses.options import AnalyzeOptions
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     from curate.review.data import Decisions
 
     rules = tmp_path / "rules.yaml"
     rules.write_text("name: both-right\ndescription: d\nstages:\n  - name: right\n    description: d\n    when:\n"
                      "      correct: {models: [m/a, m/b], mode: zero, normalization: seq_mean, at_least: 2}\n")
-    run_filter(ws, rules, tmp_path / "decisions")
+    Filter(ws, FilterOptions(rules=rules, out=tmp_path / "decisions")).run()
     reads, real = [], Decisions.read.__func__
     monkeypatch.setattr(Decisions, "read", classmethod(lambda cls, folder: reads.append(folder) or real(cls, folder)))
-    metrics = analyze_workspace(ws, tmp_path / "report", n_resamples=100, decisions=tmp_path / "decisions")
+    metrics = Analyze(ws, AnalyzeOptions(out=tmp_path / "report", n_resamples=100,
+                                         decisions=tmp_path / "decisions")).run()
     f = metrics["filter"]
     assert f["present"] and f["rules"] == "both-right" and f["items"] == 12 and f["kept"] + f["removed"] == 12
     assert reads == [tmp_path / "decisions"]

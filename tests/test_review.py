@@ -162,7 +162,7 @@ def test_item_view_shows_everything_known(ws_copy):
     with open_annotations(root) as ws:
         save_verdict(ws, data.items[0], 1, "bob", {"labels": ["multiple_plausible"]}, note="B <and> D both work")
         for item in data.items:
-            html = sections_html(item_sections(ItemContext(data, item, data.annotations_of(ws, item["item_id"]))))
+            html = sections_html(item_sections(ItemContext(data, item, read_annotations(ws, item_id=item["item_id"]))))
             for mode, text in item["prompts"].items():
                 assert (f"<th>{mode}</th><td>{text}</td>" if text else f"<th>{mode}</th><td><i>(empty)</i>") in \
                     html.replace("&#x27;", "'").replace("&quot;", '"')
@@ -180,8 +180,8 @@ def test_item_view_shows_everything_known(ws_copy):
             assert ("<b>kept</b>" in html) == (not matched)
             for stage in matched:
                 assert f"<li><code>{stage}</code>" in html
-    first = sections_html(item_sections(ItemContext(data, data.items[0], data.annotations_of(
-        open_annotations(root), data.items[0]["item_id"]))))
+    first = sections_html(item_sections(ItemContext(data, data.items[0], read_annotations(
+        open_annotations(root), item_id=data.items[0]["item_id"]))))
     assert "human:bob" in first and "B &lt;and&gt; D both work" in first and LLM in first
 
 

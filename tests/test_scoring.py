@@ -30,9 +30,10 @@ def lm():
 @pytest.fixture(scope="module")
 def small_ws(tmp_path_factory):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
-    return ingest(tmp_path_factory.mktemp("small") / "ws", data=str(HELLASWAG),
-                  adapter=get_adapter("hellaswag"), limit=12)
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    return Ingest(tmp_path_factory.mktemp("small") / "ws", IngestOptions(data=str(HELLASWAG),
+                                                                         limit=12), get_adapter("hellaswag")).run()
 
 
 def score_items(lm, items, mode, seq_mean=True):
@@ -111,11 +112,12 @@ def lmeval_reference():
 
 def check_parity(lm, n):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     ref = lmeval_reference()["items"][:n]
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
-        ws = ingest(Path(tmp) / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=n)
+        ws = Ingest(Path(tmp) / "ws", IngestOptions(data=str(HELLASWAG), limit=n), get_adapter("hellaswag")).run()
         from curate.items.store import Workspace
         items = Workspace.open(ws).items()
     rows = score_items(lm, items, "full", seq_mean=False)  # lm-eval has no seq_mean (checked elsewhere)

@@ -73,10 +73,11 @@ def one_thread():
 @pytest.fixture(scope="module")
 def hellaswag(tmp_path_factory):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
-    ws = ingest(tmp_path_factory.mktemp("arch") / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"),
-                limit=30)
+    ws = Ingest(tmp_path_factory.mktemp("arch") / "ws", IngestOptions(data=str(HELLASWAG),
+                                                                      limit=30), get_adapter("hellaswag")).run()
     return Workspace.open(ws).items()
 
 
@@ -223,22 +224,23 @@ def test_rope_rescaled_by_length_is_refused_past_its_length(tokenizer, tmp_path)
     pass, which depends on what shares a batch: past its original length it is refused with the
     reason, and nothing is stored; within it, scored exactly (the short item)."""
     from curate.core.errors import CurateError
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.adapters import get_adapter
     from scoring.run import score_workspace
     rope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [4.0] * 8, "rope_theta": 10000.0,
             "original_max_position_embeddings": 32}
     folder = saved(tmp_path / "phi3", tiny("phi3", tokenizer, rope_parameters=rope, original_max_position_embeddings=32),
                    tokenizer)
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=2)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=2), get_adapter("hellaswag")).run()
     with pytest.raises(CurateError, match=r"item hellaswag/validation/\d+ \(full\): a sequence of \d+ tokens, but "
                                           r"Phi3ForCausalLM \(phi3\) rescales its rotary embedding past 32 tokens"):
         score_workspace(ws, folder, ["full"], show_progress=False)
     assert score_rows(ws) == 0
     short = tmp_path / "short.jsonl"
     short.write_text('{"q": "He ran", "choices": ["home.", "off."], "answer": 0}\n')
-    ws2 = ingest(tmp_path / "ws2", data=str(short), adapter=get_adapter("generic", question="q", choices="choices",
-                                                                        answer="answer", answer_format="index"))
+    ws2 = Ingest(tmp_path / "ws2", IngestOptions(data=str(short)),
+                 get_adapter("generic", question="q", choices="choices", answer="answer", answer_format="index")).run()
     summary = score_workspace(ws2, folder, ["full", "zero"], show_progress=False)
     assert summary["computed"] == 2 and summary["self_check"]["max_abs_diff"] < 1e-4
 
@@ -293,9 +295,10 @@ def refused(tmp_path, folder, message):
     stores no score row."""
     from curate.items.adapters import get_adapter
     from curate.core.errors import CurateError
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.run import score_workspace
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=2)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=2), get_adapter("hellaswag")).run()
     with pytest.raises(CurateError, match=message):
         score_workspace(ws, folder, ["full"], show_progress=False)
     assert score_rows(ws) == 0

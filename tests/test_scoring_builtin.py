@@ -32,7 +32,8 @@ def scored(lm, name, n, tmp_path):
     """Our logprob_sum, n_chars and greedy flags for the first ``n`` items, as `curate score`
     computes them in the adapter's default formulation."""
     from curate.items.adapters import default_formulation, get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
     from scoring.encode import build_units
     from scoring.engine import score_requests
@@ -40,7 +41,7 @@ def scored(lm, name, n, tmp_path):
     model, tok = lm
     path, split = shared_file(name, SHARED / "benchmarks")
     adapter = get_adapter(name)
-    ws = ingest(tmp_path / name, data=str(path), adapter=adapter, split=split, limit=n)
+    ws = Ingest(tmp_path / name, IngestOptions(data=str(path), split=split, limit=n), adapter).run()
     items = Workspace.open(ws).items()
     specs = [unit_spec(i, it, "full", default_formulation(adapter)) for i, it in enumerate(items)]
     units = build_units(tok, specs, max_length=8192, seq_mean=False)

@@ -94,14 +94,15 @@ def test_smollm2_llama_runner_equals_its_own_modules_on_real_items(tmp_path):
     (every mode, so empty contexts and the seq_mean rows too) give the same hidden states in
     float32, up to the rounding of different matrix-product kernels (oneDNN in the Llama runner)."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
     from scoring import engine
     from scoring.encode import build_unit
     from scoring.models import load, resolve
 
     model, tok = load(resolve("smollm2-135m"))
-    ws = ingest(tmp_path / "ws", data=str(HELLASWAG), adapter=get_adapter("hellaswag"), limit=4)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=4), get_adapter("hellaswag")).run()
     items = Workspace.open(ws).items()
     requests = [r for mode in ("full", "zero", "placeholder", "choice-only") for i, it in enumerate(items)
                 for r in build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192).requests]

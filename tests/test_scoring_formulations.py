@@ -23,9 +23,10 @@ def lm():
 
 def workspace(tmp_path, name, folder, split, limit):
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
-    return ingest(tmp_path / name, data=str(BENCHMARKS / folder / f"{split}.jsonl.gz"), adapter=get_adapter(name),
-                  split=split, limit=limit)
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
+    return Ingest(tmp_path / name, IngestOptions(data=str(BENCHMARKS / folder / f"{split}.jsonl.gz"), split=split,
+                                                 limit=limit), get_adapter(name)).run()
 
 
 def plain_logprob(lm, context: str, continuation: str) -> float:
@@ -104,11 +105,12 @@ def test_migration_keeps_old_rows_as_cloze(tmp_path):
     """A workspace scored before formulations existed: the rebuild keeps every row (as cloze)
     and the key then takes a letters row for the same option."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     from scoring.store import open_scores, read_scores, write_scores
     from store_helpers import scored_before
-    ws = ingest(tmp_path / "ws", data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"), adapter=get_adapter("copa"),
-                limit=2)
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(BENCHMARKS / "copa" / "validation.jsonl.gz"),
+                                               limit=2), get_adapter("copa")).run()
     scored_before(ws, 2)
     with open_scores(ws) as new:
         frame = read_scores(new)

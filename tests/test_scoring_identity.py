@@ -76,7 +76,8 @@ def test_cli_refusal_is_one_line_and_replace_says_what_it_deleted(ws, tiny):
 
 def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws, tiny, monkeypatch, tmp_path):
     import scoring.backends.engine
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.report import Analyze
+    from curate.analyses.options import AnalyzeOptions
     from curate.core.errors import CurateError
     score(ws, tiny)
     monkeypatch.setattr(scoring.backends.engine, "ENGINE_VERSION", 99)
@@ -84,12 +85,12 @@ def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws
     assert partial["computed"] == 2
     with pytest.raises(CurateError, match=rf"mode 'choice-only': stored scores come from engine versions "
                                           rf"{scoring.ENGINE_VERSION}, 99"):
-        analyze_workspace(ws, tmp_path / "report", core_mode="none")
+        Analyze(ws, AnalyzeOptions(out=tmp_path / "report", core_mode="none")).run()
     score(ws, tiny)  # finishes the re-score (whole batches rerun; only the 2 stale items' rows are written)
     with sqlite3.connect(ws / "workspace.db") as c:
         assert c.execute("SELECT DISTINCT r.engine FROM scores s JOIN score_runs r USING (run_id)").fetchall() == [(99,)]
     assert score(ws, tiny)["computed"] == 0
-    metrics = analyze_workspace(ws, tmp_path / "report", core_mode="none")
+    metrics = Analyze(ws, AnalyzeOptions(out=tmp_path / "report", core_mode="none")).run()
     runs = metrics["provenance"]["score_runs"]  # the stopped re-score's rows stay; the finish adds the rest
     assert {(r["engine"], r["dtype"], r["origin"]) for r in runs} == {(99, "float32", "scored")}
     assert {mode: sum(r["items"] for r in runs if r["mode"] == mode) for mode in {r["mode"] for r in runs}} == \
@@ -100,9 +101,11 @@ def test_scores_of_another_engine_version_are_recomputed_and_a_mix_is_refused(ws
 def test_readers_refuse_a_label_that_mixes_sources(ws, tiny, tmp_path):
     """A workspace written before labels were checked can hold float32 rows in one mode and
     bfloat16 rows in another under one label: analyze and filter refuse it, naming both."""
-    from curate.analyses.report import analyze_workspace
+    from curate.analyses.report import Analyze
+    from curate.analyses.options import AnalyzeOptions
     from curate.core.errors import CurateError
-    from curate.filter.engine import run_filter
+    from curate.filter.run import Filter
+    from curate.filter.options import FilterOptions
     score(ws, tiny, modes=["choice-only", "zero"])
     with sqlite3.connect(ws / "workspace.db") as c:  # what an old toolkit could leave behind
         c.execute("UPDATE score_runs SET dtype = 'bfloat16'")
@@ -111,12 +114,12 @@ def test_readers_refuse_a_label_that_mixes_sources(ws, tiny, tmp_path):
         c.execute("UPDATE scores SET run_id = 'old-fp32' WHERE mode = 'zero'")
     pattern = r"model 'tiny': its stored scores mix .*bfloat16 scores.* and float32 scores.*--replace"
     with pytest.raises(CurateError, match=pattern):
-        analyze_workspace(ws, tmp_path / "report", core_mode="none")
+        Analyze(ws, AnalyzeOptions(out=tmp_path / "report", core_mode="none")).run()
     rules = tmp_path / "rules.yaml"
     rules.write_text("name: t\nstages:\n- name: scorer-wrong\n  when:\n    correct:\n      models: [tiny]\n"
                      "      mode: choice-only\n      normalization: sum\n      at_most: 0\n")
     with pytest.raises(CurateError, match=pattern):
-        run_filter(ws, rules, tmp_path / "decisions")
+        Filter(ws, FilterOptions(rules=rules, out=tmp_path / "decisions")).run()
 
 
 def test_import_into_a_scored_label_is_refused_unless_replaced(tmp_path, hellaswag_ws):

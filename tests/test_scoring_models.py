@@ -231,11 +231,12 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
 
 def long_item_ws(root: Path, context: str) -> Path:
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     data = root.parent / f"{root.name}.jsonl"
     data.write_text(json.dumps({"q": context, "choices": ["the end.", "more of the same."], "answer": 0}) + "\n")
-    return ingest(root, data=str(data), adapter=get_adapter("generic", question="q", choices="choices",
-                                                              answer="answer", answer_format="index"))
+    return Ingest(root, IngestOptions(data=str(data)), get_adapter("generic", question="q", choices="choices",
+                                                              answer="answer", answer_format="index")).run()
 
 
 def words(n: int, seed: int) -> str:
@@ -361,14 +362,15 @@ def test_an_option_longer_than_the_window_is_refused_naming_the_item(tmp_path, s
     it (``assert len(continuation_enc) <= self.max_length``), on the Llama fast path and through
     transformers (GPT-2's learned positions), before anything is stored."""
     from curate.items.adapters import get_adapter
-    from curate.items.ingest import ingest
+    from curate.items.ingest import Ingest
+    from curate.items.ingest_options import IngestOptions
     extra = {"max_position_embeddings": 64} if kind == "llama" else {"n_positions": 64, "n_embd": 64, "n_layer": 2,
                                                                       "n_head": 4}
     folder = save_tiny(tmp_path / kind, kind, smollm2_tokenizer, **extra)
     data = tmp_path / "long.jsonl"
     data.write_text(json.dumps({"q": "Which one?", "choices": [words(200, 2), "short."], "answer": 1}) + "\n")
-    ws = ingest(tmp_path / "ws", data=str(data), adapter=get_adapter("generic", question="q", choices="choices",
-                                                                        answer="answer", answer_format="index"))
+    ws = Ingest(tmp_path / "ws", IngestOptions(data=str(data)), get_adapter("generic", question="q", choices="choices",
+                                                                        answer="answer", answer_format="index")).run()
     before = tables(ws)
     proc = run_cli("score", ws, "--model", folder, "--modes", "full", "--quiet", check=False)
     line = one_line_error(proc)

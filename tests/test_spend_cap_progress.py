@@ -19,11 +19,13 @@ import time
 import pytest
 
 from annotate import claude
-from annotate.run import annotate_workspace
+from annotate.run import Annotate
+from annotate.options import AnnotateOptions
 from annotate_helpers import KEY, MODEL, api_env, items_of, small_workspace
 from conftest import ROOT, run_cli
 from curate.anthropic_api import client as api
-from generate.run import generate_workspace
+from generate.run import Generate
+from generate.options import GenerateOptions
 from standin_anthropic import StandIn
 
 SPEC = f"anthropic:{MODEL}"
@@ -86,9 +88,11 @@ def test_messages_waiting_on_the_cap_are_named(tmp_path, monkeypatch, capsys, co
     with StandIn(text_reply=lambda body: "2", delay=0.05) as s:
         api_env(monkeypatch, s.url)
         if command == "annotate":
-            summary = annotate_workspace(ws, 1, SPEC, concurrency=4, max_cost=cap, backoff=0.01)
+            summary = Annotate(ws, AnnotateOptions(round=1, annotator=SPEC, concurrency=4, max_cost=cap,
+                                                   backoff=0.01)).run()
         else:
-            summary = generate_workspace(ws, SPEC, ["full"], 1, concurrency=4, max_cost=cap, backoff=0.01)
+            summary = Generate(ws, GenerateOptions(model=SPEC, modes=["full"], seeds=1, concurrency=4, max_cost=cap,
+                                                   backoff=0.01)).run()
     err = capsys.readouterr().err
     assert re.search(r"cap=waiting: [0-9.]+ USD reserved by \d requests in flight, [0-9.]+ left", err), err[-2000:]
     assert f"--max-cost {cap:g} USD: requests now wait for room under the cap" in err

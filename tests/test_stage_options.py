@@ -1,5 +1,5 @@
 """Each stage's options are declared once (its ``options.py`` table); the command, the audit
-config's schema file and dataclass, and the run function must all say what the table says."""
+config's schema file, and the options object must all say what the table says."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,12 +18,12 @@ from schemas import SCHEMA_DIR
 
 
 def _stages():
-    """(command, table, run function, {option: run keyword}, audit section, config dataclass)."""
+    """(command, table, options object (or function), {option: its keyword}, audit section, config class)."""
     from annotate.cli import annotate
     from annotate.options import ANNOTATE, AnnotateOptions
     from curate.analyses.cli import analyze
     from curate.analyses.options import ANALYZE, AnalyzeOptions
-    from curate.cli import import_answers, init
+    from curate.items.cli import init
     from curate.filter.cli import filter_command
     from curate.filter.options import FILTER, FilterOptions
     from curate.items.duplicates.cli import duplicates
@@ -40,6 +40,8 @@ def _stages():
     from scoring.cli import score, text_scores
     from scoring.options import SCORE, TEXT_SCORES, ScoreOptions, TextScoresOptions
     from scoring.answer_options import IMPORT_ANSWERS, ImportAnswersOptions
+    from scoring.import_cli import import_answers, import_scores
+    from scoring.import_options import IMPORT_SCORES, ImportScoresOptions
 
     return {
         "init": (init, INGEST, IngestOptions, {}, "benchmark", IngestOptions),
@@ -55,6 +57,7 @@ def _stages():
         "plant evaluate": (plant_evaluate, EVALUATE, evaluate_workspace, {"json_output": None}, None, None),
         "import-answers": (import_answers, IMPORT_ANSWERS, ImportAnswersOptions, {}, "answer_import",
                            ImportAnswersOptions),
+        "import-scores": (import_scores, IMPORT_SCORES, ImportScoresOptions, {}, "score_import", ImportScoresOptions),
     }
 
 
@@ -86,7 +89,7 @@ def test_the_command_takes_each_option_as_declared(stage):
 
 
 @pytest.mark.parametrize("stage", STAGES)
-def test_the_run_function_defaults_are_the_tables(stage):
+def test_the_options_object_defaults_are_the_tables(stage):
     _, table, run, keywords, *_ = _stages()[stage]
     signature = inspect.signature(run).parameters
     for o in table:
@@ -103,7 +106,7 @@ def test_the_audit_schema_and_config_take_the_tables_defaults_types_and_ranges(s
     fields = {f.name: f.default for f in dataclasses.fields(config_class)} if config_class else None
     for name, prop in schema_properties(table).items():
         assert written[name] == prop, name
-        if fields is not None:  # filter: the config's overrides pass to run_filter as they are
+        if fields is not None:  # filter: the config's overrides pass to FilterOptions as they are
             option = next(o for o in table if o.name == name)
             assert fields[name] == (dataclasses.MISSING if option.required else option.default), name
 
@@ -200,11 +203,9 @@ def test_a_float_option_refuses_nan_and_infinity():
     ("C:/models/m.gguf", ("local", "C:/models/m.gguf")),  # a prefix that is no backend belongs to the name
 ])
 def test_one_model_grammar_for_every_stage(spec, expected):
-    from annotate.run import parse_annotator
-    from generate.run import parse_model
-    from scoring.model_spec import canonical
+    from scoring.model_spec import canonical, parse
 
-    assert parse_annotator(spec) == parse_model(spec) == expected
+    assert parse(spec, "annotator") == parse(spec) == expected
     assert canonical(spec) == ":".join(expected)
 
 
@@ -291,3 +292,21 @@ def test_every_float_option_refuses_nan_and_infinity_in_its_options_object(stage
         for bad in (float("nan"), float("inf"), float("-inf")):
             with pytest.raises(CurateError, match=f"{o.spelling} {bad!r}"):
                 options(**required, **{o.name: bad})
+
+
+def test_every_commands_options_come_from_a_table():
+    """No command declares a click option by hand: each comes from an option table
+    (``click_options``), so a flag, its default and its help are written once."""
+    from curate.cli import main
+    from curate.core.options import _KNOBS, _Once
+
+    def commands(group, path):
+        for name, command in group.commands.items():
+            yield f"{path} {name}", command
+            if isinstance(command, click.Group):
+                yield from commands(command, f"{path} {name}")
+
+    for name, command in commands(main, "curate"):
+        by_hand = [p.opts[0] for p in command.params
+                   if isinstance(p, click.Option) and not isinstance(p, _Once) and p.name != _KNOBS]
+        assert not by_hand, (name, by_hand)

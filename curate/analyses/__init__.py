@@ -1,2 +1,2 @@
 """Audit analyses: pure functions over items, scores and annotations, and the report built
-from them (``curate.analyses.report.analyze_workspace``, CLI ``curate analyze``)."""
+from them (``curate.analyses.report.Analyze``, CLI ``curate analyze``)."""

@@ -32,3 +32,6 @@ def analyze(workspace, options):
         click.echo(f"{c['mode']}-prompt core, % of items at k=1..{c['models']}: {curve}"
                    + (f"; {c['n_at_threshold']} items at k>={c['threshold']}" if "threshold" in c else ""))
     click.echo(f"wrote {options.out / 'report.html'}, report.md, metrics.json")
+
+
+COMMANDS = (analyze,)

@@ -1,6 +1,6 @@
 """`curate analyze`: run every analysis on a workspace and write the report.
 
-``Analyze`` (``analyze_workspace(root, out_dir, **options)``) reads the items, the scores
+``Analyze`` (``Analyze(root, AnalyzeOptions(out=..., ...)).run()``) reads the items, the scores
 (``scoring.store.read_scores``) and any annotations (``annotate.store.read_annotations``),
 generations and stored answers (``scoring.answers``) once, runs the report's sections in their
 order (``curate.analyses.sections``, one module each, computing with the pure analyses of this
@@ -33,7 +33,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import curate
-from annotate.store import open_annotations, read_annotations
+from annotate.store import MIGRATIONS as ANNOTATION_TABLES, read_annotations
 from curate.items import formulations as forms
 from curate.analyses import accuracy, length, outdir, render, sections
 from curate.analyses.options import AnalyzeOptions
@@ -41,14 +41,15 @@ from curate.core.atomic import write_text
 from curate.core.errors import CurateError
 from curate.items.canonical import MODES
 from curate.items.stage import Stage
+from curate.items.store import Workspace
 from curate.core.lock import folder_lock
 from curate.validity.item_table import stored_answers
 from curate.validity.responses import answer_mode
-from generate.store import open_generations, read_generations
+from generate.store import prepare as prepare_generations, read_generations
 from generate.store import read_runs as read_generation_runs
 from scoring import normalize
 from scoring.models import tokenizer
-from scoring.store import open_scores, read_runs, read_scores, require_one_source, score_sources
+from scoring.store import MIGRATIONS as SCORE_TABLES, read_runs, read_scores, require_one_source, score_sources
 
 SCHEMA_VERSION = 1
 
@@ -60,12 +61,6 @@ ABOUT = {
                 "resamples, length units, core mode and threshold",
 }
 PLOTS_ABOUT = {"plots": "file names of the PNG figures in the output folder"}
-
-
-def analyze_workspace(root, out_dir, **options) -> dict:
-    """Run every analysis on the workspace at ``root``; write the report into ``out_dir``;
-    return the metrics (``options``: ``AnalyzeOptions``'s, by name)."""
-    return Analyze(root, AnalyzeOptions(out=out_dir, **options)).run()
 
 
 class Analyze(Stage):
@@ -88,11 +83,17 @@ class Analyze(Stage):
             if kind == "tokens":
                 tokenizer(name)
         outdir.check_report_dir(o.out)
-        # Decisions that are not this workspace's are refused before any work is done.
-        self.decisions = _checked_decisions(self.root, o.decisions) if o.decisions is not None else None
         return super().run()
 
+    def migrate(self, ws: Workspace) -> None:
+        ws.migrate(SCORE_TABLES)
+        ws.migrate(ANNOTATION_TABLES)
+        prepare_generations(ws)  # and the answers' tables
+
     def execute(self) -> dict:
+        o = self.options
+        # Decisions that are not this workspace's are refused before any work is done.
+        self.decisions = _checked_decisions(self.ws, o.decisions) if o.decisions is not None else None
         # Steps: reading, each section, writing the report.
         with tqdm(total=2 + len(sections.registry()), desc="analyze", unit="step") as bar:
             built = outdir.staging(self.options.out)
@@ -114,17 +115,14 @@ class Analyze(Stage):
     def read(self) -> dict:
         """Everything the sections read of the workspace, read once, the asked models and modes
         checked against it (a typo is an error, not a smaller report)."""
-        root, o = self.root, self.options
+        root, o, ws = self.root, self.options, self.ws
         models, modes = list(o.models) if o.models else None, list(o.modes) if o.modes else None
-        with open_scores(root) as ws:
-            read = {"items": ws.items(), "scores": read_scores(ws, models=models, modes=modes), "runs": read_runs(ws),
-                    "meta": {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"),
-                             "source": ws.meta("source", {}), "formulation": ws.meta("formulation", "cloze")},
-                    "answers": stored_answers(ws)}
-        with open_annotations(root) as ws:
-            read["round1"], read["round2"] = read_annotations(ws, round=1), read_annotations(ws, round=2)
-        with open_generations(root) as ws:
-            read["gens"], read["gen_runs"] = read_generations(ws, models=models, modes=modes), read_generation_runs(ws)
+        read = {"items": ws.items(), "scores": read_scores(ws, models=models, modes=modes), "runs": read_runs(ws),
+                "meta": {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"),
+                         "source": ws.meta("source", {}), "formulation": ws.meta("formulation", "cloze")},
+                "answers": stored_answers(ws),
+                "round1": read_annotations(ws, round=1), "round2": read_annotations(ws, round=2),
+                "gens": read_generations(ws, models=models, modes=modes), "gen_runs": read_generation_runs(ws)}
         scores, gens = read["scores"], read["gens"]
         if scores.empty and gens.empty and read["answers"] is None and not (models or modes):
             raise CurateError(f"{root}: no scores or generations, and no stored answers; score, import (curate "
@@ -132,7 +130,7 @@ class Analyze(Stage):
         _check_asked(root, "--model", models, set(scores["model"].unique()) | set(gens["model"].unique()),
                      set(read["runs"]["model"]) | set(read["gen_runs"]["model"]))
         _check_asked(root, "--mode", modes, set(scores["mode"].unique()) | set(gens["mode"].unique()),
-                     lambda: _stored_modes(root))
+                     lambda: _stored_modes(ws))
         if o.core_mode != "none" and o.core_mode not in MODES and o.core_mode not in set(scores["mode"].unique()):
             raise CurateError(f"--core-mode {o.core_mode!r} is not a prompt mode (one of {', '.join(MODES)}, or none)")
         return read
@@ -140,7 +138,7 @@ class Analyze(Stage):
     def context(self, read: dict, out: Path) -> tuple[sections.Context, dict]:
         """What every section reads (``sections.Context``), and metrics.json's opening keys."""
         o, items, scores = self.options, read["items"], read["scores"]
-        ctx = sections.Context(root=self.root, out=out, items=items,
+        ctx = sections.Context(root=self.root, ws=self.ws, out=out, items=items,
                                gold=pd.Series({it["item_id"]: it["gold"] for it in items}),
                                round1=read["round1"], round2=read["round2"], gens=read["gens"],
                                gen_runs=read["gen_runs"], answers=read["answers"], alpha=o.alpha,
@@ -163,15 +161,13 @@ class Analyze(Stage):
         }
 
 
-def _checked_decisions(root, folder):
+def _checked_decisions(ws: Workspace, folder):
     """The `curate filter --out` folder, read once (the filter section reports what is read here);
-    decisions made on other items are refused (InputError naming the folder)."""
+    decisions made on other items than ``ws``'s are refused (InputError naming the folder)."""
     from curate.review.data import Decisions
-    from curate.items.store import Workspace
 
     found = Decisions.read(folder)
-    with Workspace.open(root) as ws:
-        found.check_made_on(ws.meta("source"), [it["item_id"] for it in ws.items()])
+    found.check_made_on(ws.meta("source"), [it["item_id"] for it in ws.items()])
     return found
 
 
@@ -240,14 +236,11 @@ def _check_asked(root, option: str, asked, found: set, known) -> None:
                           f"(the workspace has: {', '.join(sorted(known)) or 'none'})")
 
 
-def _stored_modes(root) -> set:
+def _stored_modes(ws: Workspace) -> set:
     """The modes that hold scores or generations (read only when an asked mode has none: the
     frames in hand hold the asked modes alone)."""
-    with open_scores(root) as ws:
-        modes = {r[0] for r in ws.conn.execute("SELECT DISTINCT mode FROM scores")}
-    with open_generations(root) as ws:
-        modes |= {r[0] for r in ws.conn.execute("SELECT DISTINCT mode FROM generations")}
-    return modes
+    return {r[0] for sql in ("SELECT DISTINCT mode FROM scores", "SELECT DISTINCT mode FROM generations")
+            for r in ws.conn.execute(sql)}
 
 
 @contextmanager

@@ -1,15 +1,16 @@
 """Stage options declared once: a table of ``Option`` per stage, and what is derived from it.
 
-Each stage keeps its table next to its run function (``scoring/options.py``,
-``annotate/options.py``, ``generate/options.py``). From one table come
+Each stage keeps its table in its package (``scoring/options.py``, ``annotate/options.py``,
+``generate/options.py``, ...), and a command that runs no stage keeps its own beside it (in its
+cli module). From one table come
 
 - the command's click options (``click_options``), old spellings kept as hidden aliases;
+- the stage's options object (``options_class``), every value checked on construction;
 - the audit config's schema properties (``schema_properties``; ``make schemas`` writes them
-  into ``schemas/audit.schema.json``);
-- the defaults the run function and the audit config take (``defaults``).
+  into ``schemas/audit.schema.json``) and the defaults it takes (``defaults``),
 
 so a default, a type or a range is written in one place. ``tests/test_stage_options.py``
-checks that the command, the schema file and the run function's signature agree.
+checks that the command, the schema file and the options object agree.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ _JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a stage. ``name`` is the run function's keyword and the config key."""
+    """One option of a stage. ``name`` is the options object's field and the config key."""
     name: str
     type: type = str
     default: Any = None
@@ -52,8 +53,9 @@ class Option:
     #                                  (it checks the value in place of ``pattern``, which the config schema keeps)
     show_default: bool = True
     path: str | None = None     # a path: "file" or "folder" that must exist, "out" a folder to write, "write"
-    #                             a file or folder to write (a Path)
+    #                             a file or folder to write, "write-file" a file to write (a Path)
     multiple: bool = False      # repeatable on the command line (``--model a --model b``): a tuple, () when not given
+    hidden: bool = False        # accepted, not shown in --help (an old spelling of a part of another option)
 
     @property
     def spelling(self) -> str:
@@ -61,8 +63,8 @@ class Option:
 
     def click_type(self):
         if self.path:
-            return click.Path(exists=self.path in ("file", "folder"), dir_okay=self.path != "file",
-                              file_okay=self.path in ("file", "write"), path_type=Path)
+            return click.Path(exists=self.path in ("file", "folder"), dir_okay=self.path not in ("file", "write-file"),
+                              file_okay=self.path in ("file", "write", "write-file"), path_type=Path)
         if self.choices:
             return click.Choice(list(self.choices))
         bounded = self.min is not None or self.max is not None
@@ -159,7 +161,7 @@ def true_or_false(value) -> bool:
 
 
 def defaults(table: list[Option]) -> dict[str, Any]:
-    """Each option's default by name: what the run function and the audit config take."""
+    """Each option's default by name: what the options object and the audit config take."""
     return {o.name: o.default for o in table}
 
 
@@ -235,7 +237,7 @@ def click_options(table: list[Option], *, backend_of: Callable[[dict], tuple[str
             for i, alias in enumerate(o.aliases):
                 command = click.option(alias.split("=")[0], _alias_key(o, i), hidden=True, cls=_Once,
                                        **_alias_kwargs(o, alias))(command)
-            command = click.option(o.spelling, o.name, hidden=o.backend is not None, cls=_Once,
+            command = click.option(o.spelling, o.name, hidden=o.hidden or o.backend is not None, cls=_Once,
                                    **_click_kwargs(o))(command)
         if knobs:
             command = click.option("-o", "--option", _KNOBS, type=(str, str), multiple=True, metavar="NAME VALUE",

@@ -5,6 +5,15 @@ from pathlib import Path
 
 import click
 
+from curate.core.options import Option, click_options
+
+PLANTS = [
+    Option("count", choices=("matched", "first"), default="matched",
+           help="matched: every stage whose condition held; first: only the stage that removed the item."),
+    Option("plants_file", flag="--plants", path="file", help="Ground truth file (default: the demo's plants.json)."),
+    Option("out", path="write-file", help="Also write the table (.csv, .jsonl or .parquet)."),
+]
+
 
 @click.group("demo")
 def demo():
@@ -13,12 +22,7 @@ def demo():
 
 @demo.command("plants")
 @click.argument("decisions", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--count", type=click.Choice(["matched", "first"]), default="matched", show_default=True,
-              help="matched: every stage whose condition held; first: only the stage that removed the item.")
-@click.option("--plants", "plants_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Ground truth file (default: the demo's plants.json).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the table (.csv, .jsonl or .parquet).")
+@click_options(PLANTS)
 def plants(decisions, count, plants_file, out):
     """Count caught plants per stage from DECISIONS, a `curate filter --out` folder."""
     from curate.demo import load_decisions, load_plants, score_plants
@@ -37,3 +41,6 @@ def plants(decisions, count, plants_file, out):
         from curate.core.exports import write_records
         write_records(table.reset_index().to_dict("records"), out)
         click.echo(f"wrote {out}")
+
+
+COMMANDS = (demo,)

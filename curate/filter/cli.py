@@ -1,4 +1,4 @@
-"""`curate filter`: a thin command over ``curate.filter.engine.Filter``."""
+"""`curate filter`: a thin command over ``curate.filter.run.Filter``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +14,7 @@ from curate.filter.options import FILTER, FilterOptions
 @click_options(FILTER, into=FilterOptions)
 def filter_command(workspace, options):
     """Apply ordered filter stages to WORKSPACE and write per-item decisions."""
-    from curate.filter.engine import Filter
+    from curate.filter.run import Filter
 
     summary = Filter(workspace, options).run()
     click.echo(f"{'stage':<28}{'matched':>9}{'removed':>9}{'left':>8}")
@@ -22,3 +22,6 @@ def filter_command(workspace, options):
     for row in summary["stages"]:
         click.echo(f"{row['stage']:<28}{row['matched']:>9}{row['removed_here']:>9}{row['left']:>8}")
     click.echo(f"kept {summary['kept']} of {summary['items']} items; decisions in {options.out}")
+
+
+COMMANDS = (filter_command,)

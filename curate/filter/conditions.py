@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from curate.filter.kinds import SpecError, registry
+from curate.filter.kinds import KINDS, SpecError
 
 
 def fold(cond: dict, leaf: Callable[[str, dict, str], object], join: Callable[[str, list], object],
@@ -44,7 +44,7 @@ class FillError(ValueError):
 def fill(cond: dict, defaults: dict, where: str) -> dict:
     """A copy of ``cond`` with the rules' defaults filled into every condition (each kind's
     ``fill``); raises ``FillError`` naming the path of a condition that cannot work."""
-    kinds = registry()
+    kinds = KINDS.modules
 
     def leaf(kind, spec, path):
         spec = copy.deepcopy(spec)
@@ -59,7 +59,7 @@ def fill(cond: dict, defaults: dict, where: str) -> dict:
 def needs(cond: dict, *, default_formulation: str = "cloze") -> list[tuple[str, tuple]]:
     """What a filled condition reads, as (input kind, what) pairs (see ``curate.filter.kinds``);
     a score read in no named formulation is in ``default_formulation``."""
-    kinds = registry()
+    kinds = KINDS.modules
 
     def leaf(kind, spec, _):
         found = getattr(kinds[kind], "needs", None)
@@ -74,6 +74,6 @@ JOINS = {"all": lambda parts: np.logical_and.reduce(parts), "any": lambda parts:
 
 def evaluate(cond: dict, inputs) -> np.ndarray:
     """One boolean per item (in row order): whether it matches the filled condition ``cond``."""
-    kinds = registry()
+    kinds = KINDS.modules
     return fold(cond, lambda kind, spec, _: kinds[kind].evaluate(spec, inputs),
                 lambda kind, parts: JOINS[kind](parts))

@@ -1,6 +1,6 @@
 """The options of `curate filter` (and the audit config's ``filter`` overrides), declared once:
 ``curate.core.options`` derives the click options, the config schema's properties and the options
-object (``FilterOptions``) ``curate.filter.engine.Filter`` takes whole."""
+object (``FilterOptions``) ``curate.filter.run.Filter`` takes whole."""
 from __future__ import annotations
 
 from curate.core.options import Option, defaults, options_class

@@ -50,11 +50,6 @@ def build_items(rows, adapter, *, split: str, where: str, limit: int | None = No
     return items, raws
 
 
-def ingest(root: str | Path, *, adapter, **options) -> Path:
-    """Create workspace ``root`` with ``adapter`` (``options``: ``IngestOptions``'s, by name)."""
-    return Ingest(root, IngestOptions(**options), adapter).run()
-
-
 class Ingest(Stage):
     """A new workspace from ``data`` (local path or Hub id; ``config`` names the Hub dataset's
     configuration; ``delimiter``/``encoding`` override what is detected in a CSV file) read with
@@ -97,7 +92,7 @@ class Ingest(Stage):
         return create_workspace(self.root, meta=meta, items=items, raw_rows=raws)
 
 
-#: Adapter kinds workspaces recorded before every built-in became one file (``curate.items.benchmarks``).
+#: Adapter kinds workspaces recorded before every built-in became one file (``curate.items.builtins``).
 LEGACY_KINDS = {"hellaswag": "builtin"}
 
 

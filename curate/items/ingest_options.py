@@ -3,8 +3,9 @@ keys of the same names), declared once: ``curate.core.options`` derives the clic
 config schema's properties and the options object (``IngestOptions``, with ``data``) that
 ``curate.items.ingest.Ingest`` takes whole.
 
-Not here: ``--benchmark`` (the adapters' registry), ``--data`` (the config splits it into
-``path`` and ``hub``, which resolve differently) and ``--columns`` (``curate.items.adapters.columns``).
+Not in ``INGEST``: ``--data`` (``DATA``: the config splits it into ``path`` and ``hub``, which
+resolve differently); not here: ``--benchmark`` (the adapters' registry) and ``--columns``
+(``curate.items.adapters.columns``), `curate init`'s own (``curate.items.cli``).
 """
 from __future__ import annotations
 
@@ -32,5 +33,6 @@ INGEST = [
 DEFAULTS = defaults(INGEST)
 
 #: Where the rows come from: a local path or a Hub id (None: a built-in's own Hub dataset).
-DATA = Option("data", help="A local file or folder, or a Hub dataset id.")
+DATA = Option("data", help="Local file/folder (.jsonl .json .parquet .csv .arrow) or a Hub dataset id "
+                            "(built-in benchmarks: default their Hub id).")
 IngestOptions = options_class("IngestOptions", [DATA, *INGEST])

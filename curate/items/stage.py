@@ -8,8 +8,10 @@ A stage (score, text-scores, generate, annotate, ...) is a subclass of ``Stage``
   and pass it whole);
 - ``work()``: what one run of it holds while it runs (the lock's name: two runs of the same work
   would both ask for what is pending, and pay twice), or None;
-- ``execute()``: the run itself: what is left to do (from what the workspace holds), the doing,
-  stored as it goes, and a summary;
+- ``migrate(ws)``: the tables its stores need, put in place in the open workspace (their
+  migrations), or nothing;
+- ``execute()``: the run itself, in the open workspace ``self.ws``: what is left to do (from
+  what the workspace holds), the doing, stored as it goes, and a summary;
 - ``from_config(section)``: its options as an audit config's section gives them
   (``curate.core.config_section.Section``): the config keys of its table, and what the audit
   gives from elsewhere (the model of one run, the filter's output folder);
@@ -17,9 +19,10 @@ A stage (score, text-scores, generate, annotate, ...) is a subclass of ``Stage``
   declare what they read (``curate.filter.kinds``): the audit's plan is what the workspace
   holds (each store's ``holdings``) and what the planned runs provide, less what they need.
 
-``run()`` is the runner every stage shares: the workspace opened first (a missing or bad one is
-one line, before anything loads or is locked), the work's lock around ``execute``, and the
-seconds it took in the summary. ``progress`` makes its progress bars (counts, ETA; none with
+``run()`` is the runner every stage shares: the workspace opened first, and once (a missing or
+bad one is one line, before anything loads or is locked; the stage reads and writes through that
+one connection, ``self.ws``), the work's lock around ``execute``, and the seconds it took in
+the summary. ``progress`` makes its progress bars (counts, ETA; none with
 ``quiet``), ``run_id`` its run records' ids.
 """
 from __future__ import annotations
@@ -62,6 +65,7 @@ class Stage:
     name: ClassVar[str]
     Options: ClassVar[type]
     timed: ClassVar[bool] = True  # the summary says how many seconds the run took
+    ws: Workspace  # the open workspace, while ``run`` runs
 
     def __init__(self, root, options):
         if not isinstance(options, self.Options):
@@ -97,12 +101,26 @@ class Stage:
         return work_lock(self.root, work, command=self.name) if work else nullcontext()
 
     def run(self) -> dict:
-        """The runner: ``execute`` under the work's lock; the summary says how long it took."""
+        """The runner: the workspace opened once (``self.ws`` while the run lasts), ``execute``
+        under the work's lock; the summary says how long it took."""
         start = time.perf_counter()
-        Workspace.open(self.root).close()
-        with self.locked():
+        with self.open() as self.ws, self.locked():
             summary = self.execute()
         return {**summary, "seconds": round(time.perf_counter() - start, 3)} if self.timed else summary
+
+    def open(self) -> Workspace:
+        """The workspace at ``root``, with the tables ``migrate`` puts in place (closed again if
+        that fails)."""
+        ws = Workspace.open(self.root)
+        try:
+            self.migrate(ws)
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    def migrate(self, ws: Workspace) -> None:
+        """Put in place the tables the run's stores need (their migrations): none here."""
 
     def execute(self) -> dict:
         raise NotImplementedError

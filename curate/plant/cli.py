@@ -7,8 +7,15 @@ from pathlib import Path
 import click
 
 from curate.click_types import DefaultGroup
-from curate.core.options import click_options
+from curate.core.options import Option, click_options
 from curate.plant.options import EVALUATE, PLANT
+
+#: What `curate plant evaluate` measures, beside how (``EVALUATE``).
+MEASURED = [
+    Option("key", required=True, path="file", help="The key `curate plant` wrote."),
+    Option("decisions", multiple=True, path="folder",
+           help="A `curate filter --out` folder made on WORKSPACE: each stage is a detector (repeatable)."),
+]
 
 
 class PlantGroup(DefaultGroup):
@@ -44,10 +51,7 @@ def new(source, target, **options):
 
 @plant.command("evaluate")
 @click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The key `curate plant` wrote.")
-@click.option("--decisions", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A `curate filter --out` folder made on WORKSPACE: each stage is a detector (repeatable).")
+@click_options(MEASURED)
 @click_options(EVALUATE)
 def evaluate(workspace, key, decisions, json_output, **options):
     """Precision@k, recall@k (k = number planted) and AUROC per detector and planted kind."""
@@ -61,3 +65,6 @@ def evaluate(workspace, key, decisions, json_output, **options):
     for note in notes:
         click.echo(f"note: {note}")
     click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+COMMANDS = (plant,)

@@ -1,6 +1,6 @@
 """Versioned releases of a filtered benchmark: build, publish to a target, verify, diff.
 
-``Release`` (``make_release``) builds the release in a temporary folder (data in the source's format, dataset
+``Release`` builds the release in a temporary folder (data in the source's format, dataset
 card, manifest), then hands it to the target, which publishes all of it or none of it.
 """
 from __future__ import annotations
@@ -18,21 +18,13 @@ from curate.release.manifest import check_name_version, read_manifest
 from curate.release.options import ReleaseOptions
 from curate.release.targets import parse_target
 
-# Building, verifying and diffing releases need pandas and the filter engine (most of a second to
+# Building, verifying and diffing releases need pandas and the filter run (most of a second to
 # import); they are imported where used, so that the CLI, which imports this package for every
 # command, starts quickly.
 
-__all__ = ["Release", "make_release", "verify_release", "diff_releases", "fetched", "release_line", "where_published"]
+__all__ = ["Release", "verify_release", "diff_releases", "fetched", "release_line", "where_published"]
 
 STAGING_PREFIX = "benchcurate-release-"
-
-
-def make_release(root, decisions_dir, name: str, version: str, target: str, **options) -> dict:
-    """Release the items kept in ``decisions_dir`` as ``name`` ``version`` to ``target``
-    (``options``: ``ReleaseOptions``' others, by name): the manifest as written, plus
-    ``"published"`` (where it went: location, commit, tag)."""
-    values = {"decisions": decisions_dir, "name": name, "version": version, "to": str(target), **options}
-    return Release(root, ReleaseOptions(**values)).run()
 
 
 class Release(Stage):
@@ -56,13 +48,13 @@ class Release(Stage):
         with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp, claimed(Path(tmp)):
             staging = Path(tmp) / "release"
             staging.mkdir()
-            manifest = build_release(self.root, staging, o)
+            manifest = build_release(self.ws, staging, o)
             published = tgt.publish(staging, o.name, o.version)
         return {**manifest, "published": published}
 
 
 def where_published(published: dict) -> str:
-    """Where ``make_release`` put a release, in words: the location, and a git target's commit and tag."""
+    """Where ``Release`` put a release, in words: the location, and a git target's commit and tag."""
     tag = f" (commit {published['commit'][:12]}, tag {published['tag']})" if "tag" in published else ""
     return published["location"] + tag
 

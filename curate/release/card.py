@@ -9,8 +9,8 @@ import yaml
 
 def known_benchmark(benchmark: str):
     """The built-in benchmark's ``Spec`` (license, Hub id, card name, citations), or None."""
-    from curate.items import benchmarks
-    return benchmarks.module(benchmark).SPEC if benchmark in benchmarks.names() else None
+    from curate.items.builtins import BENCHMARKS
+    return BENCHMARKS.modules[benchmark].SPEC if benchmark in BENCHMARKS.modules else None
 
 
 def license_for(benchmark: str, override: str | None) -> str | None:

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
-from curate.core.options import click_options
+from curate.click_types import DefaultGroup
+from curate.core.options import Option, click_options
 from curate.release.options import RELEASE, ReleaseOptions
 
-from curate.click_types import DefaultGroup
+#: `curate release verify`'s: which release to fetch from a target.
+VERIFY = [Option("name", help="With --version: fetch this release from LOCATION as a target."), Option("version")]
 
 
 class ReleaseGroup(DefaultGroup):
@@ -50,8 +52,7 @@ def create(workspace, options):
 
 @release_group.command("verify")
 @click.argument("location")
-@click.option("--name", default=None, help="With --version: fetch this release from LOCATION as a target.")
-@click.option("--version", default=None)
+@click_options(VERIFY)
 def verify(location, name, version):
     """Re-hash a release's files against its manifest; exit 1 on any difference."""
     from curate.release import verify_release
@@ -79,3 +80,6 @@ def diff(a, b):
         click.echo(f"+ {row['item_id']}  (was removed by: {', '.join(row['reasons'])})")
     for row in d["removed"]:
         click.echo(f"- {row['item_id']}  (removed by: {', '.join(row['reasons'])})")
+
+
+COMMANDS = (release_group,)

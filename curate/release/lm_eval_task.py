@@ -3,7 +3,7 @@
     lm_eval --model hf --model_args pretrained=MODEL --include_path RELEASE/lm_eval_task --tasks NAME
 
 A built-in benchmark's task is lm-eval's own task config for it (its module's ``LM_EVAL`` in
-``curate/items/benchmarks/``: the keys of tasks/<benchmark>/*.yaml that shape a request, includes
+``curate/items/builtins/``: the keys of tasks/<benchmark>/*.yaml that shape a request, includes
 resolved), zero-shot, with the dataset
 swapped for the released data file; the functions its yaml names are copied beside it
 (``lm_eval_utils.py`` -> ``utils.py``). A benchmark read by the generic adapter has no lm-eval
@@ -21,10 +21,10 @@ import yaml
 
 from curate.core.atomic import write_text
 from curate.core.errors import CurateError
-from curate.items import benchmarks
 from curate.items.adapters import from_record
 from curate.items.adapters.generic import Generic
-from curate.items.benchmarks._lm_eval import ACC_NORM, Function, function
+from curate.items.builtins import BENCHMARKS
+from curate.items.builtins._lm_eval import ACC_NORM, Function, function
 from curate.items.formulations import scored
 
 TASK_DIR = "lm_eval_task"
@@ -51,7 +51,7 @@ def builtin_of(record: dict) -> str | None:
     adapter = from_record(record) if record else None
     if adapter is None or isinstance(adapter, Generic):
         return None
-    return adapter.name if adapter.name in benchmarks.names() else None
+    return adapter.name if adapter.name in BENCHMARKS.modules else None
 
 
 def write_task(folder: Path, *, name: str, version: str, adapter: dict, split: str, data_path: str,
@@ -68,7 +68,7 @@ def write_task(folder: Path, *, name: str, version: str, adapter: dict, split: s
         config, data, origin = GENERIC_CONFIG, DOCS, (f"the requests `curate score` makes in the {formulation} "
                                                       f"formulation (generic adapter), from {DOCS}")
     else:
-        config, data = benchmarks.module(benchmark).LM_EVAL, f"../{data_path}"
+        config, data = BENCHMARKS.get(benchmark).LM_EVAL, f"../{data_path}"
         origin = f"lm-eval {LM_EVAL_VERSION}'s own task config for {benchmark}, zero-shot, reading {data}"
     write_text(task_dir / f"{name}.yaml", _task_yaml(name, version, split, data, config, origin))
     write_utils(task_dir)

@@ -20,7 +20,7 @@ from curate.core.atomic import write_text
 from curate.core.clock import now
 from curate.core.errors import CurateError, InputError
 from curate.filter.decisions import stage_table
-from curate.filter.engine import DECISIONS, RULES, STAGES, SUMMARY
+from curate.filter.run import DECISIONS, RULES, STAGES, SUMMARY
 from curate.filter.inputs import changed_inputs
 from curate.items.canonical import sha256_text
 from curate.core.reading import DOCUMENT_LIMIT, decode_utf8, loads, read_bounded
@@ -109,11 +109,11 @@ def _check_decision_rows(decisions: pd.DataFrame, stages: list[str], path: Path)
                              f"and the stages {stages}", path=str(path), row=row)
 
 
-def build_release(root, folder: Path, options) -> dict:
-    """Write the release of ``options`` (``ReleaseOptions``) into the empty folder ``folder``;
-    returns the manifest. ``options.changelog`` says what changed since the previous version (in
-    the manifest and on the card)."""
-    inputs = _checked_inputs(root, options)
+def build_release(ws: Workspace, folder: Path, options) -> dict:
+    """Write the release of ``options`` (``ReleaseOptions``) of the open workspace ``ws`` into the
+    empty folder ``folder``; returns the manifest. ``options.changelog`` says what changed since
+    the previous version (in the manifest and on the card)."""
+    inputs = _checked_inputs(ws, options)
     kept = inputs["decisions"]["kept"].to_numpy()
     data_path = f"data/{inputs['split']}-00000-of-00001.parquet"
     (folder / "data").mkdir(parents=True)
@@ -136,16 +136,16 @@ def build_release(root, folder: Path, options) -> dict:
     return manifest
 
 
-def _checked_inputs(root, options) -> dict:
+def _checked_inputs(ws: Workspace, options) -> dict:
     """The decisions and what the workspace holds, checked to belong together and to be
     unchanged since the filter read them; the license the release goes out under."""
+    root = ws.root
     decisions_dir = Path(options.decisions)
     decisions, summary, rules_text = read_decisions(decisions_dir)
-    with Workspace.open(root) as ws:
-        found = {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"), "source": ws.meta("source"),
-                 "adapter": ws.meta("adapter") or {}, "formulation": ws.meta("formulation", "cloze"),
-                 "items": ws.items(), "raw_rows": ws.raw_rows(), "runs": _score_runs(ws)}
-        changed = changed_inputs(ws, summary["inputs"])
+    found = {"benchmark": ws.meta("benchmark"), "split": ws.meta("split"), "source": ws.meta("source"),
+             "adapter": ws.meta("adapter") or {}, "formulation": ws.meta("formulation", "cloze"),
+             "items": ws.items(), "raw_rows": ws.raw_rows(), "runs": _score_runs(ws)}
+    changed = changed_inputs(ws, summary["inputs"])
     if changed:
         raise CurateError(f"the decisions in {decisions_dir} were made from {changed}, which changed since; run "
                           f"`curate filter` again")

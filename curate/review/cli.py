@@ -6,23 +6,35 @@ from pathlib import Path
 import click
 
 from curate.core.errors import CurateError
+from curate.core.options import Option, click_options
 
 WORKSPACE = click.argument("workspace", type=click.Path(exists=True, file_okay=False, path_type=Path))
-DECISIONS = click.option("--decisions", "decisions", multiple=True,
-                         type=click.Path(exists=True, file_okay=False, path_type=Path),
-                         help="A `curate filter --out` folder: its removed items form the 'removed' queues and "
-                              "its matched stages show on every item (repeatable).")
+
+REVIEW = [
+    Option("queue", help="removed, removed:STAGE, disagree, wrong, wrong:K, suspects, suspects:N, suspects:K-shot, "
+                         "suspects:N:K-shot, sample, sample:N, sample:N:SEED, ids:FILE or all (default: removed with "
+                         "--decisions, else all)."),
+    Option("reviewer", help="Your name: verdicts are stored as annotator human:NAME (default: asked in the page, or "
+                            "?reviewer=NAME in the URL)."),
+    Option("port", int, 8000, min=0, max=65535, help="Port on 127.0.0.1 (0: any free port)."),
+    Option("decisions", multiple=True, path="folder",
+           help="A `curate filter --out` folder: its removed items form the 'removed' queues and its matched stages "
+                "show on every item (repeatable)."),
+]
+IMPORT_REVIEW = [
+    Option("fmt", flag="--format", required=True, choices=("argilla", "jsonl"),
+           help="argilla: records.json as Argilla's dataset.records.to_json writes it; jsonl: the shape "
+                "`curate export WS review --format jsonl` writes, filled in."),
+    Option("file", path="file", required=True),
+    Option("reviewer", help="jsonl: the reviewer of lines that name none."),
+    Option("users", flag="--user", multiple=True, metavar="USER_ID=NAME",
+           help="argilla: store this user's responses as human:NAME (default human:USER_ID; repeatable)."),
+]
 
 
 @click.command("review")
 @WORKSPACE
-@click.option("--queue", default=None, help="removed, removed:STAGE, disagree, wrong, wrong:K, suspects, suspects:N, suspects:K-shot, "
-                                            "suspects:N:K-shot, sample, sample:N, sample:N:SEED, ids:FILE or all (default: removed with --decisions, else all).")
-@click.option("--reviewer", default=None, help="Your name: verdicts are stored as annotator human:NAME "
-                                               "(default: asked in the page, or ?reviewer=NAME in the URL).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="Port on 127.0.0.1 (0: any free port).")
-@DECISIONS
+@click_options(REVIEW)
 def review(workspace, queue, reviewer, port, decisions):
     """Review the items of WORKSPACE in the browser, one at a time, and record verdicts.
 
@@ -60,13 +72,7 @@ def review(workspace, queue, reviewer, port, decisions):
         server.server_close()
 @click.command("import-review")
 @WORKSPACE
-@click.option("--format", "fmt", type=click.Choice(["argilla", "jsonl"]), required=True,
-              help="argilla: records.json as Argilla's dataset.records.to_json writes it; jsonl: the shape "
-                   "`curate export WS review --format jsonl` writes, filled in.")
-@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--reviewer", default=None, help="jsonl: the reviewer of lines that name none.")
-@click.option("--user", "users", multiple=True, metavar="USER_ID=NAME",
-              help="argilla: store this user's responses as human:NAME (default human:USER_ID; repeatable).")
+@click_options(IMPORT_REVIEW)
 def import_review(workspace, fmt, file, reviewer, users):
     """Import verdicts made in another tool as human:NAME annotation records (all or none)."""
     from curate.review.exchange import import_review as run

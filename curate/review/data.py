@@ -63,6 +63,9 @@ class ReviewData:
     scores: pd.DataFrame
     decisions: list[Decisions] = field(default_factory=list)
     generations: pd.DataFrame = field(default_factory=pd.DataFrame)   # read_generations' rows
+    #: Every stored answer (``scoring.answers.COLUMNS``) where the caller has read them already
+    #: (the report); None: read from the workspace on first use.
+    answers: pd.DataFrame | None = field(default=None, repr=False)
     #: Tables derived from the scores, computed once (``curate.review.queues.suspect_table``).
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -70,12 +73,15 @@ class ReviewData:
     def imported_answers(self) -> pd.DataFrame:
         """The stored answers not made by ``curate generate`` (whose replies the generations show):
         imported tables, Inspect logs, lm-eval samples; read once, on the first item page asking."""
-        from scoring.answers import read_answers
+        from scoring.answers import COLUMNS, read_answers
 
-        with Workspace.open(self.root) as ws:
-            if "answers" not in ws.tables():
-                return pd.DataFrame(columns=["model", "item_id", "choice", "run", "source"])
-        found = read_answers(self.root)
+        if self.answers is not None:
+            found = self.answers
+        else:
+            with Workspace.open(self.root) as ws:
+                if "answers" not in ws.tables():
+                    return pd.DataFrame(columns=list(COLUMNS))
+            found = read_answers(self.root)
         return found[found["source"] != "generate"].reset_index(drop=True)
 
     def answers_of(self, item_id: str) -> pd.DataFrame:
@@ -146,10 +152,3 @@ class ReviewData:
         from scoring.normalize import predictions_by_model
 
         return predictions_by_model(scorer_labels(scores), self.normalizations)
-
-    def annotations_of(self, ws: Workspace, item_id: str) -> pd.DataFrame:
-        """Every annotator's current records for one item, read now (reviewers write them);
-        ``ws`` is opened with ``annotate.store.open_annotations``."""
-        from annotate.store import read_annotations
-
-        return read_annotations(ws, item_id=item_id)

@@ -122,7 +122,7 @@ class ReviewApp:
             raise ApiError(HTTPStatus.NOT_FOUND, f"no item {item_id!r} in this workspace")
         suspect = self.queue_reasons(queue).get(item_id) if queue else None
         with open_annotations(self.data.root) as ws:
-            records = self.data.annotations_of(ws, item_id)
+            records = read_annotations(ws, item_id=item_id)  # read now: reviewers write them
             mine = reviewer_verdicts(ws, reviewer).get(item_id, {})
         sections = sections_html(item_sections(ItemContext(self.data, item, records, suspect)))
         return {"item_id": item_id, "row_index": item["row_index"], "source": item["source"],

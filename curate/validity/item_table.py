@@ -138,14 +138,14 @@ def with_verdicts(table: pd.DataFrame, verdicts: pd.DataFrame | None) -> pd.Data
 
 
 def stored_answers(ws, models=None) -> pd.DataFrame | None:
-    """An open workspace's stored answers (``scoring.answers.read_answers``; ``models``: only
-    theirs), None when it holds none. A workspace with neither answers nor generations is not
-    touched (reading answers first puts their tables in place)."""
-    from scoring.answers import read_answers
+    """An open workspace's stored answers (``scoring.answers.read_answers``, read in ``ws``;
+    ``models``: only theirs), None when it holds none. A workspace with neither answers nor
+    generations is not touched (reading answers first puts their tables in place)."""
+    from scoring.answers import answers_frame, prepare
 
-    if not {"answers", "generations"} & set(ws.tables()):
+    if not {"answers", "generations"} & ws.table_names():
         return None
-    found = read_answers(ws.root)
+    found = answers_frame(prepare(ws))
     if models is not None:
         found = found[found["model"].isin(list(models))]
     return found if len(found) else None

@@ -33,7 +33,7 @@ from curate.analyses.sections import _findings
 from curate.analyses.sections._common import p_text as _p_text  # noqa: F401 (tests read it here)
 from curate.analyses.stats import level
 
-__all__ = ["Context", "registry", "report_blocks", "refresh"]
+__all__ = ["Context", "registry", "report_blocks"]
 
 
 #: The sections (``curate.core.registry``).
@@ -43,11 +43,6 @@ SECTIONS = Registry(__name__, what="report section", required=("ORDER", "ABOUT",
 def registry() -> list[ModuleType]:
     """Every section, in report order."""
     return sorted(SECTIONS.modules.values(), key=lambda m: (m.ORDER, m.__name__))
-
-
-def refresh() -> None:
-    """Forget the sections found so far (after this package's ``__path__`` changed: tests)."""
-    SECTIONS.refresh()
 
 
 def name(section: ModuleType) -> str:
@@ -74,6 +69,7 @@ class Context:
     core_mode: str = "zero"
     core_threshold: int | None = 7
     answers: pd.DataFrame | None = None   # stored answers (scoring.answers.read_answers), None: none
+    ws: object = None                     # the open workspace (the run's one connection), for what else a section reads
     scores: pd.DataFrame | None = None    # the scores of one shot count (0 where present)
     fewshot_scores: pd.DataFrame | None = None  # every shot count's scores (the few-shot section)
     normalization: str | None = None   # the primary normalization: the one named, or most models have

@@ -1,9 +1,21 @@
 """Helpers several report sections share (not a section: its name starts with ``_``)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from curate.analyses import render
+
+
+def review_data(ctx, scores: pd.DataFrame):
+    """The review app's view of the workspace for the report's item pages, from what the report
+    read (its stored answers included: none read again)."""
+    from curate.review.data import ReviewData
+    from scoring.answers import COLUMNS
+
+    answers = ctx.answers if ctx.answers is not None else pd.DataFrame(columns=list(COLUMNS))
+    return ReviewData(Path(ctx.root), ctx.items, scores, generations=ctx.gens, answers=answers)
 
 
 def records(df: pd.DataFrame) -> list[dict]:

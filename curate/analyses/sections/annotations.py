@@ -2,13 +2,11 @@
 a page for every flagged item."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from annotate.flags import item_flags
 from curate.analyses import accuracy, annotations
-from curate.analyses.sections._common import records
+from curate.analyses.sections._common import records, review_data
 from curate.analyses.sections._findings import Flag
 
 ORDER = 50
@@ -48,12 +46,11 @@ def _annotations(ctx) -> dict:
 def _item_pages(ctx) -> dict:
     """A static page per flagged item (curate.review.browser), listed in the report."""
     from curate.review.browser import FOLDER, flag_reasons, write_item_pages
-    from curate.review.data import ReviewData
 
     if ctx.round1.empty and ctx.round2.empty:
         return {"flagged": 0, "with_page": 0, "index": None, "rows": []}
     reasons = flag_reasons(ctx.round1, ctx.round2, ctx.gold)
-    data = ReviewData(Path(ctx.root), ctx.items, ctx.scores, generations=ctx.gens)
+    data = review_data(ctx, ctx.scores)
     rows = write_item_pages(ctx.out, data, pd.concat([ctx.round1, ctx.round2]), reasons)
     return {"flagged": len(rows), "with_page": sum(r["page"] is not None for r in rows),
             "index": f"{FOLDER}/index.html" if rows else None, "rows": rows}

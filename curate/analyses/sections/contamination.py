@@ -6,7 +6,6 @@ import pandas as pd
 
 from curate.analyses import plots
 from curate.core.exports import write_records
-from curate.items.store import Workspace
 
 ORDER = 95
 SCORES = False  # text scores are stored apart from the option scores
@@ -24,8 +23,7 @@ ORIENTED = {"loss": -1, "zlib": -1, "min_k_10": 1, "min_k_20": 1, "min_kpp_10": 
 def compute(ctx) -> dict:
     from scoring.text_store import text_scores
 
-    with Workspace.open(ctx.root) as ws:
-        frame = text_scores(ws)
+    frame = text_scores(ctx.ws)
     if frame.empty:
         return {"contamination": {"present": False}}
     write_records(frame.to_dict("records"), ctx.out / "text_scores.csv")

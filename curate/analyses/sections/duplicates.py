@@ -6,7 +6,6 @@ import pandas as pd
 from curate.analyses.sections._findings import Flag
 from curate.items.duplicates import store
 from curate.core.exports import write_records
-from curate.items.store import Workspace
 
 ORDER = 90
 SCORES = False  # a search reads the items' text only
@@ -20,11 +19,10 @@ SHOWN = 20
 
 
 def compute(ctx) -> dict:
-    with Workspace.open(ctx.root) as ws:
-        info = ws.meta("duplicates")
-        if info is None or "duplicate_pairs" not in ws.tables():
-            return {"duplicates": {"present": False}}
-        pairs = store.records(ws)
+    info = ctx.ws.meta("duplicates")
+    if info is None or "duplicate_pairs" not in ctx.ws.tables():
+        return {"duplicates": {"present": False}}
+    pairs = store.records(ctx.ws)
     write_records(pairs, ctx.out / "duplicate_pairs.csv", columns=store.COLUMNS)
     frame = pd.DataFrame(pairs, columns=store.COLUMNS)
     frame["scope"] = [store.scope_of(r) for r in pairs]

@@ -14,7 +14,7 @@ ABOUT = {"filter": "the `curate filter` decisions read (present: false when none
 
 
 def compute(ctx) -> dict:
-    """The decisions' stage table (``analyze_workspace`` read them and checked they were made on
+    """The decisions' stage table (``Analyze`` read them and checked they were made on
     this workspace)."""
     if ctx.decisions is None:
         return {"filter": {"present": False}}

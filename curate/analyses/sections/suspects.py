@@ -6,8 +6,6 @@ answers, issue 40) are pooled with the scored ones; on a workspace without score
 ranking alone."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from curate.analyses import plots
@@ -15,11 +13,11 @@ from curate.validity.item_stats import irt_note
 from curate.validity.item_table import choose, item_table, normalization_for, with_verdicts
 from curate.validity.responses import answer_modes
 from curate.analyses.render import Lit
+from curate.analyses.sections._common import review_data
 from curate.analyses.sections._findings import Flag, Items, Sentence, percent
 from curate.core.errors import CurateError
 from curate.core.exports import write_records
 from curate.filter.kinds import label_error, misfit, no_right_answer, several_correct
-from curate.items.store import Workspace
 from curate.validity.suspects import BASES, CUTS, choose_basis
 
 ORDER = 15
@@ -90,9 +88,8 @@ def compute(ctx) -> dict:
         scores = pd.DataFrame(columns=["model", "mode", "formulation", "fewshot", "item_id", "option_index"])
     from annotate.verdict_store import all_verdicts
 
-    with Workspace.open(ctx.root) as ws:
-        choice = choose(scores, ws.meta("formulation", "cloze"), mode=mode)
-        verdicts = all_verdicts(ws, ctx.items)
+    choice = choose(scores, ctx.ws.meta("formulation", "cloze"), mode=mode)
+    verdicts = all_verdicts(ctx.ws, ctx.items)
     try:
         chosen = scores[(scores["mode"] == mode) & (scores["formulation"] == choice.formulation)
                         & (scores["fewshot"] == choice.fewshot)]
@@ -158,12 +155,11 @@ def _top_rows(ctx, top: pd.DataFrame, scores: pd.DataFrame) -> list[dict]:
     """The top items with their evidence and a page each (the review app's view of the item, with
     every model's choice in ``scores``: those of the shot count the evidence comes from)."""
     from curate.review.browser import write_item_pages
-    from curate.review.data import ReviewData
 
     reasons = {r.item_id: [f"label-error score {r.label_error_score:.2f}: the models prefer option "
                            f"{letter(r.suspected_option)} to the key {letter(r.evidence['gold'])}"]
                for r in top.itertuples()}
-    data = ReviewData(Path(ctx.root), ctx.items, scores.reset_index(drop=True), generations=ctx.gens)
+    data = review_data(ctx, scores.reset_index(drop=True))
     pages = {r["item_id"]: r["page"] for r in write_item_pages(ctx.out, data, pd.concat([ctx.round1, ctx.round2]),
                                                                reasons, folder="suspects")}
     return [{"item_id": r.item_id, "suspect_score": r.suspect_score, "suspect": bool(r.suspect),

@@ -170,8 +170,3 @@ def ordered() -> list[type[AuditStage]]:
 def line(stage: str, text: str) -> str:
     """One line of the plan or the summary: the stage's name in a column, then ``text``."""
     return f"{stage:<11}{text}"
-
-
-def refresh() -> None:
-    """Forget the stages found so far (after this package's ``__path__`` changed: tests)."""
-    STAGES.refresh()

@@ -1,4 +1,4 @@
-"""``filter``: the rules applied to the workspace (``curate.filter.engine.Filter``), the decisions
+"""``filter``: the rules applied to the workspace (``curate.filter.run.Filter``), the decisions
 written to ``out``. Skipped when neither the workspace nor the rules and settings changed since
 the decisions there were made (``curate.audit.fingerprints``). It runs before the analysis, so
 the report counts what it removes. What the rules read is what the plan checks every other stage
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from curate.audit.stages import AuditStage, Need, Outcome, Run, line
-from curate.filter.engine import Filter
+from curate.filter.run import Filter
 
 
 class RuleNeed(NamedTuple):
@@ -78,7 +78,7 @@ class Step(AuditStage):
 
     @classmethod
     def refused(cls, run: Run, key: str, folder: Path, config) -> str | None:
-        from curate.filter.engine import check_out_dir
+        from curate.filter.run import check_out_dir
 
         check_out_dir(folder)
         return None

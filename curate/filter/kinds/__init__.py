@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import copy
 from functools import cache
-from types import ModuleType
 
 from curate.core.registry import Registry
 from curate.filter.kinds._common import DEFS as SHARED_DEFS
 from curate.filter.kinds._common import SpecError
 
-__all__ = ["SpecError", "registry", "rules_schema", "rules_validator", "refresh"]
+__all__ = ["KINDS", "SpecError", "rules_schema", "rules_validator", "refresh"]
 
 #: A condition's combinators; every other key of a condition is a kind.
 COMBINATORS = ("all", "any", "not")
@@ -89,18 +88,13 @@ FRAME = {
 KINDS = Registry(__name__, what="condition kind", required=("SCHEMA", "evaluate"), reserved=COMBINATORS)
 
 
-def registry() -> dict[str, ModuleType]:
-    """Every condition kind, by name, in name order."""
-    return KINDS.modules
-
-
 @cache
 def rules_schema() -> dict:
     """The rules schema: the frame, each kind's ``SCHEMA`` under its name, and the named parts."""
     schema = copy.deepcopy(FRAME)
     defs = schema["$defs"]
     defs.update(copy.deepcopy(SHARED_DEFS))
-    kinds = registry()
+    kinds = KINDS.modules
     for name, module in kinds.items():
         for part, fragment in getattr(module, "DEFS", {}).items():
             if defs.setdefault(part, fragment) != fragment or part in kinds:

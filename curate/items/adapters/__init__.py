@@ -11,21 +11,21 @@ from __future__ import annotations
 
 def known() -> list[str]:
     """Every adapter name ``get_adapter`` accepts: the built-in benchmarks, then generic."""
-    from curate.items import benchmarks
-    return [*benchmarks.names(), "generic"]
+    from curate.items.builtins import BENCHMARKS
+    return [*BENCHMARKS.names(), "generic"]
 
 
 def get_adapter(name: str, /, **options):
     """The adapter called ``name`` configured with ``options`` (column mapping for 'generic')."""
-    from curate.items import benchmarks
     from curate.items.adapters import generic
+    from curate.items.builtins import BENCHMARKS, Builtin
 
     if name == "generic":
         return generic.Generic(**options)
     if options:
         raise ValueError(f"the {name} adapter takes no options, got {sorted(options)}")
-    if name in benchmarks.names():
-        return benchmarks.Builtin(name)
+    if name in BENCHMARKS.modules:
+        return Builtin(name)
     raise ValueError(f"unknown benchmark adapter {name!r}; known: {', '.join(known())}")
 
 

@@ -31,3 +31,6 @@ def duplicates(workspace, options):
     click.echo(f"{summary['pairs']} pairs in {summary['clusters']} clusters of copies")
     for (scope, field), n in sorted(summary["counts"].items()):
         click.echo(f"  {scope:7s} {field:9s} {n}")
+
+
+COMMANDS = (duplicates,)

@@ -1,16 +1,9 @@
 """`curate duplicates`: read what to compare, find the pairs, keep them in the workspace."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from curate.items.duplicates import collections, detect, store
 from curate.items.duplicates.options import DuplicatesOptions
 from curate.items.stage import Stage
-
-
-def search(root: str | Path, **options) -> dict:
-    """``Duplicates`` of the workspace at ``root`` (``options``: ``DuplicatesOptions``', by name)."""
-    return Duplicates(root, DuplicatesOptions(**options)).run()
 
 
 class Duplicates(Stage):
@@ -25,28 +18,31 @@ class Duplicates(Stage):
         """The search's pairs, which the filter's ``duplicate`` kind reads."""
         return {("duplicates",)}
 
+    def migrate(self, ws) -> None:
+        ws.migrate(store.MIGRATIONS)  # the pairs' tables
+
     def execute(self) -> dict:
         o = self.options
-        with store.open_duplicates(self.root) as ws:
-            found = [collections.own(ws)]
-            missing: list[str] = []
-            if o.splits != "none":
-                more, missing = collections.other_splits(ws, None if o.splits == "all" else list(o.splits))
-                found += more
-            found += [collections.other_benchmark(spec) for spec in o.against]
-            entries = [e for c in found for e in c.entries]
-            long: list[detect.Entry] = []
-            with self.progress(len(entries), "item", "duplicates", enabled=len(entries) >= 5000) as bar:
-                pairs = detect.find_pairs(entries, threshold=o.threshold, cross_only={collections.WORKSPACE},
-                                          progress=bar, long=long)
-            clusters = detect.clusters([p for p in pairs if p.field == "both"])
-            info = {"threshold": o.threshold, "max_edit": detect.MAX_EDIT, "part_threshold": detect.PART_THRESHOLD,
-                    "question_words": detect.QUESTION_WORDS, "max_chars": detect.MAX_CHARS,
-                    "max_shingles": detect.MAX_SHINGLES, "long_items": len(long),
-                    "compared": [{"name": c.name, "items": len(c.entries), "source": c.provenance} for c in found],
-                    "splits_not_found": missing}
-            store.save(ws, pairs, clusters, info)
-            records = store.records(ws)
+        ws = self.ws
+        found = [collections.own(ws)]
+        missing: list[str] = []
+        if o.splits != "none":
+            more, missing = collections.other_splits(ws, None if o.splits == "all" else list(o.splits))
+            found += more
+        found += [collections.other_benchmark(spec) for spec in o.against]
+        entries = [e for c in found for e in c.entries]
+        long: list[detect.Entry] = []
+        with self.progress(len(entries), "item", "duplicates", enabled=len(entries) >= 5000) as bar:
+            pairs = detect.find_pairs(entries, threshold=o.threshold, cross_only={collections.WORKSPACE},
+                                      progress=bar, long=long)
+        clusters = detect.clusters([p for p in pairs if p.field == "both"])
+        info = {"threshold": o.threshold, "max_edit": detect.MAX_EDIT, "part_threshold": detect.PART_THRESHOLD,
+                "question_words": detect.QUESTION_WORDS, "max_chars": detect.MAX_CHARS,
+                "max_shingles": detect.MAX_SHINGLES, "long_items": len(long),
+                "compared": [{"name": c.name, "items": len(c.entries), "source": c.provenance} for c in found],
+                "splits_not_found": missing}
+        store.save(ws, pairs, clusters, info)
+        records = store.records(ws)
         return summary(records, info, clusters, len(long))
 
 

@@ -1,4 +1,5 @@
-"""`curate check-config`: validate an audit config and show what it would run, before a long run."""
+"""`curate audit` (every stage from one config) and `curate check-config` (validate a config and
+show what it would run, before a long run)."""
 from __future__ import annotations
 
 import sys
@@ -6,15 +7,21 @@ from pathlib import Path
 
 import click
 
+from curate.core.options import Option, click_options
+
+CONFIG = click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
+CHECK_CONFIG = [Option("no_files", bool, False, help="Do not require the input files (data, rules, imported scores) "
+                       "to exist yet, nor read the data (its rows, a Hub dataset) or count the imported scores' rows.")]
+AUDIT = [Option("dry_run", bool, False, help="Show the plan, the requests Claude's rounds would send (each round's "
+                "first, as sent) and the most they could cost, with no key and no network; run and write nothing.")]
 
 #: Where a config's paths lead (``curate.core.config_section``), said under its name.
 PATHS = "paths      outputs under {cwd}, the folder curate runs in; inputs beside the config file"
 
 
 @click.command("check-config")
-@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--no-files", is_flag=True, help="Do not require the input files (data, rules, imported scores) to exist "
-              "yet, nor read the data (its rows, a Hub dataset) or count the imported scores' rows.")
+@CONFIG
+@click_options(CHECK_CONFIG)
 def check_config(config, no_files):
     """Validate an audit CONFIG (default: the embedded demo), print its plan, and check that the
     plan is complete: every input the filter rules read will exist after the planned stages, and
@@ -100,9 +107,8 @@ def report(path: Path, problems: list[tuple[str, str]]) -> None:
 
 
 @click.command("audit")
-@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--dry-run", is_flag=True, help="Show the plan, the requests Claude's rounds would send (each round's "
-              "first, as sent) and the most they could cost, with no key and no network; run and write nothing.")
+@CONFIG
+@click_options(AUDIT)
 def audit(config, dry_run):
     """Run the whole audit CONFIG describes (default: the embedded offline demo).
 
@@ -129,3 +135,6 @@ def audit(config, dry_run):
         click.echo(line)
     if any(o.status == "stopped" for o in outcomes):
         sys.exit(1)
+
+
+COMMANDS = (audit, check_config)

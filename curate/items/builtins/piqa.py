@@ -1,7 +1,7 @@
 """PIQA (ybisk/piqa): lm-eval's ``piqa``."""
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC_NORM
-from curate.items.benchmarks._rows import option_field, option_index, qa_item, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC_NORM
+from curate.items.builtins._rows import option_field, option_index, qa_item, question_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("ybisk/piqa", None, "validation", "cloze", "afl-3.0", "piqa")

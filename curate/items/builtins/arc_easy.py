@@ -1,7 +1,7 @@
 """ARC-Easy (allenai/ai2_arc, ARC-Easy): lm-eval's ``arc_easy``."""
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ARC
-from curate.items.benchmarks._rows import labelled_question, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ARC
+from curate.items.builtins._rows import labelled_question, question_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("allenai/ai2_arc", "ARC-Easy", "validation", "cloze", "cc-by-sa-4.0", "arc_easy")

@@ -1,7 +1,7 @@
 """Social IQa (allenai/social_i_qa): lm-eval's ``social_iqa``."""
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC
-from curate.items.benchmarks._rows import option_field, option_index, qa_item, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC
+from curate.items.builtins._rows import option_field, option_index, qa_item, question_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("allenai/social_i_qa", None, "validation", "cloze", "cc-by-4.0", "social_iqa")

@@ -1,7 +1,7 @@
 """CommonsenseQA (tau/commonsense_qa): lm-eval's ``commonsense_qa``, scored in letters."""
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC
-from curate.items.benchmarks._rows import labelled_question, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC
+from curate.items.builtins._rows import labelled_question, question_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("tau/commonsense_qa", None, "validation", "letters", "mit", "commonsense_qa")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from curate.items.adapters.fields import FieldError, is_index_text, require
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC_NORM, function
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC_NORM, function
 from curate.items.canonical import make_item, prompts_from
 from curate.items.fewshot import Settings
 

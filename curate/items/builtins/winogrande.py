@@ -1,9 +1,9 @@
 """Winogrande (allenai/winogrande, winogrande_xl): lm-eval's ``winogrande``, scored by partial
 evaluation (each option fills the blank in its own context; the rest of the sentence is scored)."""
 from curate.items.adapters.fields import FieldError
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC, function
-from curate.items.benchmarks._rows import option_field, option_index, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC, function
+from curate.items.builtins._rows import option_field, option_index, question_field
 from curate.items.canonical import PLACEHOLDER, letters_from, make_item, prompts_from
 from curate.items.fewshot import Settings
 

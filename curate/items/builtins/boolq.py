@@ -1,8 +1,8 @@
 """BoolQ (google/boolq; the aps/super_glue copy too): lm-eval's ``boolq``."""
 from curate.items.adapters.fields import require
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC, function
-from curate.items.benchmarks._rows import option_index, qa_item, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC, function
+from curate.items.builtins._rows import option_index, qa_item, question_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("google/boolq", None, "validation", "cloze", "cc-by-sa-3.0", "boolq")

@@ -1,8 +1,8 @@
 """COPA (aps/super_glue, copa): lm-eval's ``copa``, a continuation of the premise."""
 from curate.items.adapters.fields import FieldError, require
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import function
-from curate.items.benchmarks._rows import option_field, option_index, question_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import function
+from curate.items.builtins._rows import option_field, option_index, question_field
 from curate.items.canonical import make_item, prompts_from
 from curate.items.fewshot import Settings
 

@@ -1,7 +1,7 @@
 """SciQ (allenai/sciq): lm-eval's ``sciq``."""
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC_NORM
-from curate.items.benchmarks._rows import option_field, qa_item, question_field, text_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC_NORM
+from curate.items.builtins._rows import option_field, qa_item, question_field, text_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("allenai/sciq", None, "validation", "cloze", "cc-by-nc-3.0", "sciq")

@@ -25,15 +25,8 @@ from curate.core.lock import folder_lock
 from curate.core.reading import read_json
 from curate.items.sources import file_sha256
 from curate.items.stage import Stage
-from curate.items.store import Workspace
 
 DECISIONS, STAGES, RULES, SUMMARY = "decisions.parquet", "stages.csv", "rules.yaml", "summary.json"
-
-
-def run_filter(root, rules_path, out_dir, **options) -> dict:
-    """Apply the rules in ``rules_path`` to workspace ``root`` and write the decisions to
-    ``out_dir`` (``options``: ``FilterOptions``'s overrides, by name). Returns the summary."""
-    return Filter(root, FilterOptions(rules=rules_path, out=out_dir, **options)).run()
 
 
 class Filter(Stage):
@@ -51,8 +44,7 @@ class Filter(Stage):
         return super().run()
 
     def execute(self) -> dict:
-        with Workspace.open(self.root) as ws:
-            decisions, table, summary = self.decide(ws, self.rules)
+        decisions, table, summary = self.decide(self.ws, self.rules)
         self.write(self.rules, decisions, table, summary)
         return summary
 

@@ -1,8 +1,8 @@
 """MMLU (cais/mmlu, all; one lm-eval task per subject, ``mmlu_<subject>``), scored in letters."""
 from curate.items.adapters.fields import FieldError, blank, require
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC
-from curate.items.benchmarks._rows import option_index, qa_item, question_field, text_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC
+from curate.items.builtins._rows import option_index, qa_item, question_field, text_field
 from curate.items.fewshot import Settings
 from curate.items.formulations import LABELS
 

@@ -1,7 +1,7 @@
 """OpenBookQA (allenai/openbookqa, main): lm-eval's ``openbookqa``."""
-from curate.items.benchmarks import Spec
-from curate.items.benchmarks._lm_eval import ACC_NORM
-from curate.items.benchmarks._rows import choice_list, label_index, qa_item, question_field, text_field
+from curate.items.builtins import Spec
+from curate.items.builtins._lm_eval import ACC_NORM
+from curate.items.builtins._rows import choice_list, label_index, qa_item, question_field, text_field
 from curate.items.fewshot import Settings
 
 SPEC = Spec("allenai/openbookqa", "main", "validation", "cloze", "apache-2.0", "openbookqa")

@@ -43,14 +43,6 @@ class Spec:
 BENCHMARKS = Registry(__name__, what="built-in benchmark", required=("SPEC", "to_item", "FEWSHOT", "LM_EVAL"))
 
 
-def names() -> list[str]:
-    return BENCHMARKS.names()
-
-
-def module(name: str) -> ModuleType:
-    return BENCHMARKS.get(name)
-
-
 @dataclass(frozen=True)
 class Builtin:
     """The adapter of one built-in benchmark: its module's row function and settings."""
@@ -58,7 +50,7 @@ class Builtin:
 
     def __post_init__(self):
         if self.name not in BENCHMARKS.modules:
-            raise ValueError(f"unknown built-in benchmark {self.name!r}; known: {', '.join(names())}")
+            raise ValueError(f"unknown built-in benchmark {self.name!r}; known: {', '.join(BENCHMARKS.names())}")
 
     @property
     def module(self) -> ModuleType:
@@ -82,8 +74,3 @@ class Builtin:
     def native_key(self, item: dict):
         own = getattr(self.module, "native_key", None)
         return own(item) if own else tuple(item["native_ids"].values()) or None
-
-
-def refresh() -> None:
-    """Forget the benchmarks found so far (after this package's ``__path__`` changed: tests)."""
-    BENCHMARKS.refresh()
