@@ -92,7 +92,7 @@ def work_counts(items: list[dict], tokenizer, batch_size: int) -> dict:
     ``batch_size`` sorted by length, padded to the longest, and applies the output layer at every
     position."""
     from scoring.encode import build_units
-    from scoring.engine import pack
+    from scoring.forward import pack
     from scoring.run import unit_spec
     units = build_units(tokenizer, [unit_spec(i, it, "full", "cloze") for i, it in enumerate(items)],
                         max_length=8192, seq_mean=False)
@@ -149,9 +149,9 @@ def speed(folder: Path, ws: Path, items: list[dict], batch_size: int) -> dict:
 
 def parity(folder: Path, ws: Path, items: list[dict]) -> dict:
     from benchmarks.lmeval_reference import run_lmeval
-    from scoring.run import score_workspace
+    from scoring.run import Score
     theirs = run_lmeval(str(folder), DATA, len(items), batch_size=32)
-    summary = score_workspace(ws, str(folder), ["full"], label=folder.name, show_progress=False)
+    summary = Score.with_options(ws, model=str(folder), modes=["full"], label=folder.name, quiet=True).run()
     return {"runner": summary["runner"], **compare(scores_of(ws, folder.name, len(items)), theirs, items)}
 
 

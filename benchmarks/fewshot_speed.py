@@ -8,7 +8,7 @@ Three cases, SmolLM2-135M in float32, lm-eval's numbers only (``seq_mean="none"`
 - ``hellaswag0``: 0-shot HellaSwag on the first N items, also with the prefix cache off
   (``prefix_cache_mb=0``: the engine as it was), so a drop in today's speed shows.
 
-Ours is ``curate score --fewshot K`` (``scoring.run.score_workspace`` in a child process: wall
+Ours is ``curate score --fewshot K`` (the ``Score`` stage of ``scoring.run`` in a child process: wall
 time, peak resident memory). lm-eval 0.4.13 runs its hf backend, batch 32, ``num_fewshot`` K,
 its tasks pointed at the local files (``benchmarks/lmeval_fewshot.py``). Printed per case: the
 largest |difference| of log-likelihoods, whether acc agrees on every item, the wall ratio and
@@ -48,10 +48,10 @@ def rows_of(path: Path) -> list[dict]:
 
 
 def run_ours(ws: Path, **kwargs) -> dict:
-    """``score_workspace(ws, MODEL, ["full"], **kwargs)`` in a child process: its summary, wall
+    """``Score.with_options(ws, model=MODEL, modes=["full"], **kwargs).run()`` in a child process: its summary, wall
     time and the child's own peak resident memory (VmHWM)."""
-    code = ("import json, sys; from scoring.run import score_workspace; "
-            f"s = score_workspace({str(ws)!r}, {MODEL!r}, ['full'], show_progress=False, **json.loads(sys.argv[1])); "
+    code = ("import json, sys; from scoring.run import Score; "
+            f"s = Score.with_options({str(ws)!r}, model={MODEL!r}, modes=['full'], quiet=True, **json.loads(sys.argv[1])).run(); "
             "print('SUMMARY ' + json.dumps(s)); "
             "print('PEAK', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])")
     start = time.perf_counter()

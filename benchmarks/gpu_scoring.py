@@ -10,7 +10,7 @@ Per dtype, in one process on one device, after an untimed warm-up run, each run 
 faster counts; both are in the JSON):
 
 - HellaSwag, the first N validation items, full mode 0-shot: seconds, items/s, tokens fed; the
-  same with the output layer read as on a CPU (``scoring.engine.head_sizes``); then with
+  same with the output layer read as on a CPU (``scoring.forward.head_sizes``); then with
   ``--text-scores`` (its extra share of the time: issue 30's target is 0.30);
 - 5-shot MMLU on three whole subjects (letters, lm-eval's formulation for MMLU), with the prefix
   cache and without (``prefix_cache_mb=0``): seconds, the speed ratio and beside it the work ratio
@@ -48,12 +48,12 @@ def random_model(config_folder: Path, out: Path) -> str:
 
 
 def timed(ws: Path, model: str, label: str, repeats: int = 2, **kwargs) -> dict:
-    """``score_workspace`` ``repeats`` times (a label of its own each time), with the
+    """The ``Score`` stage ``repeats`` times (a label of its own each time), with the
     device's peak memory measured around it: the fastest run's summary, every run's seconds in
     ``runs`` (a GPU's first run of new shapes pays for kernel choices the next reuses)."""
     import torch
 
-    from scoring.run import score_workspace
+    from scoring.run import Score
 
     cuda = torch.cuda.is_available()
     runs = []
@@ -62,7 +62,7 @@ def timed(ws: Path, model: str, label: str, repeats: int = 2, **kwargs) -> dict:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
-        summary = score_workspace(ws, model, ["full"], label=f"{label}-{r}", show_progress=False, **kwargs)
+        summary = Score.with_options(ws, model=model, modes=["full"], label=f"{label}-{r}", quiet=True, **kwargs).run()
         summary["wall"] = time.perf_counter() - start
         summary["peak_mib"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else float("nan")
         assert summary["self_check"]["items"] > 0, summary["self_check"]
@@ -73,16 +73,16 @@ def timed(ws: Path, model: str, label: str, repeats: int = 2, **kwargs) -> dict:
 
 
 def cpu_head(run):
-    """``run()`` with the output layer read as on a CPU (``scoring.engine.head_sizes``): how the
+    """``run()`` with the output layer read as on a CPU (``scoring.forward.head_sizes``): how the
     GPU path went before it reduced a head call's rows at once."""
-    from scoring import engine
+    from scoring import forward
 
-    real = engine.head_sizes
-    engine.head_sizes = lambda model, device: real(model, engine.torch.device("cpu"))
+    real = forward.head_sizes
+    forward.head_sizes = lambda model, device: real(model, forward.torch.device("cpu"))
     try:
         return run()
     finally:
-        engine.head_sizes = real
+        forward.head_sizes = real
 
 
 def main(argv=None) -> None:

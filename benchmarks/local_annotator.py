@@ -6,7 +6,7 @@ smollm2-135m in float32 (``curate annotate --annotator local:smollm2-135m``), ru
 1. before: the tree at ``--before`` (default fb15609, one item at a time, a KV cache copied for
    every question), extracted with ``git archive`` into a temporary folder and imported from
    there (``PYTHONPATH``), in this same virtualenv;
-2. after: this tree (items batched through ``scoring.engine.score_requests``, the runner probe and
+2. after: this tree (items batched through ``scoring.forward.score_requests``, the runner probe and
    the self-check included in the timing).
 
 Each side runs in its own process on a fresh workspace of the same items, with the weights

@@ -40,7 +40,7 @@ def ours(name: str, n: int, folder: Path) -> dict:
     from curate.items.adapters import get_adapter
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
-    from scoring.run import score_workspace
+    from scoring.run import Score
     from scoring.store import open_scores, read_scores
 
     from benchmarks.lmeval_reference import shared_file
@@ -48,8 +48,7 @@ def ours(name: str, n: int, folder: Path) -> dict:
     path, split = shared_file(name, BENCHMARKS)
     ws = Ingest(folder / name, IngestOptions(data=str(path), split=split), get_adapter(name)).run()
     start = time.perf_counter()
-    summary = score_workspace(ws, "smollm2-135m", ["full"], dtype="float32", limit=n, seq_mean="none",
-                              show_progress=False)
+    summary = Score.with_options(ws, model="smollm2-135m", modes=["full"], dtype="float32", limit=n, seq_mean="none", quiet=True).run()
     with open_scores(ws) as store:
         items = store.items()[:n]
         scores = read_scores(store)

@@ -121,10 +121,10 @@ def curate(*args) -> str:
 
 
 def run_ours(ws: Path, model: str, options: dict, backend: str, device: str, dtype: str) -> dict:
-    from scoring.run import score_workspace
+    from scoring.run import Score
     start = time.perf_counter()
-    summary = score_workspace(ws, model, show_progress=False, device=device, dtype=dtype,
-                              **({"backend": "vllm"} if backend == "vllm" else {}), **options)
+    backends = {"backend": "vllm"} if backend == "vllm" else {}
+    summary = Score.with_options(ws, model=model, quiet=True, device=device, dtype=dtype, **backends, **options).run()
     wall = time.perf_counter() - start
     fed = summary["vllm"]["tokens_fed"] if backend == "vllm" else summary["prefix_cache"]["fed_tokens"]
     return {"seconds": summary["score_seconds"], "wall_seconds": round(wall, 2), "fed_tokens": fed}

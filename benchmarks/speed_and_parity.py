@@ -61,9 +61,9 @@ def matmul_flops(dtype: str, size: int = 2048, repeats: int = 5) -> tuple[float,
 
 def run_ours(ws: Path, dtype: str, label: str, seq_mean: bool, model: str = "smollm2-135m") -> dict:
     """`curate score` in a child process: its summary, wall time and peak resident memory."""
-    code = ("import json, sys; from scoring.run import score_workspace; "
-            f"s = score_workspace({str(ws)!r}, {model!r}, ['full'], dtype={dtype!r}, label={label!r}, "
-            f"seq_mean={'0-shot' if seq_mean else 'none'!r}, show_progress=False); print('SUMMARY ' + json.dumps(s)); "
+    code = ("import json, sys; from scoring.run import Score; "
+            f"s = Score.with_options({str(ws)!r}, model={model!r}, modes=['full'], dtype={dtype!r}, label={label!r}, "
+            f"seq_mean={'0-shot' if seq_mean else 'none'!r}, quiet=True).run(); print('SUMMARY ' + json.dumps(s)); "
             "print('PEAK', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()

@@ -55,24 +55,24 @@ def main() -> None:
     from curate.items.adapters import get_adapter
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
-    from scoring.run import score_workspace
-    from scoring.text_run import text_score_workspace
+    from scoring.run import Score
+    from scoring.text_run import TextScores
 
-    common = {"dtype": args.dtype, "device": args.device, "batch_tokens": args.batch_tokens, "show_progress": False}
+    common = {"dtype": args.dtype, "device": args.device, "batch_tokens": args.batch_tokens, "quiet": True}
     with tempfile.TemporaryDirectory() as tmp:
         alone, both, warm = (Ingest(Path(tmp) / name, IngestOptions(data=str(HELLASWAG), limit=n),
                                     get_adapter("hellaswag")).run()
                              for name, n in (("full", args.items), ("full-text", args.items),
                                              ("warmup", max(args.warmup, 1))))
         if args.warmup:  # the first run in a process pays for allocations the others reuse
-            score_workspace(warm, args.model, ["full"], text_scores=True, **common)
+            Score.with_options(warm, model=args.model, modes=["full"], text_scores=True, **common).run()
         runs = {}
         for name in (("text", "full") if args.text_first else ("full", "text")):
-            runs[name] = score_workspace(both if name == "text" else alone, args.model, ["full"],
-                                         text_scores=name == "text", **common)
+            runs[name] = Score.with_options(both if name == "text" else alone, model=args.model, modes=["full"],
+                                            text_scores=name == "text", **common).run()
             print(f"{name}: {runs[name]['score_seconds']:.1f} s", flush=True)  # each phase as it ends
         full, with_text = runs["full"], runs["text"]
-        standalone = text_score_workspace(alone, args.model, **common)
+        standalone = TextScores.with_options(alone, model=args.model, **common).run()
         moments = moment_positions(both)
     extra = (with_text["score_seconds"] - full["score_seconds"]) / full["score_seconds"]
     result = {"items": args.items, "model": args.model, "dtype": args.dtype, "device": args.device,

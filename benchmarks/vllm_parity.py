@@ -97,15 +97,15 @@ def compare(engine_ws: Path, vllm_ws: Path) -> dict:
 
 
 def run(name: str, n: int, folder: Path, knobs: dict) -> dict:
-    from scoring.run import score_workspace
+    from scoring.run import Score
     build, options = RUNS[name]
     engine_ws = build(folder / name, n)
     vllm_ws = shutil.copytree(engine_ws, folder / f"{name}-vllm")
     start = time.perf_counter()
-    engine = score_workspace(engine_ws, MODEL, show_progress=False, **options)
+    engine = Score.with_options(engine_ws, model=MODEL, quiet=True, **options).run()
     engine_s = time.perf_counter() - start
     start = time.perf_counter()
-    vllm = score_workspace(vllm_ws, MODEL, show_progress=False, backend="vllm", **options, **knobs)
+    vllm = Score.with_options(vllm_ws, model=MODEL, quiet=True, backend="vllm", **options, **knobs).run()
     vllm_s = time.perf_counter() - start
     engine_fed, vllm_fed = engine["prefix_cache"]["fed_tokens"], vllm["vllm"]["tokens_fed"]
     return {"benchmark": name, "items": n, **options, **compare(engine_ws, vllm_ws),

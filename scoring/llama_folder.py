@@ -9,7 +9,7 @@ tree with transformers' parameter names, loads the checkpoint into it with stric
 and returns it. Anything else (another architecture, rope scaling, a key it does not know, a
 ``.bin`` checkpoint) gets None, and the caller loads the model through transformers.
 
-The module tree has no forward of its own: ``scoring.engine`` runs it through
+The module tree has no forward of its own: ``scoring.forward`` runs it through
 ``scoring.llama.PackedLlama`` as it runs a transformers Llama. tests/test_scoring_fast.py checks
 that both loads give identical scores.
 """

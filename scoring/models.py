@@ -335,7 +335,7 @@ def load(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu", scoring_
 
     ``device="auto"`` places the model with accelerate (``device_map``) straight from its files
     onto the devices, never as a whole copy in host memory first. ``scoring_only``: the caller
-    only runs the model through ``scoring.engine``, so a plain Llama folder may come back as
+    only runs the model through ``scoring.forward``, so a plain Llama folder may come back as
     ``scoring.llama_folder.LlamaWeights`` (no transformers forward)."""
     import torch
 

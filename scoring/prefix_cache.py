@@ -31,7 +31,7 @@ import torch
 
 from scoring import layout
 from scoring.encode import Request, Result, Unit
-from scoring.engine import collect, pack, packed_hidden, predict, predictions, read_off, runner_for, score_requests
+from scoring.forward import collect, pack, packed_hidden, predict, predictions, read_off, runner_for, score_requests
 from scoring.logits import input_device
 
 CACHING_RUNNERS = ("llama", "packed")

@@ -3,7 +3,7 @@
 ``model(prefix + continuation, use_cache=False).logits``, log-softmax in float32, the continuation's tokens read
 off: no packing, no shared prefix, no block mask, no head of ours. It is the independent oracle and
 uses nothing of the engine it checks. The engine's numbers are checked against it by the probe that
-picks a runner (``scoring.engine.runner_for``) and by the self-check before a scoring run stores
+picks a runner (``scoring.forward.runner_for``) and by the self-check before a scoring run stores
 anything (``scoring.self_check``); tests check it against lm-evaluation-harness.
 
 ``TOLERANCE`` is how far the engine may be from it per predicted token, plus ``RELATIVE`` of the

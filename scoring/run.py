@@ -35,10 +35,12 @@ from scoring import prefix_cache
 from scoring.backends import Context, open_backend, refuse_stats
 from scoring.encode import Spec, Unit, build_unit, build_units
 from scoring.models import ModelStage, resolve
-from scoring.options import DEFAULTS, ScoreOptions, shot_counts, wants_seq_mean
+from scoring.options import ScoreOptions, shot_counts, wants_seq_mean
+from scoring.store import MIGRATIONS as SCORE_TABLES
 from scoring.store import add_run, check_label, open_scores, other_sources, read_scores, run_source, write_scores
 from scoring.text import RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row
-from scoring.text_store import open_text_scores, write_text_scores
+from scoring.text_store import MIGRATIONS as TEXT_TABLES
+from scoring.text_store import write_text_scores
 
 
 def cached_item_ids(ws, label: str, mode: str, key: dict, *, seq_mean: bool = True,
@@ -153,13 +155,6 @@ def versions() -> dict:
             "transformers": transformers.__version__, "python": platform.python_version()}
 
 
-def score_workspace(root, model: str, modes=DEFAULTS["modes"], show_progress: bool = True, **options) -> dict:
-    """``Score`` of ``root`` with ``model`` in ``modes`` and ``options`` (``ScoreOptions``'s names;
-    ``show_progress`` is ``not quiet``): the one call for Python callers (the audit, plant, tests,
-    benchmarks)."""
-    return Score.with_options(root, model=model, modes=modes, quiet=not show_progress, **options).run()
-
-
 @dataclass
 class Work:
     """What one score run does: the units of its items (every one, stored or not, so a resumed run
@@ -227,15 +222,17 @@ class Score(ModelStage):
             self.options = replace(self.options, device=str(self.state.device))
         return super().run()
 
+    def migrate(self, ws: Workspace) -> None:
+        ws.migrate(SCORE_TABLES)  # the score tables (every process may: a migration is applied once)
+        if self.options.text_scores:
+            ws.migrate(TEXT_TABLES)
+
     def execute(self) -> dict:
-        o = self.options
-        with Workspace.open(self.root) as early:  # a missing few-shot pool is refused before the model loads
-            items = early.items()[:o.limit] if o.limit else early.items()
-            shots, settings, fewshot_info = fewshot_plan(early, items, o.fewshot, o.fewshot_pool)
+        o, ws = self.options, self.ws
+        items = ws.items()[:o.limit] if o.limit else ws.items()
+        # a missing few-shot pool is refused here, before the model loads
+        shots, settings, fewshot_info = fewshot_plan(ws, items, o.fewshot, o.fewshot_pool)
         ref = resolve(o.model)
-        if self.rank == 0:
-            (open_text_scores if o.text_scores else open_scores)(self.root).close()
-        self.wait()
         with self.startup(f"starting {o.model} on the {o.backend} backend", enabled=self.rank == 0) as startup:
             self.say = startup.say
             context = Context(logs=self.root / "logs", say=startup.say, stats=o.text_scores)
@@ -248,16 +245,15 @@ class Score(ModelStage):
         """The run on the loaded ``backend``: planned, recorded, scored; its summary."""
         o, (shots, settings, fewshot_info) = self.options, fewshot
         key = {**backend.identity(), "fewshot_key": fewshot_info.get("fewshot_key")}
-        run_id = shared_run_id(self.state)
-        with open_scores(self.root) as ws:
-            formulations = self.formulations(ws, items)
-            work = self.plan(ws, backend, items, formulations, shots, settings, key)
-            startup.close()
-            replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
-            if o.replace:
-                self.wait()
-            tokens, timing = self.score(ws, work, backend, run_id)
+        run_id, ws = shared_run_id(self.state), self.ws
+        formulations = self.formulations(ws, items)
+        work = self.plan(ws, backend, items, formulations, shots, settings, key)
+        startup.close()
+        replaced = self.record(ws, work, backend, ref, key, run_id, formulations, fewshot_info)
+        if o.replace:
             self.wait()
+        tokens, timing = self.score(ws, work, backend, run_id)
+        self.wait()
         return {"items": len(items), "options": sum(len(items[i]["options"]) for i, *_ in work.units),
                 "computed": len(work.missing), "cached": len(work.units) - len(work.missing),
                 "text_computed": len(work.texts), "tokens": tokens, "modes": list(o.modes),

@@ -1,7 +1,7 @@
 """The self-check: before a scoring run stores anything, a few of its units are scored again by
 the model's own plain forward (``scoring.reference``), and the run stops when the two differ.
 
-The probe that picks a runner (``scoring.engine.runner_for``) uses short synthetic rows; this
+The probe that picks a runner (``scoring.forward.runner_for``) uses short synthetic rows; this
 check uses the run's own rows, so what the probe cannot see (a sliding window shorter than the
 real rows, a long-context rotary rule) is caught before a wrong number is stored. Which units are
 checked is decided here: the first ``items`` of the plan (the longest rows) that fit within
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from curate.core.errors import CurateError
 from scoring import reference
-from scoring.engine import architecture, runner_for, score_requests
+from scoring.forward import architecture, runner_for, score_requests
 
 
 def self_check(model, planned, dtype: str, *, items: int, batch_tokens: int, pad_id: int, names,

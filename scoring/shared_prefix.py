@@ -10,7 +10,7 @@ attends to its ancestors in the tree and to itself, so it gets the numbers it ge
 requests alone, and each request's continuations attend to their prefix and themselves as in
 ``score_requests``. The results are ``scoring.encode.Result``, the same as ``score_requests``
 gives for the same requests, from the same runners, head and log-softmax
-(``scoring.engine.predictions``).
+(``scoring.forward.predictions``).
 
 Only the runners whose attention takes any row layout (``llama``, ``packed``) can share; for the
 others (and for requests that ask for their prefix's log-probabilities) the requests go to
@@ -25,7 +25,7 @@ import torch
 
 from scoring import attention, layout, llama
 from scoring.encode import Request, Result
-from scoring.engine import Packed, base_model, collect, predictions, runner_for, score_requests
+from scoring.forward import Packed, base_model, collect, predictions, runner_for, score_requests
 from scoring.logits import input_device
 
 SHARING_RUNNERS = ("llama", "packed")
@@ -103,9 +103,9 @@ class Tree:
 
 
 def plan(requests: list[Request]) -> tuple[Tree, Packed]:
-    """The tree of the requests' tokens and what to read off it, in ``scoring.engine.Packed``'s
+    """The tree of the requests' tokens and what to read off it, in ``scoring.forward.Packed``'s
     terms: for each predicted token, the node whose state predicts it and its group (the
-    request's prefix, then each continuation, as ``scoring.engine.collect`` sums them)."""
+    request's prefix, then each continuation, as ``scoring.forward.collect`` sums them)."""
     tree = Tree()
     source, target, group = [], [], []
     groups = 0
@@ -125,7 +125,7 @@ def plan(requests: list[Request]) -> tuple[Tree, Packed]:
 
 
 def hidden(model, batch: Packed, groups: layout.RowGroups, runner: str) -> torch.Tensor:
-    """The final hidden state of every node, through the runner (as ``scoring.engine.hidden_states``
+    """The final hidden state of every node, through the runner (as ``scoring.forward.hidden_states``
     runs it) with the tree's row groups."""
     device = input_device(model)
     tokens, positions = batch.tokens.to(device), batch.positions.to(device)

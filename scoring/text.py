@@ -25,7 +25,7 @@ a short text still gets a number). Higher Min-K% and Min-K%++ and lower loss and
 text the model has seen; they are suspicion, not proof.
 
 The per-token numbers come from a scoring backend that gives them (``Backend.token_stats``): the
-engine (``scoring.engine.predict``: the same runners, the model's own head and the float32
+engine (``scoring.forward.predict``: the same runners, the model's own head and the float32
 log-softmax as the option scores, with the moments of the rows that asked for them), or vLLM's
 worker (the whole vocabulary's log-probabilities at every position, their moments taken in the
 worker).

@@ -14,12 +14,9 @@ from scoring.backends import Context, open_backend, refuse_stats
 from scoring.encode import build_units
 from scoring.models import ModelStage, resolve
 from scoring.options import TextScoresOptions
+from scoring.store import MIGRATIONS as SCORE_TABLES
 from scoring.text import K, RUN_TEXT, TEXT_VERSION, ask_stats, pending, text_row, text_spec
-
-
-def text_score_workspace(root, model: str, show_progress: bool = True, **options) -> dict:
-    """``TextScores`` of ``root`` with ``model`` and ``options`` (``TextScoresOptions``' names)."""
-    return TextScores.with_options(root, model=model, quiet=not show_progress, **options).run()
+from scoring.text_store import MIGRATIONS as TEXT_TABLES
 
 
 class TextScores(ModelStage):
@@ -29,6 +26,10 @@ class TextScores(ModelStage):
     batch commits on its own."""
     name = "text-scores"
     Options = TextScoresOptions
+
+    def migrate(self, ws) -> None:
+        ws.migrate(SCORE_TABLES)  # the runs' table
+        ws.migrate(TEXT_TABLES)
 
     def execute(self) -> dict:
         o = self.options
@@ -41,28 +42,25 @@ class TextScores(ModelStage):
 
     def run_on(self, backend, ref, startup) -> dict:
         """The run on the loaded ``backend``: what is left, refused or checked, recorded, scored."""
-        from scoring.text_store import open_text_scores
-
-        o, identity = self.options, backend.identity()
+        o, identity, ws = self.options, backend.identity(), self.ws
         key = (identity["model_hash"], identity["tokenizer_hash"], identity["dtype"])
-        with open_text_scores(self.root) as ws:
-            items = ws.items()[:o.limit] if o.limit else ws.items()
-            todo, other = pending(ws, self.label, key, items, replace=o.replace, engine=identity["engine"])
-            units = build_units(backend.tokenizer, [text_spec(i, it) for i, it in enumerate(items)
-                                                    if it["item_id"] in todo],
-                                max_length=backend.window, seq_mean=False)
-            for unit in units:
-                unit.requests[0].prefix_lp = True  # the self-check then covers every predicted token
-                ask_stats(unit, 0)
-            backend.refuse(units, items)
-            plan = backend.plan(units, items)
-            if o.self_check and units:
-                startup.say(f"self-check: the first {o.self_check} texts also scored by the model's own forward")
-            checked = backend.self_check([u for b in plan for u in b.units], items=o.self_check,
-                                         names=lambda u: f"item {items[u.item_index]['item_id']} (text)")
-            startup.close()
-            run_id = self.record(ws, units, other, identity, ref, backend.info(), checked)
-            tokens, seconds = self.score(ws, plan, items, backend, run_id)
+        items = ws.items()[:o.limit] if o.limit else ws.items()
+        todo, other = pending(ws, self.label, key, items, replace=o.replace, engine=identity["engine"])
+        units = build_units(backend.tokenizer, [text_spec(i, it) for i, it in enumerate(items)
+                                                if it["item_id"] in todo],
+                            max_length=backend.window, seq_mean=False)
+        for unit in units:
+            unit.requests[0].prefix_lp = True  # the self-check then covers every predicted token
+            ask_stats(unit, 0)
+        backend.refuse(units, items)
+        plan = backend.plan(units, items)
+        if o.self_check and units:
+            startup.say(f"self-check: the first {o.self_check} texts also scored by the model's own forward")
+        checked = backend.self_check([u for b in plan for u in b.units], items=o.self_check,
+                                     names=lambda u: f"item {items[u.item_index]['item_id']} (text)")
+        startup.close()
+        run_id = self.record(ws, units, other, identity, ref, backend.info(), checked)
+        tokens, seconds = self.score(ws, plan, items, backend, run_id)
         return {"items": len(items), "computed": len(units), "cached": len(items) - len(units), "tokens": tokens,
                 "score_seconds": seconds, "run_id": run_id, "label": self.label,
                 "runner": backend.info().get("runner", backend.name), "backend": backend.name,

@@ -232,7 +232,7 @@ def test_shared_prefix_scoring_equals_the_engines(name):
     import random
 
     from scoring.encode import Request
-    from scoring.engine import runner_for, score_requests
+    from scoring.forward import runner_for, score_requests
     from scoring.shared_prefix import score_shared
     from test_scoring_architectures import tiny
 

@@ -114,19 +114,19 @@ def test_the_stage_that_opens_a_backend_closes_it_also_on_an_error(tmp_path, cou
     and it is closed all the same."""
     from curate.core.errors import CurateError
     from scoring.options import ScoreOptions
-    from scoring.run import score_workspace, verify_batch_invariance
-    from scoring.text_run import text_score_workspace
+    from scoring.run import Score, verify_batch_invariance
+    from scoring.text_run import TextScores
 
     ws = small_workspace(tmp_path / "ws", 3)
-    run = dict(backend="counting", label="counting", batch_tokens=50, show_progress=False)  # a batch per item
-    score_workspace(ws, "smollm2-135m", ["full"], **run)
+    run = dict(backend="counting", label="counting", batch_tokens=50, quiet=True)  # a batch per item
+    Score.with_options(ws, model="smollm2-135m", modes=["full"], **run).run()
     assert counting().count("close") == 1 and "score" in counting()
 
     other = small_workspace(tmp_path / "other", 3)
     with monkeypatch.context() as failing:
         failing.setenv("COUNTING_FAIL", "1")
         with pytest.raises(CurateError, match="failed on its second batch"):
-            score_workspace(other, "smollm2-135m", ["full"], **run)
+            Score.with_options(other, model="smollm2-135m", modes=["full"], **run).run()
     assert counting().count("close") == 2
     from scoring.store import open_scores, read_scores
     with open_scores(other) as w:
@@ -140,7 +140,7 @@ def test_the_stage_that_opens_a_backend_closes_it_also_on_an_error(tmp_path, cou
 
     with pytest.raises(CurateError, match=r"`curate text-scores` needs the whole next-token distribution at every "
                                           r"token \(Min-K%\+\+\), which the counting backend does not compute"):
-        text_score_workspace(ws, "smollm2-135m", backend="counting", show_progress=False)
+        TextScores.with_options(ws, model="smollm2-135m", backend="counting", quiet=True).run()
     assert counting().count("close") == 4
 
 
@@ -158,14 +158,14 @@ def test_a_backend_without_statistics_is_one_line_for_text_scores(tmp_path):
 
 def test_the_model_users_import_nothing_from_the_engine():
     """The score stage, text scores and the local annotator reach the forward pass through a
-    backend only: none of them imports ``scoring.engine`` (at the top or in a function)."""
+    backend only: none of them imports ``scoring.forward`` (at the top or in a function)."""
     for path in ("scoring/run.py", "scoring/text_run.py", "annotate/local.py"):
         tree = ast.parse((ROOT / path).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         from_scoring = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                         and node.module == "scoring" for a in node.names}
-        assert "scoring.engine" not in imported and "engine" not in from_scoring, path
+        assert "scoring.forward" not in imported and "forward" not in from_scoring, path
     assert Path(ROOT / "scoring" / "backends" / "__init__.py").read_text().count("class Backend(ABC)") == 1
 
 

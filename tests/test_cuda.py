@@ -34,7 +34,7 @@ HALF = ("bfloat16", "float16")
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_cuda_picks_the_cpus_runner_and_equals_the_cpu_forward(name, tokenizer, items, hellaswag):
-    from scoring.engine import runner_for
+    from scoring.forward import runner_for
     model = tiny(name, tokenizer)
     all_cases = cases(model, tokenizer, items, hellaswag[1:6])
     expected = [reference(model, tokenizer, context, option) for _, context, options in all_cases
@@ -55,7 +55,7 @@ def test_cuda_picks_the_cpus_runner_and_equals_the_cpu_forward(name, tokenizer, 
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_cached_prefix_on_cuda(name, tokenizer, hellaswag, monkeypatch):
     from scoring import prefix_cache
-    from scoring.engine import runner_for
+    from scoring.forward import runner_for
     model = tiny(name, tokenizer).to("cuda")
     requests = [r for u in fewshot_units(tokenizer, hellaswag) for r in u.requests]
     computed, real = [], prefix_cache.compute
@@ -81,7 +81,7 @@ def half_cases():
 @pytest.mark.parametrize(("name", "dtype"), list(half_cases()))
 def test_half_precision_on_cuda_within_the_self_checks_tolerance(name, dtype, tokenizer, hellaswag):
     from scoring import prefix_cache, reference
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     model = tiny(name, tokenizer).to("cuda", getattr(torch, dtype))
     requests = [r for u in fewshot_units(tokenizer, hellaswag) for r in u.requests]
     expected = reference.score(model, requests)
@@ -94,7 +94,7 @@ def test_half_precision_on_cuda_within_the_self_checks_tolerance(name, dtype, to
 
 
 def test_text_scores_on_cuda_equal_numpy_on_a_cpu_forward(tokenizer, hellaswag):
-    from scoring import engine
+    from scoring import forward
     from scoring.text import item_text, metrics
     model = tiny("llama", tokenizer)
     units = text_units(tokenizer, hellaswag[:5])
@@ -106,7 +106,7 @@ def test_text_scores_on_cuda_equal_numpy_on_a_cpu_forward(tokenizer, hellaswag):
         expected.append(numpy_metrics(lp, ids, item_text(it)))
     model.to("cuda")
     for runner in ("llama", "packed", "padded", "sequences"):  # each serves a Llama
-        results = engine.score_requests(model, [u.requests[0] for u in units], pad_id=tokenizer.pad_token_id,
+        results = forward.score_requests(model, [u.requests[0] for u in units], pad_id=tokenizer.pad_token_id,
                                         runner=runner)
         for res, e, it in zip(results, expected, hellaswag):
             got = metrics(item_text(it), *res.stats)

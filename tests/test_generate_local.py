@@ -136,8 +136,8 @@ def test_killed_run_resumes_losing_at_most_the_batch_in_flight(tmp_path):
 def test_analyze_filter_and_export_use_the_generations(gen_ws, tmp_path):
     ws, _, _ = gen_ws
     ws = copy_ws(ws, tmp_path / "ws")
-    from scoring.run import score_workspace
-    score_workspace(ws, MODEL, ["full", "zero"], show_progress=False)
+    from scoring.run import Score
+    Score.with_options(ws, model=MODEL, modes=["full", "zero"], quiet=True).run()
     round2 = tmp_path / "round2.csv"
     pd.DataFrame({"original_index": [0, 1, 2], "best_option": ["D", "D", "C"], "worst_option": "A",
                   "equally_good_options": "None", "all_implausible": ["Yes", "No", "Yes"]}).to_csv(round2, index=False)

@@ -40,13 +40,13 @@ def test_freed_heap_memory_is_returned_after_a_cpu_batch():
 def test_every_scoring_batch_releases_the_heap(tmp_path, monkeypatch):
     from conftest import small_workspace
     from scoring import heap
-    from scoring.run import score_workspace
-    from scoring.text_run import text_score_workspace
+    from scoring.run import Score
+    from scoring.text_run import TextScores
     calls = []
     monkeypatch.setattr(heap, "release", lambda device: calls.append(str(device)))
     ws = small_workspace(tmp_path / "ws", 3)
-    score_workspace(ws, "smollm2-135m", ["full"], batch_tokens=64, show_progress=False, self_check=0)
+    Score.with_options(ws, model="smollm2-135m", modes=["full"], batch_tokens=64, quiet=True, self_check=0).run()
     assert len(calls) >= 2 and set(calls) == {"cpu"}  # one per batch
     calls.clear()
-    text_score_workspace(ws, "smollm2-135m", batch_tokens=64, show_progress=False)
+    TextScores.with_options(ws, model="smollm2-135m", batch_tokens=64, quiet=True).run()
     assert len(calls) >= 2

@@ -123,15 +123,15 @@ def test_a_scoring_backend_is_one_file(tmp_path):
     from curate.items.ingest_options import IngestOptions
     from scoring import backends
     from scoring.options import ScoreOptions
-    from scoring.run import score_workspace
+    from scoring.run import Score
     from scoring.store import open_scores, read_scores
 
     ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=3), get_adapter("hellaswag")).run()
     with module_in(backends, "plain", PLAIN_BACKEND, tmp_path / "added"):
         assert "plain" in backends.names() and ScoreOptions(model="m", backend="plain").backend == "plain"
-        first = score_workspace(ws, "smollm2-135m", ["full"], backend="plain", label="plain", show_progress=False)
-        again = score_workspace(ws, "smollm2-135m", ["full"], backend="plain", label="plain", show_progress=False)
-    score_workspace(ws, "smollm2-135m", ["full"], label="engine", show_progress=False)
+        first = Score.with_options(ws, model="smollm2-135m", modes=["full"], backend="plain", label="plain", quiet=True).run()
+        again = Score.with_options(ws, model="smollm2-135m", modes=["full"], backend="plain", label="plain", quiet=True).run()
+    Score.with_options(ws, model="smollm2-135m", modes=["full"], label="engine", quiet=True).run()
     assert first["computed"] == 3 and again["computed"] == 0
     with sqlite3.connect(ws / "workspace.db") as c:
         engines = dict(c.execute("SELECT model, engine FROM score_runs"))

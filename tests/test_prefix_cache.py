@@ -31,7 +31,7 @@ def fewshot_units(tokenizer, items, shots: int = 3, n: int = 3, options: int = 2
 
 def check_exact(model, requests, results):
     from scoring import reference
-    from scoring.engine import model_dtype
+    from scoring.forward import model_dtype
     expected = reference.score(model, requests)
     assert reference.worst_difference(requests, results, expected, model_dtype(model)) is None
     return reference.largest_difference(results, expected)
@@ -73,7 +73,7 @@ def test_cached_prefix_on_every_architecture(name, tokenizer, hellaswag, monkeyp
     """Through the llama and packed runners the header is computed once and cached; the padded
     and sequences runners compute every row in full. Either way: the model's own numbers."""
     from scoring import prefix_cache
-    from scoring.engine import runner_for
+    from scoring.forward import runner_for
     model = tiny(name, tokenizer)
     units = fewshot_units(tokenizer, hellaswag)
     requests = [r for u in units for r in u.requests]
@@ -89,7 +89,7 @@ def test_a_prefix_over_the_bound_is_recomputed(hellaswag, smollm2, monkeypatch):
     """A shared prefix whose keys and values need more than the bound is not cached: its rows are
     computed in full (the engine's numbers), and a run's plan caches nothing."""
     from scoring import prefix_cache
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     model, tok = smollm2
     units = fewshot_units(tok, hellaswag)
     requests = [r for u in units for r in u.requests]
@@ -111,7 +111,7 @@ def test_long_rows_in_pieces_raise_no_deprecation_warning(tokenizer):
     """Rows longer than the batch budget run in pieces through the model's own cache, passed as
     transformers 5 names it (``cache=``): no FutureWarning from our calls."""
     from scoring.encode import Request
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     model = tiny("llama", tokenizer)
     request = Request(list(range(100, 140)), [[5, 6, 7], [8]], [0, 1], prefix_lp=True)
     with warnings.catch_warnings():
@@ -129,7 +129,7 @@ def test_a_fewshot_run_caches_each_header_once_with_the_numbers_of_no_cache(tmp_
     from curate.items.adapters import get_adapter
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
-    from scoring.run import score_workspace
+    from scoring.run import Score
     from scoring.store import open_scores, read_scores
     rows = [r for r in fewshot_rows(SHARED / "benchmarks" / "mmlu" / "test.jsonl.gz")
             if r["subject"] in ("anatomy", "astronomy")]
@@ -137,8 +137,9 @@ def test_a_fewshot_run_caches_each_header_once_with_the_numbers_of_no_cache(tmp_
     data.write_text("".join(json.dumps(r) + "\n" for r in rows[:2] + rows[-2:]))
     ws = Ingest(tmp_path / "ws", IngestOptions(data=str(data)), get_adapter("mmlu")).run()
     pool = str(SHARED / "benchmarks" / "mmlu" / "dev.jsonl.gz")
-    runs = {mb: score_workspace(ws, "smollm2-135m", ["full"], label=f"m{mb}", fewshot="2", fewshot_pool=pool,
-                                seq_mean="all" if mb else "none", prefix_cache_mb=mb, show_progress=False) for mb in (256, 0)}
+    runs = {mb: Score.with_options(ws, model="smollm2-135m", modes=["full"], label=f"m{mb}", fewshot="2",
+                                   fewshot_pool=pool, seq_mean="all" if mb else "none", prefix_cache_mb=mb,
+                                   quiet=True).run() for mb in (256, 0)}
     assert runs[256]["prefix_cache"]["prefixes"] == 2 and runs[0]["prefix_cache"]["prefixes"] == 0
     assert runs[256]["self_check"]["items"] == 2 and runs[256]["self_check"]["max_abs_diff"] < 1e-3
     headers = runs[256]["prefix_cache"]["prefix_tokens"]  # each fed once instead of twice

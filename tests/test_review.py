@@ -450,11 +450,11 @@ def test_review_in_headless_chromium_by_keyboard(ws_copy, tmp_path):
 def test_rules_can_use_human_verdicts(ws_copy, tmp_path):
     """rules/human-override.yaml: the scorer stage removes an item unless the reviewer marked it
     high quality; the reviewer's problem labels and wrong-gold answers remove items."""
-    from scoring.run import score_workspace
+    from scoring.run import Score
 
     root, _ = ws_copy
     with one_torch_thread():
-        score_workspace(root, "smollm2-135m", ["full"], show_progress=False)
+        Score.with_options(root, model="smollm2-135m", modes=["full"], quiet=True).run()
     rules = ROOT / "rules" / "human-override.yaml"
 
     def decide(out):

@@ -38,7 +38,7 @@ def small_ws(tmp_path_factory):
 
 def score_items(lm, items, mode, seq_mean=True):
     from scoring.encode import build_unit
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     from scoring.run import assemble, batches
     model, tok = lm
     units = [build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192, seq_mean=seq_mean)

@@ -170,7 +170,7 @@ def reference(model, tokenizer, context: str, option: str) -> dict:
 
 def engine_rows(model, tokenizer, cases_, runner=None) -> list[dict]:
     from scoring.encode import build_unit
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     from scoring.run import assemble
     units = [build_unit(tokenizer, i, mode, context, options, max_length=512)
              for i, (mode, context, options) in enumerate(cases_)]
@@ -186,7 +186,7 @@ def engine_rows(model, tokenizer, cases_, runner=None) -> list[dict]:
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_architecture_scored_as_its_own_forward(name, tokenizer, items, hellaswag):
-    from scoring.engine import runner_for
+    from scoring.forward import runner_for
     model = tiny(name, tokenizer)
     all_cases = cases(model, tokenizer, items, hellaswag[1:6])
     rows = engine_rows(model, tokenizer, all_cases)
@@ -227,7 +227,7 @@ def test_rope_rescaled_by_length_is_refused_past_its_length(tokenizer, tmp_path)
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
     from curate.items.adapters import get_adapter
-    from scoring.run import score_workspace
+    from scoring.run import Score
     rope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [4.0] * 8, "rope_theta": 10000.0,
             "original_max_position_embeddings": 32}
     folder = saved(tmp_path / "phi3", tiny("phi3", tokenizer, rope_parameters=rope, original_max_position_embeddings=32),
@@ -235,13 +235,13 @@ def test_rope_rescaled_by_length_is_refused_past_its_length(tokenizer, tmp_path)
     ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=2), get_adapter("hellaswag")).run()
     with pytest.raises(CurateError, match=r"item hellaswag/validation/\d+ \(full\): a sequence of \d+ tokens, but "
                                           r"Phi3ForCausalLM \(phi3\) rescales its rotary embedding past 32 tokens"):
-        score_workspace(ws, folder, ["full"], show_progress=False)
+        Score.with_options(ws, model=folder, modes=["full"], quiet=True).run()
     assert score_rows(ws) == 0
     short = tmp_path / "short.jsonl"
     short.write_text('{"q": "He ran", "choices": ["home.", "off."], "answer": 0}\n')
     ws2 = Ingest(tmp_path / "ws2", IngestOptions(data=str(short)),
                  get_adapter("generic", question="q", choices="choices", answer="answer", answer_format="index")).run()
-    summary = score_workspace(ws2, folder, ["full", "zero"], show_progress=False)
+    summary = Score.with_options(ws2, model=folder, modes=["full", "zero"], quiet=True).run()
     assert summary["computed"] == 2 and summary["self_check"]["max_abs_diff"] < 1e-4
 
 
@@ -297,10 +297,10 @@ def refused(tmp_path, folder, message):
     from curate.core.errors import CurateError
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
-    from scoring.run import score_workspace
+    from scoring.run import Score
     ws = Ingest(tmp_path / "ws", IngestOptions(data=str(HELLASWAG), limit=2), get_adapter("hellaswag")).run()
     with pytest.raises(CurateError, match=message):
-        score_workspace(ws, folder, ["full"], show_progress=False)
+        Score.with_options(ws, model=folder, modes=["full"], quiet=True).run()
     assert score_rows(ws) == 0
 
 
@@ -309,7 +309,7 @@ def test_sequences_runner_runs_rows_past_the_batch_budget_whole(tokenizer, items
     probe sends it to the sequences runner, and a request longer than the batch budget is scored
     one option at a time, each sequence whole, with the numbers of the batched run."""
     from scoring.encode import build_unit
-    from scoring.engine import runner_for, score_requests
+    from scoring.forward import runner_for, score_requests
     model = tiny("mamba", tokenizer)
     assert runner_for(model) == "sequences"
     requests = [r for mode in ("full", "zero") for r in

@@ -36,7 +36,7 @@ def scored(lm, name, n, tmp_path):
     from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
     from scoring.encode import build_units
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     from scoring.run import assemble, unit_spec
     model, tok = lm
     path, split = shared_file(name, SHARED / "benchmarks")

@@ -43,7 +43,7 @@ def random_requests(vocab: int, n: int, seed: int = 0):
 
 
 def check_against_brute_force(model, requests, tol):
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     results = score_requests(model, requests, pad_id=0)
     for req, res in zip(requests, results):
         sums, greedy, prefix_sum = brute_force(model, req)
@@ -68,7 +68,7 @@ def test_packed_llama_matches_transformers(kwargs, group_keys, monkeypatch):
     from transformers import LlamaConfig
 
     from scoring import layout
-    from scoring.engine import runner_for
+    from scoring.forward import runner_for
     monkeypatch.setattr(layout, "GROUP_KEYS", group_keys)
     model = tiny(LlamaConfig, **kwargs)
     assert runner_for(model) == "llama"
@@ -80,12 +80,12 @@ def test_other_architectures_take_their_own_modules(runner, monkeypatch):
     """GPT-2 is probed onto the packed runner; the padded one gives the same numbers."""
     from transformers import AutoModelForCausalLM, GPT2Config
 
-    from scoring import engine, layout
+    from scoring import forward, layout
     monkeypatch.setattr(layout, "GROUP_KEYS", 40)  # many attention groups
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)).eval()
-    assert engine.runner_for(model) == "packed"
-    monkeypatch.setitem(engine._CHOSEN, model, runner)
+    assert forward.runner_for(model) == "packed"
+    monkeypatch.setitem(forward._CHOSEN, model, runner)
     check_against_brute_force(model, random_requests(500, 12, seed=1), tol=1e-4)
 
 
@@ -97,7 +97,7 @@ def test_smollm2_llama_runner_equals_its_own_modules_on_real_items(tmp_path):
     from curate.items.ingest import Ingest
     from curate.items.ingest_options import IngestOptions
     from curate.items.store import Workspace
-    from scoring import engine
+    from scoring import forward
     from scoring.encode import build_unit
     from scoring.models import load, resolve
 
@@ -106,16 +106,16 @@ def test_smollm2_llama_runner_equals_its_own_modules_on_real_items(tmp_path):
     items = Workspace.open(ws).items()
     requests = [r for mode in ("full", "zero", "placeholder", "choice-only") for i, it in enumerate(items)
                 for r in build_unit(tok, i, mode, it["prompts"][mode], it["options"], max_length=8192).requests]
-    batch = engine.pack(requests)
+    batch = forward.pack(requests)
     with torch.inference_mode():
-        fast = engine.hidden_states(model, batch, "llama")
+        fast = forward.hidden_states(model, batch, "llama")
         for runner in ("packed", "padded"):
-            own = engine.hidden_states(model, batch, runner, pad_id=tok.pad_token_id)
+            own = forward.hidden_states(model, batch, runner, pad_id=tok.pad_token_id)
             torch.testing.assert_close(fast, own, rtol=1e-4, atol=1e-4)
 
 
 def scores_of(model, requests):
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     return [(r.prefix_sum, r.cont_sums, r.cont_greedy) for r in score_requests(model, requests, pad_id=0)]
 
 
@@ -210,7 +210,7 @@ def test_requests_longer_than_the_budget_are_scored_in_pieces(arch, tmp_path):
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen2Config
 
     from scoring import llama_folder
-    from scoring.engine import score_requests
+    from scoring.forward import score_requests
     if arch == "llama-folder":
         tiny(LlamaConfig, num_key_value_heads=2).save_pretrained(tmp_path / "llama")
         model = llama_folder.load(tmp_path / "llama", torch.float32)

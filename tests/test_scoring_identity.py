@@ -34,9 +34,8 @@ def ws(base_ws, tmp_path):
 
 
 def score(ws, model, **kw):
-    from scoring.run import score_workspace
-    return score_workspace(ws, str(model), kw.pop("modes", MODES), show_progress=False,
-                           label=kw.pop("label", "tiny"), **kw)
+    from scoring.run import Score
+    return Score.with_options(ws, model=str(model), modes=kw.pop("modes", MODES), quiet=True, label=kw.pop("label", "tiny"), **kw).run()
 
 
 def rows_by_dtype(ws) -> dict:

@@ -170,16 +170,14 @@ def test_device_auto_with_disk_offload_scores_as_a_plain_load(ws, tmp_path, smol
     plain CPU load's. Without ``disk`` in ``--max-memory`` the same model is refused before
     anything is written. (A sharded load over several GPUs cannot be run on this machine.)"""
     from curate.core.errors import CurateError
-    from scoring.run import score_workspace
+    from scoring.run import Score
     folder = save_tiny(tmp_path / "qwen2", "qwen2", smollm2_tokenizer, intermediate_size=4096, num_hidden_layers=4)
-    plain = score_workspace(ws, str(folder), ["zero"], limit=3, label="plain", show_progress=False)
+    plain = Score.with_options(ws, model=str(folder), modes=["zero"], limit=3, label="plain", quiet=True).run()
     before = stored(ws)
     with pytest.raises(CurateError, match=r"does not fit in cpu: 30MB; parts would go to disk.*--max-memory"):
-        score_workspace(ws, str(folder), ["zero"], limit=3, label="placed", device="auto", max_memory="cpu=30MB",
-                        show_progress=False)
+        Score.with_options(ws, model=str(folder), modes=["zero"], limit=3, label="placed", device="auto", max_memory="cpu=30MB", quiet=True).run()
     assert stored(ws) == before
-    placed = score_workspace(ws, str(folder), ["zero"], limit=3, label="placed", device="auto",
-                             max_memory="cpu=30MB,disk", show_progress=False)
+    placed = Score.with_options(ws, model=str(folder), modes=["zero"], limit=3, label="placed", device="auto", max_memory="cpu=30MB,disk", quiet=True).run()
     assert placed["runner"] == "packed" and plain["computed"] == placed["computed"] == 3
     with sqlite3.connect(ws / "workspace.db") as c:
         info = json.loads(c.execute("SELECT info_json FROM score_runs WHERE model = 'placed'").fetchone()[0])
@@ -198,7 +196,7 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
     Working, the run records the check (and ``--self-check 0`` records that it was skipped)."""
     from curate.core.errors import CurateError
     from scoring import attention
-    from scoring.run import score_workspace
+    from scoring.run import Score
     folder = save_tiny(tmp_path / "mistral", "mistral", smollm2_tokenizer, sliding_window=24)
     before = stored(ws)
     with monkeypatch.context() as patch:
@@ -207,11 +205,10 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
                                               r"the packed runner, item hellaswag/validation/\d+ \(full, cloze\) request \d+, "
                                               r"continuation \d+: -\d+\.\d+ here, -\d+\.\d+ by the model's own forward.*"
                                               r"nothing was stored"):
-            score_workspace(ws, str(folder), ["full"], limit=3, show_progress=False)
+            Score.with_options(ws, model=str(folder), modes=["full"], limit=3, quiet=True).run()
     assert stored(ws) == before
-    summary = score_workspace(ws, str(folder), ["full"], limit=3, label="checked", show_progress=False)
-    skipped = score_workspace(ws, str(folder), ["full"], limit=3, label="unchecked", self_check=0,
-                              show_progress=False)
+    summary = Score.with_options(ws, model=str(folder), modes=["full"], limit=3, label="checked", quiet=True).run()
+    skipped = Score.with_options(ws, model=str(folder), modes=["full"], limit=3, label="unchecked", self_check=0, quiet=True).run()
     with sqlite3.connect(ws / "workspace.db") as c:
         infos = dict(c.execute("SELECT model, info_json FROM score_runs").fetchall())
     check = json.loads(infos["checked"])["self_check"]
@@ -220,7 +217,7 @@ def test_self_check_is_recorded_and_a_wrong_engine_stops_the_run(ws, tmp_path, s
     assert json.loads(infos["unchecked"])["self_check"]["items"] == 0 and skipped["computed"] == 3
     # A --batch-tokens smaller than every row bounds memory below what the plain forward needs for
     # one row: the check is not run, and the run says so (recorded, and a note on stderr).
-    tight = score_workspace(ws, str(folder), ["full"], limit=3, label="tight", batch_tokens=1, show_progress=False)
+    tight = Score.with_options(ws, model=str(folder), modes=["full"], limit=3, label="tight", batch_tokens=1, quiet=True).run()
     assert tight["self_check"]["items"] == 0 and "longer than --batch-tokens 1" in tight["self_check"]["note"]
     proc = run_cli("score", ws, "--model", folder, "--modes", "full", "--limit", "3", "--label", "tight2",
                    "--batch-tokens", "1", "--quiet")
@@ -252,12 +249,12 @@ def test_a_context_past_the_window_is_truncated_and_flagged_with_seq_mean_on(tmp
     the model's own forward scores that cut sequence."""
     from curate.items.store import Workspace
     from scoring.encode import encode_pair
-    from scoring.run import score_workspace
+    from scoring.run import Score
     folder = save_tiny(tmp_path / "llama", "llama", smollm2_tokenizer, max_position_embeddings=4096)
     ws = long_item_ws(tmp_path / "ws", words(12000, 0))
     context = Workspace.open(ws).items()[0]["prompts"]["full"]
     assert len(smollm2_tokenizer(context)["input_ids"]) > 11000
-    score_workspace(ws, str(folder), ["full"], show_progress=False, batch_tokens=2048)
+    Score.with_options(ws, model=str(folder), modes=["full"], quiet=True, batch_tokens=2048).run()
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     for mode, item_id, j, logprob_sum, seq_mean, greedy, flags in stored_rows(ws):
@@ -280,8 +277,8 @@ def test_a_200k_token_context_runs_in_bounded_memory(tmp_path, smollm2_tokenizer
     folder = save_tiny(tmp_path / "llama", "llama", smollm2_tokenizer, max_position_embeddings=8192)
     ws = long_item_ws(tmp_path / "ws", words(200000, 1))
     # The child's own high-water mark (VmHWM): its ru_maxrss would start at this process's size.
-    code = ("import json; from scoring.run import score_workspace; "
-            f"s = score_workspace({str(ws)!r}, {str(folder)!r}, ['full'], batch_tokens=1024, show_progress=False); "
+    code = ("import json; from scoring.run import Score; "
+            f"s = Score.with_options({str(ws)!r}, model={str(folder)!r}, modes=['full'], batch_tokens=1024, quiet=True).run(); "
             "rss = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]); "
             "print(json.dumps({'rss': rss, 'computed': s['computed']}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -299,9 +296,9 @@ def test_broken_model_files_are_one_line_errors_and_write_nothing(ws, tmp_path, 
     disagrees with the weights, on the Llama fast path (llama) and the transformers path (qwen2);
     and a consistent model whose vocabulary is smaller than its tokenizer's ids: each one line
     naming the model or the item, exit 2, no row written. Two cases run the CLI (one line, the
-    load report held back); the rest call ``score_workspace`` in this process, which is faster."""
+    load report held back); the rest run the ``Score`` stage in this process, which is faster."""
     from curate.core.errors import CurateError
-    from scoring.run import score_workspace
+    from scoring.run import Score
 
     before = tables(ws)
     cases = []
@@ -336,7 +333,7 @@ def test_broken_model_files_are_one_line_errors_and_write_nothing(ws, tmp_path, 
             assert message in one_line_error(proc), folder.name
         else:
             with pytest.raises(CurateError) as refused:
-                score_workspace(ws, str(folder), ["zero"], show_progress=False)
+                Score.with_options(ws, model=str(folder), modes=["zero"], quiet=True).run()
             assert message in str(refused.value) and "\n" not in str(refused.value), folder.name
         assert stored(ws) == stored_before(before), folder.name
 
@@ -412,9 +409,9 @@ def test_a_context_starting_with_the_bos_text_gets_no_second_bos_as_in_lm_eval(t
 def test_repeated_modes_run_once_and_a_formulation_for_no_item_is_refused(ws, tmp_path, smollm2_tokenizer):
     """`--modes zero,zero` scores zero once; `letters+r9` on 4-option items applies to nothing,
     which is an error, not a run that records nothing."""
-    from scoring.run import score_workspace
+    from scoring.run import Score
     folder = save_tiny(tmp_path / "llama", "llama", smollm2_tokenizer)
-    summary = score_workspace(ws, str(folder), ["zero", "zero"], limit=2, show_progress=False)
+    summary = Score.with_options(ws, model=str(folder), modes=["zero", "zero"], limit=2, quiet=True).run()
     assert summary["modes"] == ["zero"] and summary["computed"] == 2
     before = tables(ws)
     proc = run_cli("score", ws, "--model", folder, "--modes", "zero", "--formulations", "letters+r9", "--quiet",

@@ -70,7 +70,7 @@ def assert_close(got: dict, expected: dict, why) -> None:
 
 
 def test_text_metrics_equal_a_plain_forward_on_every_runner(smollm2, items):
-    from scoring import engine
+    from scoring import forward
     from scoring.text import item_text, metrics
 
     model, tok = smollm2
@@ -81,10 +81,10 @@ def test_text_metrics_equal_a_plain_forward_on_every_runner(smollm2, items):
     # SmolLM2's tokenizer, no token across the boundary) that is the tokenizer's ids of the text.
     assert [u.requests[0].prefix + u.requests[0].conts[0] for u in units] == [tok(t)["input_ids"] for t in texts]
     expected = [plain_metrics(model, tok, t) for t in texts]
-    runners = engine.runnable(model)
+    runners = forward.runnable(model)
     assert set(runners) == {"llama", "packed", "padded", "sequences"}
     for runner in runners:
-        results = engine.score_requests(model, [u.requests[0] for u in units], pad_id=tok.pad_token_id or 0,
+        results = forward.score_requests(model, [u.requests[0] for u in units], pad_id=tok.pad_token_id or 0,
                                         runner=runner)  # one batch, all items
         for res, e, text in zip(results, expected, texts):
             assert_close(metrics(text, *res.stats), e, (runner, text[:30]))
@@ -93,17 +93,17 @@ def test_text_metrics_equal_a_plain_forward_on_every_runner(smollm2, items):
 def test_text_statistics_of_split_long_and_truncated_rows_equal_a_plain_forward(smollm2, items):
     """A row longer than --batch-tokens is scored in pieces (score_long); a row longer than the
     window is cut from the left as the option scores cut it, and the text is what remains."""
-    from scoring import engine
+    from scoring import forward
     from scoring.text import item_text, metrics
 
     model, tok = smollm2
     units = text_units(tok, items)
-    pieces = engine.score_requests(model, [u.requests[0] for u in units], pad_id=0, max_tokens=16)
+    pieces = forward.score_requests(model, [u.requests[0] for u in units], pad_id=0, max_tokens=16)
     for res, it in zip(pieces, items):
         assert_close(metrics(item_text(it), *res.stats), plain_metrics(model, tok, item_text(it)), "pieces")
     cut = text_units(tok, items, max_length=16)
     assert all("truncated" in u.flags[0] for u in cut)
-    for res, u, it in zip(engine.score_requests(model, [u.requests[0] for u in cut], pad_id=0), cut, items):
+    for res, u, it in zip(forward.score_requests(model, [u.requests[0] for u in cut], pad_id=0), cut, items):
         ids = u.requests[0].prefix + u.requests[0].conts[0]
         assert len(ids) == 17 and ids == tok(item_text(it))["input_ids"][-17:]
         with torch.inference_mode():
@@ -185,20 +185,20 @@ TEXT_SCORES = ("SELECT item_id, loss, zlib, min_k_10, min_k_20, min_kpp_10, min_
 def test_the_full_pass_stores_the_standalone_text_scores_and_the_same_option_scores(tmp_path, smollm2, seq_mean):
     """`curate score --text-scores` reads the text scores off the full-mode pass: they equal
     `curate text-scores`' and a plain forward's (within 1e-4), and not one option score moves."""
-    from scoring.run import score_workspace
+    from scoring.run import Score
     from scoring.text import item_text
-    from scoring.text_run import text_score_workspace
+    from scoring.text_run import TextScores
 
     model, tok = smollm2
     plain, both = small_workspace(tmp_path / "plain", 4), small_workspace(tmp_path / "both", 4)
-    common = {"show_progress": False, "seq_mean": seq_mean, "batch_tokens": 400}
-    score_workspace(plain, "smollm2-135m", ["full"], **common)
-    summary = score_workspace(both, "smollm2-135m", ["full"], text_scores=True, **common)
+    common = {"quiet": True, "seq_mean": seq_mean, "batch_tokens": 400}
+    Score.with_options(plain, model="smollm2-135m", modes=["full"], **common).run()
+    summary = Score.with_options(both, model="smollm2-135m", modes=["full"], text_scores=True, **common).run()
     assert summary["text_computed"] == 4 and summary["computed"] == 4
     assert stored(plain, OPTION_SCORES) == stored(both, OPTION_SCORES)
-    assert text_score_workspace(plain, "smollm2-135m", show_progress=False)["computed"] == 4
+    assert TextScores.with_options(plain, model="smollm2-135m", quiet=True).run()["computed"] == 4
     # the standalone pass finds the full pass's rows current: same definition, same version
-    assert text_score_workspace(both, "smollm2-135m", show_progress=False)["computed"] == 0
+    assert TextScores.with_options(both, model="smollm2-135m", quiet=True).run()["computed"] == 0
     texts = {it["item_id"]: item_text(it) for it in stored_items(both)}
     for alone, full in zip(stored(plain, TEXT_SCORES), stored(both, TEXT_SCORES)):
         assert alone[0] == full[0] and alone[7:] == full[7:]
@@ -226,12 +226,12 @@ def test_text_scores_of_the_full_pass_resume_and_commit_with_the_option_scores(t
     neither for its items, and the next run computes exactly what is missing."""
     import scoring.run
     from curate.core.errors import CurateError
-    from scoring.run import score_workspace
-    from scoring.text_run import text_score_workspace
+    from scoring.run import Score
+    from scoring.text_run import TextScores
 
     ws = small_workspace(tmp_path / "ws", 6)
-    run = {"show_progress": False, "batch_tokens": 500}
-    score_workspace(ws, "smollm2-135m", ["full"], limit=2, **run)  # option scores only, for two items
+    run = {"quiet": True, "batch_tokens": 500}
+    Score.with_options(ws, model="smollm2-135m", modes=["full"], limit=2, **run).run()  # option scores only, for two items
     first = stored(ws, "SELECT item_id, run_id FROM scores ORDER BY 1, option_index")
     writes = []
 
@@ -243,29 +243,29 @@ def test_text_scores_of_the_full_pass_resume_and_commit_with_the_option_scores(t
     real = scoring.run.write_text_scores
     monkeypatch.setattr(scoring.run, "write_text_scores", dies_on_the_second_batch)
     with pytest.raises(KeyboardInterrupt):
-        score_workspace(ws, "smollm2-135m", ["full"], text_scores=True, **run)
+        Score.with_options(ws, model="smollm2-135m", modes=["full"], text_scores=True, **run).run()
     monkeypatch.undo()
     texts = {r[0] for r in stored(ws, "SELECT item_id FROM text_scores")}
     options = {r[0] for r in stored(ws, "SELECT item_id FROM scores")}
     assert len(texts) == writes[0] and 0 < len(texts) < 6
     assert options == texts | {r[0] for r in first}  # the killed batch left neither kind of row
-    again = score_workspace(ws, "smollm2-135m", ["full"], text_scores=True, **run)
+    again = Score.with_options(ws, model="smollm2-135m", modes=["full"], text_scores=True, **run).run()
     assert again["text_computed"] == 6 - len(texts)
     assert len(stored(ws, "SELECT item_id FROM text_scores")) == 6
     # the option rows stored before keep their run: an item whose options were stored is not rescored
     assert stored(ws, "SELECT item_id, run_id FROM scores WHERE item_id IN (%s) ORDER BY 1, option_index"
                   % ",".join(f"'{r[0]}'" for r in first)) == first
-    last = score_workspace(ws, "smollm2-135m", ["full"], text_scores=True, **run)
+    last = Score.with_options(ws, model="smollm2-135m", modes=["full"], text_scores=True, **run).run()
     assert last["computed"] == 0 and last["text_computed"] == 0
     # rows of the old definition (no text version with their run) are recomputed, never mixed
     execute(ws, "UPDATE score_runs SET info_json = json_remove(info_json, '$.text_version')")
-    assert score_workspace(ws, "smollm2-135m", ["full"], text_scores=True, **run)["text_computed"] == 6
+    assert Score.with_options(ws, model="smollm2-135m", modes=["full"], text_scores=True, **run).run()["text_computed"] == 6
     # another dtype's text scores under the label: refused, as `curate text-scores` refuses it
     execute(ws, "DELETE FROM text_scores")
-    assert text_score_workspace(ws, "smollm2-135m", show_progress=False)["computed"] == 6
+    assert TextScores.with_options(ws, model="smollm2-135m", quiet=True).run()["computed"] == 6
     execute(ws, "UPDATE score_runs SET dtype = 'bfloat16' WHERE origin = 'text'")
     with pytest.raises(CurateError, match="already holds text scores of another model, tokenizer or dtype"):
-        score_workspace(ws, "smollm2-135m", ["full"], text_scores=True, **run)
+        Score.with_options(ws, model="smollm2-135m", modes=["full"], text_scores=True, **run).run()
 
 
 def test_text_scores_need_the_full_mode_cloze_row(tmp_path):

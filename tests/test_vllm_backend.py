@@ -475,7 +475,7 @@ def test_a_killed_worker_leaves_a_resumable_workspace_and_a_server_finishes_it(t
     from benchmarks.vllm_parity import hellaswag_ws
     from curate.core.errors import CurateError
     from scoring.backends import vllm
-    from scoring.run import score_workspace
+    from scoring.run import Score
 
     ws = hellaswag_ws(tmp_path / "hs", 8)
     calls, original = [], vllm.Backend.score
@@ -493,12 +493,12 @@ def test_a_killed_worker_leaves_a_resumable_workspace_and_a_server_finishes_it(t
             self.client.proc.wait()
         return original(self, batch)
 
-    options = dict(modes="full", show_progress=False, backend="vllm", tokens_per_call=600, self_check=0)
+    options = dict(modes="full", quiet=True, backend="vllm", tokens_per_call=600, self_check=0)
     vllm.Backend.score = score
     try:
         with pytest.raises(CurateError, match=r"the vLLM worker \(.*\) exited with status -9 while scoring.*run the "
                                               r"command again to resume"):
-            score_workspace(ws, "smollm2-135m", **options)
+            Score.with_options(ws, model="smollm2-135m", **options).run()
     finally:
         vllm.Backend.score = original
     first = scored(ws)
@@ -506,7 +506,7 @@ def test_a_killed_worker_leaves_a_resumable_workspace_and_a_server_finishes_it(t
     assert len(calls) == 2 and len(items) == len(calls[0]) < 8
     assert (first.groupby("item_id").size() == 4).all()  # every option of an item, or none of it
 
-    summary = score_workspace(ws, "smollm2-135m", server=vllm_server, **{**options, "self_check": 2})
+    summary = Score.with_options(ws, model="smollm2-135m", server=vllm_server, **{**options, "self_check": 2}).run()
     assert summary["computed"] == 8 - len(items) and summary["cached"] == len(items)
     assert summary["self_check"]["items"] == 2
     engine = scored(parity("hellaswag")[0])

@@ -1,5 +1,5 @@
-"""A stage run opens the workspace database once (issue 46: one run opened it up to 13 times,
-each time checking the file, connecting, and applying every migration again): the runner
+"""A stage run opens the workspace database once (issue 46: one run opened it up to 13 times, a
+`curate score` 4 times, each time checking the file, connecting, and applying every migration again): the runner
 (``curate.items.stage.Stage.run``) opens it and the stage works in that one connection.
 
 Counted on real runs of real HellaSwag items: every ``sqlite3.connect`` of the run (opening a
@@ -68,12 +68,18 @@ def run_stage(name: str, root, ws):
     from curate.release.options import ReleaseOptions
     from generate.options import GenerateOptions
     from generate.run import Generate
+    from scoring.options import ScoreOptions, TextScoresOptions
+    from scoring.run import Score
+    from scoring.text_run import TextScores
 
     return {
         "duplicates": lambda: Duplicates(ws, DuplicatesOptions(splits="none")),
         "annotate": lambda: Annotate(ws, AnnotateOptions(round=1, annotator="local:smollm2-135m", limit=1, quiet=True)),
         "generate": lambda: Generate(ws, GenerateOptions(model="smollm2-135m", modes="full", seeds=1, limit=1,
                                                          quiet=True)),
+        "score": lambda: Score(ws, ScoreOptions(model="smollm2-135m", modes=["full"], limit=2, text_scores=True,
+                                                quiet=True)),
+        "text-scores": lambda: TextScores(ws, TextScoresOptions(model="smollm2-135m", limit=2, quiet=True)),
         "filter": lambda: Filter(ws, FilterOptions(rules=root / "rules.yaml", out=root / "again")),
         "analyze": lambda: Analyze(ws, AnalyzeOptions(out=root / "report", decisions=root / "decisions",
                                                       n_resamples=100)),
@@ -82,7 +88,8 @@ def run_stage(name: str, root, ws):
     }[name]().run()
 
 
-@pytest.mark.parametrize("stage", ["duplicates", "annotate", "generate", "filter", "analyze", "release"])
+@pytest.mark.parametrize("stage", ["duplicates", "annotate", "generate", "score", "text-scores", "filter", "analyze",
+                                   "release"])
 def test_a_stage_run_opens_the_workspace_once(base, tmp_path, counted, stage):
     ws = shutil.copytree(base / "ws", tmp_path / "ws")
     shutil.copytree(base / "decisions", tmp_path / "decisions")

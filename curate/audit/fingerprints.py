@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Callable
 
 import curate
 
@@ -38,3 +39,21 @@ def up_to_date(out: Path, stage: str, stamp: str) -> bool:
 def mark(out: Path, stage: str, stamp: str) -> None:
     from curate.core.atomic import write_text
     write_text(out / FINGERPRINT, _stamp_with_output(out, stage, stamp) + "\n")
+
+
+def recompute(stage: str, out: Path, workspace: Path, settings: dict, run: Callable[[], dict],
+              kept: Callable[[], dict] = dict) -> tuple[bool, dict]:
+    """(whether it ran, what it gave): ``run()`` writing into ``out``, unless what is there was made
+    from the workspace's present state and the same ``settings`` (then ``kept()``, what the output
+    there says). The folder is locked while it is checked, made and stamped, so the output
+    checked and stamped is this run's own."""
+    from curate.audit.plan import workspace_state
+    from curate.core.lock import folder_lock
+
+    stamp = fingerprint(workspace_state(workspace), {"stage": stage, **settings})
+    with folder_lock(out, command=stage):
+        if up_to_date(out, stage, stamp):
+            return False, kept()
+        made = run()
+        mark(out, stage, stamp)
+    return True, made

@@ -176,7 +176,7 @@ def _rescore(built: Path, model: str, labels: dict, options) -> dict:
     """Score ``model`` on the planted workspace under its own name: what its copied scores
     cover is reused, so only the changed items are computed. It scores the (mode, formulation)
     pairs its label holds, else those any label holds, else full mode."""
-    from scoring.run import score_workspace
+    from scoring.run import Score
 
     own = {(m, f) for label, m, f in labels if label == model}
     pairs = sorted(own or {(m, f) for _, m, f in labels} or {("full", None)}, key=lambda p: (p[0], p[1] or ""))
@@ -185,9 +185,10 @@ def _rescore(built: Path, model: str, labels: dict, options) -> dict:
         by_formulation.setdefault(formulation, []).append(mode)
     computed = 0
     for formulation, modes in by_formulation.items():
-        summary = score_workspace(built, model, modes, label=model, formulations=[formulation] if formulation else None,
-                                  dtype=options.dtype, device=options.device, batch_tokens=options.batch_tokens,
-                                  self_check=options.self_check, show_progress=not options.quiet)
+        summary = Score.with_options(built, model=model, modes=modes, label=model,
+                                     formulations=[formulation] if formulation else None, dtype=options.dtype,
+                                     device=options.device, batch_tokens=options.batch_tokens,
+                                     self_check=options.self_check, quiet=options.quiet).run()
         computed += summary["computed"]
     return {"model": model, "pairs": [list(p) for p in pairs], "computed_units": computed}
 

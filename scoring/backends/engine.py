@@ -1,4 +1,4 @@
-"""The engine: benchcurate's own forward pass (``scoring.engine``), batches packed by length, the
+"""The engine: benchcurate's own forward pass (``scoring.forward``), batches packed by length, the
 prefixes many rows share computed once (``scoring.prefix_cache``), every number the model's own
 plain forward (checked by the probe that picks a runner and by the self-check).
 
@@ -30,14 +30,14 @@ SETTINGS = [
 
 
 class Backend(Interface):
-    """The model loaded for ``scoring.engine``."""
+    """The model loaded for ``scoring.forward``."""
     name = "engine"
     SETTINGS = SETTINGS
     token_stats = True
 
     def __init__(self, ref, options, context: Context = Context()):
         from scoring import prefix_cache
-        from scoring.engine import runner_for
+        from scoring.forward import runner_for
         from scoring.models import load, max_length
 
         super().__init__(ref, options, context)
@@ -57,7 +57,7 @@ class Backend(Interface):
                 "dtype": self.dtype, "engine": ENGINE_VERSION}
 
     def info(self) -> dict:
-        from scoring.engine import architecture
+        from scoring.forward import architecture
         from scoring.models import placement
         return {"architecture": architecture(self.lm), "runner": self.runner, "device_map": placement(self.lm),
                 "max_memory": self.max_memory, "prefix_cache_mb": self.cache_mb}
@@ -68,7 +68,7 @@ class Backend(Interface):
 
     def refuse(self, units, items) -> None:
         """What no batch of this model can score exactly, in one line, before anything is scored."""
-        from scoring.engine import refuse_inexact, refuse_unscorable
+        from scoring.forward import refuse_inexact, refuse_unscorable
         refuse_unscorable(self.lm, units, items, self.window)
         refuse_inexact(self.lm, units, items)
 

@@ -29,7 +29,7 @@ class Backend(Interface):
                 "dtype": self.dtype, "engine": f"reference-{VERSION}"}
 
     def info(self) -> dict:
-        from scoring.engine import architecture
+        from scoring.forward import architecture
         from scoring.models import placement
         return {"architecture": architecture(self.lm), "runner": "reference", "device_map": placement(self.lm)}
 
@@ -38,7 +38,7 @@ class Backend(Interface):
         return prefix_cache.plan(units, self.batch_tokens)
 
     def refuse(self, units, items) -> None:
-        from scoring.engine import refuse_unscorable
+        from scoring.forward import refuse_unscorable
         refuse_unscorable(self.lm, units, items, self.window)
 
     def self_check(self, units, *, items: int, names, score=None) -> dict:

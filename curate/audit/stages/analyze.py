@@ -36,20 +36,16 @@ class Step(AuditStage):
 
     @classmethod
     def run(cls, run: Run, config) -> list[Outcome]:
-        from curate.audit.fingerprints import fingerprint, mark, up_to_date
-        from curate.audit.plan import workspace_state
-        from curate.core.lock import folder_lock
+        from curate.audit.fingerprints import recompute
         from curate.items.sources import file_sha256
 
         o = run.options
         summary = o.decisions / "summary.json" if o.decisions else None
-        stamp = fingerprint(workspace_state(config.workspace),
-                            {"stage": "analyze", "decisions": file_sha256(summary) if summary else None})
-        with folder_lock(o.out, command="analyze"):  # the output checked and stamped is this run's own
-            if up_to_date(o.out, "analyze", stamp):
-                return [Outcome("analyze", "skipped", f"report up to date in {o.out}")]
-            metrics = Analyze(config.workspace, o).run()
-            mark(o.out, "analyze", stamp)
+        ran, metrics = recompute("analyze", o.out, config.workspace,
+                                 {"decisions": file_sha256(summary) if summary else None},
+                                 lambda: Analyze(config.workspace, o).run())
+        if not ran:
+            return [Outcome("analyze", "skipped", f"report up to date in {o.out}")]
         return [Outcome("analyze", "ran", f"report in {o.out / 'report.html'}", {"metrics": metrics})]
 
     @classmethod

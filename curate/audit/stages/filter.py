@@ -90,21 +90,16 @@ class Step(AuditStage):
 
     @classmethod
     def run(cls, run: Run, config) -> list[Outcome]:
-        from curate.audit.fingerprints import fingerprint, mark, up_to_date
-        from curate.audit.plan import workspace_state
-        from curate.core.lock import folder_lock
+        from curate.audit.fingerprints import recompute
         from curate.core.reading import read_json
         from curate.items.sources import file_sha256
 
         o = run.options
-        stamp = fingerprint(workspace_state(config.workspace),
-                            {"stage": "filter", "rules": file_sha256(o.rules), **given(o)})
-        with folder_lock(o.out, command="filter"):  # the output checked and stamped is this run's own
-            if up_to_date(o.out, "filter", stamp):
-                summary = read_json(o.out / "summary.json", "a decisions summary")
-                return [Outcome("filter", "skipped", f"decisions up to date in {o.out}", summary)]
-            summary = Filter(config.workspace, o).run()
-            mark(o.out, "filter", stamp)
+        ran, summary = recompute("filter", o.out, config.workspace, {"rules": file_sha256(o.rules), **given(o)},
+                                 lambda: Filter(config.workspace, o).run(),
+                                 kept=lambda: read_json(o.out / "summary.json", "a decisions summary"))
+        if not ran:
+            return [Outcome("filter", "skipped", f"decisions up to date in {o.out}", summary)]
         return [Outcome("filter", "ran", f"decisions in {o.out}", summary)]
 
     @classmethod

@@ -412,7 +412,7 @@ def score_requests(model, requests: list[Request], *, pad_id: int, runner: str |
 
 def refuse_inexact(model, units: list[Unit], items) -> None:
     """A CurateError naming the first unit with a sequence longer than the engine reproduces
-    exactly for this model (``scoring.engine.exact_length``), before anything is scored."""
+    exactly for this model (``scoring.forward.exact_length``), before anything is scored."""
     limit = exact_length(model)
     for unit in units if limit else []:
         longest = max(longest_sequence(r) for r in unit.requests)
