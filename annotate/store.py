@@ -122,9 +122,8 @@ LABELS = tuple(schemas.load("annotation")["$defs"]["label"]["enum"])
 
 
 def open_annotations(root) -> Workspace:
-    ws = Workspace.open(root)
-    ws.migrate(MIGRATIONS)
-    return ws
+    """Open a workspace with the annotation tables in place."""
+    return Workspace.open(root, MIGRATIONS)
 
 
 def add_run(ws: Workspace, *, run_id: str, annotator: str, round: int, info: dict) -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from annotate.store import open_annotations, read_annotations
+from annotate.store import MIGRATIONS as ANNOTATION_TABLES
+from annotate.store import read_annotations
 from curate.core.clock import now
 from curate.items.store import Workspace
 
@@ -56,13 +57,8 @@ REVIEWER = "human:"
 
 
 def open_verdicts(root) -> Workspace:
-    ws = open_annotations(root)
-    try:
-        ws.migrate(MIGRATIONS)
-    except BaseException:
-        ws.close()
-        raise
-    return ws
+    """Open a workspace with the annotation and verdict tables in place."""
+    return Workspace.open(root, ANNOTATION_TABLES, MIGRATIONS)
 
 
 def store_verdicts(root, frame: pd.DataFrame, files: list[dict], fmt: str) -> dict:

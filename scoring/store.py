@@ -120,9 +120,7 @@ VALUE_COLUMNS = ("logprob_sum", "n_tokens", "n_chars", "n_bytes", "is_greedy", "
 
 def open_scores(root) -> Workspace:
     """Open a workspace with the score tables in place."""
-    ws = Workspace.open(root)
-    ws.migrate(MIGRATIONS)
-    return ws
+    return Workspace.open(root, MIGRATIONS)
 
 
 #: What a run's numbers depend on besides the items (a scoring backend's ``identity()``), as stored.

@@ -40,10 +40,7 @@ COLUMNS = ("item_id", "row_index", "source", *TABLE_COLUMNS[:1], *TABLE_COLUMNS[
 
 def open_text_scores(root) -> Workspace:
     """Open a workspace with the score tables (for the runs) and the text-score table in place."""
-    ws = Workspace.open(root)
-    ws.migrate(SCORE_MIGRATIONS)
-    ws.migrate(MIGRATIONS)
-    return ws
+    return Workspace.open(root, SCORE_MIGRATIONS, MIGRATIONS)
 
 
 def write_text_scores(ws: Workspace, rows: list[dict]) -> None:

@@ -160,7 +160,9 @@ class Workspace:
         self._temp_migrations: set[str] = set()  # migrations applied to TEMP tables (read_only)
 
     @classmethod
-    def open(cls, root: str | os.PathLike) -> "Workspace":
+    def open(cls, root: str | os.PathLike, *stores: Iterable[tuple[str, str]]) -> "Workspace":
+        """The workspace at ``root``, checked, with the core tables and then those of ``stores``
+        (other stores' migrations) in place; closed again if any of that fails."""
         root = Path(root)
         db = root / DB_NAME
         if not db.is_file():
@@ -178,7 +180,8 @@ class Workspace:
         ws = cls(root, conn)
         ws.read_only = read_only
         try:
-            ws.migrate(MIGRATIONS)
+            for migrations in (MIGRATIONS, *stores):
+                ws.migrate(migrations)
             for (key,) in conn.execute("SELECT key FROM meta"):  # every later read of meta can trust it
                 ws.meta(key)
             if format_ == 0 and not read_only:

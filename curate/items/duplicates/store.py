@@ -32,13 +32,8 @@ COLUMNS = ["item_a", "collection_a", "item_b", "collection_b", "similarity", "qu
 
 
 def open_duplicates(root) -> Workspace:
-    ws = Workspace.open(root)
-    try:
-        ws.migrate(MIGRATIONS)
-    except BaseException:
-        ws.close()
-        raise
-    return ws
+    """Open a workspace with the pairs' tables in place."""
+    return Workspace.open(root, MIGRATIONS)
 
 
 def save(ws: Workspace, pairs: list[Pair], clusters: dict, info: dict) -> None:
