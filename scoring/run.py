@@ -222,17 +222,17 @@ class Score(ModelStage):
             self.options = replace(self.options, device=str(self.state.device))
         return super().run()
 
-    def migrate(self, ws: Workspace) -> None:
-        ws.migrate(SCORE_TABLES)  # the score tables (every process may: a migration is applied once)
-        if self.options.text_scores:
-            ws.migrate(TEXT_TABLES)
-
     def execute(self) -> dict:
         o, ws = self.options, self.ws
         items = ws.items()[:o.limit] if o.limit else ws.items()
-        # a missing few-shot pool is refused here, before the model loads
+        # a missing few-shot pool or model is refused here, before any table is made or the model loads
         shots, settings, fewshot_info = fewshot_plan(ws, items, o.fewshot, o.fewshot_pool)
         ref = resolve(o.model)
+        if self.rank == 0:
+            ws.migrate(SCORE_TABLES)
+            if o.text_scores:
+                ws.migrate(TEXT_TABLES)
+        self.wait()
         with self.startup(f"starting {o.model} on the {o.backend} backend", enabled=self.rank == 0) as startup:
             self.say = startup.say
             context = Context(logs=self.root / "logs", say=startup.say, stats=o.text_scores)

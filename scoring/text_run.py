@@ -27,10 +27,6 @@ class TextScores(ModelStage):
     name = "text-scores"
     Options = TextScoresOptions
 
-    def migrate(self, ws) -> None:
-        ws.migrate(SCORE_TABLES)  # the runs' table
-        ws.migrate(TEXT_TABLES)
-
     def execute(self) -> dict:
         o = self.options
         ref = resolve(o.model)
@@ -43,6 +39,8 @@ class TextScores(ModelStage):
     def run_on(self, backend, ref, startup) -> dict:
         """The run on the loaded ``backend``: what is left, refused or checked, recorded, scored."""
         o, identity, ws = self.options, backend.identity(), self.ws
+        ws.migrate(SCORE_TABLES)  # the runs' table, made once the model has loaded
+        ws.migrate(TEXT_TABLES)
         key = (identity["model_hash"], identity["tokenizer_hash"], identity["dtype"])
         items = ws.items()[:o.limit] if o.limit else ws.items()
         todo, other = pending(ws, self.label, key, items, replace=o.replace, engine=identity["engine"])

@@ -171,7 +171,8 @@ def test_plant_evaluate_opens_the_workspace_once(planted, monkeypatch):
     from curate.items.store import Workspace
 
     opened, real = [], Workspace.open.__func__
-    monkeypatch.setattr(Workspace, "open", classmethod(lambda cls, root: opened.append(root) or real(cls, root)))
+    monkeypatch.setattr(Workspace, "open",
+                        classmethod(lambda cls, root, *stores: opened.append(root) or real(cls, root, *stores)))
     table, _ = evaluate_workspace(*planted)
     assert len(opened) == 1 and "label_error_score" in set(table["detector"])
 
