@@ -30,7 +30,6 @@ from curate.core.errors import CurateError
 from curate.items import fewshot as shots_of
 from curate.items import formulations as forms
 from curate.items.fewshot_pool import fewshot_plan
-from curate.items.store import Workspace
 from scoring import prefix_cache
 from scoring.backends import Context, open_backend, refuse_stats
 from scoring.encode import Spec, Unit, build_unit, build_units
