@@ -63,12 +63,12 @@ def option_index(value, field: str, n: int, *, base: int = 0) -> int:
     return value - base
 
 
-def qa_item(row_index, split, name, *, full, zero, stem, zero_stem="", cue="Answer:", **fields) -> dict:
+def qa_item(row_index, split, name, *, full, zero, stem, zero_stem="", **fields) -> dict:
     """A question-answer item: cloze contexts ``full``/``zero``, letters stems ``stem``/``zero_stem``;
     ``fields``: ``options`` and ``gold``, and those of ``make_item`` it has (``parts``: its context_parts)."""
     parts = fields.pop("parts", None)
     return make_item(benchmark=name, split=split, row_index=row_index, prompts=prompts_from(full, zero),
-                     context_parts=parts or {}, kind="question", letters=letters_from(stem, zero_stem, cue),
+                     context_parts=parts or {}, kind="question", letters=letters_from(stem, zero_stem, "Answer:"),
                      **{k: v for k, v in fields.items() if k != "native_ids"}, native_ids=fields.get("native_ids") or {})
 
 
