@@ -145,6 +145,12 @@ def shared_run_id(state) -> str:
     return run_id[0]
 
 
+def scored_source(key: dict, backend) -> str:
+    """The source a label's scored rows come from: the run's identity ``key`` and its backend (a
+    label holds one)."""
+    return run_source({"origin": "scored", **key, "backend": backend.name})
+
+
 def versions() -> dict:
     import torch
     import transformers
@@ -280,7 +286,7 @@ class Score(ModelStage):
         (a label holding another source's scores is refused now, or, with ``replace``, all its rows
         will be deleted, so none counts as done), the batches to run, refused or checked before
         anything is stored."""
-        o, source = self.options, run_source({"origin": "scored", **key, "backend": backend.name})
+        o, source = self.options, scored_source(key, backend)
         mine = [i for i, it in enumerate(items) if it["row_index"] % self.world == self.rank]
         work = Work(items, [], stale=other_sources(ws, self.label, source))
         if work.stale and not o.replace:
@@ -341,7 +347,7 @@ class Score(ModelStage):
         """The run's record (every process checks the label alike; with ``replace`` process 0
         deletes the label's scores first). Returns the rows deleted."""
         o, replaced = self.options, 0
-        source = run_source({"origin": "scored", **key, "backend": backend.name})
+        source = scored_source(key, backend)
         with ws.transaction():
             if self.rank == 0 or not o.replace:
                 replaced = check_label(ws, self.label, source, replace=o.replace)

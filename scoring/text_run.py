@@ -38,7 +38,7 @@ class TextScores(ModelStage):
 
     def run_on(self, backend, ref, startup) -> dict:
         """The run on the loaded ``backend``: what is left, refused or checked, recorded, scored."""
-        o, identity, ws = self.options, backend.identity(), self.ws
+        o, identity, info, ws = self.options, backend.identity(), backend.info(), self.ws
         ws.migrate(SCORE_TABLES)  # the runs' table, made once the model has loaded
         ws.migrate(TEXT_TABLES)
         key = (identity["model_hash"], identity["tokenizer_hash"], identity["dtype"])
@@ -57,11 +57,11 @@ class TextScores(ModelStage):
         checked = backend.self_check([u for b in plan for u in b.units], items=o.self_check,
                                      names=lambda u: f"item {items[u.item_index]['item_id']} (text)")
         startup.close()
-        run_id = self.record(ws, units, other, identity, ref, backend.info(), checked)
+        run_id = self.record(ws, units, other, identity, ref, info, checked)
         tokens, seconds = self.score(ws, plan, items, backend, run_id)
         return {"items": len(items), "computed": len(units), "cached": len(items) - len(units), "tokens": tokens,
                 "score_seconds": seconds, "run_id": run_id, "label": self.label,
-                "runner": backend.info().get("runner", backend.name), "backend": backend.name,
+                "runner": info.get("runner", backend.name), "backend": backend.name,
                 "self_check": checked, "replaced_rows": other}
 
     def record(self, ws, units, other: int, identity: dict, ref, info: dict, checked) -> str:

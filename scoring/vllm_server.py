@@ -76,12 +76,9 @@ class Server:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             raise CurateError(redact(f"{self.where(path)}: HTTP {exc.code}: {error_detail(exc)}")) from None
-        except (TimeoutError, socket.timeout):
-            raise CurateError(f"{self.where(path)}: no answer within {wait:g} s (-o server-timeout); scores stored "
-                              "before are kept: run the command again once it answers") from None
         except ValueError as exc:  # http.client.InvalidURL: a port that is not a number, a space in the host
             raise CurateError(redact(f"-o server {self.shown}: not a URL a request can go to ({exc})")) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except OSError as exc:  # URLError, or the timeout itself while reading
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, (TimeoutError, socket.timeout)):
                 raise CurateError(f"{self.where(path)}: no answer within {wait:g} s (-o server-timeout); scores "
